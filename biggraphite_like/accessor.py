@@ -1,0 +1,315 @@
+"""The accessor: the one API carbon's plugin, graphite-web's finder and `bgl` all use.
+
+It validates names and points, routes writes through the downsampler, answers globs with
+the glob engine's limits, and reads many series at once. Stores below it only store.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import threading
+import time
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.downsampling import Downsampler
+from biggraphite_like.errors import InvalidPoint, MetricNotFound, SchemaMissing
+from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, GlobPattern
+from biggraphite_like.metric import Metric, MetricMetadata, make_metric
+from biggraphite_like.stores.base import StageTable, Store
+from biggraphite_like.stores.registry import open_store
+
+MAX_TIMESTAMP = 2**32 - 1  # whisper stores timestamps as unsigned 32-bit integers
+DEFAULT_TOUCH_INTERVAL = 3600  # seconds between two updates of a metric's updated_on / read_on
+DEFAULT_CACHE_TTL = 300  # seconds a metric's metadata is trusted without reading it again
+MAX_REPORTED_ERRORS = 100
+
+
+@dataclasses.dataclass
+class WriteResult:
+    """What happened to a batch: points stored, points refused and why."""
+
+    stored: int = 0
+    too_old: int = 0  # older than the metric's whole retention: whisper drops them too
+    rejected: int = 0  # invalid value or timestamp, or unknown metric
+    errors: list[str] = dataclasses.field(default_factory=list)
+
+    def reject(self, count: int, message: str) -> None:
+        self.rejected += count
+        if len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append(message)
+
+
+@dataclasses.dataclass
+class TimeSeries:
+    """Points of one metric over a window: values[i] is at start + i * step (NaN: no point)."""
+
+    name: str
+    start: int
+    end: int
+    step: int
+    values: np.ndarray
+
+    def values_list(self) -> list[float | None]:
+        """Values with None for gaps (graphite-web's and JSON's form)."""
+        return [None if math.isnan(v) else v for v in self.values.tolist()]
+
+
+class Accessor:
+    """Metrics, globs and points over one store (thread-safe)."""
+
+    def __init__(
+        self,
+        store: Store,
+        max_glob_expansion: int = DEFAULT_MAX_EXPANSION,
+        max_glob_results: int = DEFAULT_MAX_RESULTS,
+        touch_interval: int = DEFAULT_TOUCH_INTERVAL,
+        cache_ttl: float = DEFAULT_CACHE_TTL,
+    ):
+        self.store = store
+        self.max_glob_expansion = max_glob_expansion
+        self.max_glob_results = max_glob_results
+        self.touch_interval = touch_interval
+        self.cache_ttl = cache_ttl
+        self._downsampler = Downsampler(store)
+        self._cache: dict[str, tuple[Metric, float]] = {}
+        self._touched: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options) -> "Accessor":
+        return cls(open_store(url), **options)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def syncdb(self, dry_run: bool = False) -> list[str]:
+        """Create the store's schema (or only list the statements); idempotent."""
+        statements = self.store.schema_statements()
+        if not dry_run:
+            self.store.syncdb()
+        return statements
+
+    # -- metrics -----------------------------------------------------------------------
+    def create_metric(self, name: str, metadata: MetricMetadata, now: int | None = None) -> Metric:
+        """Create a metric (and its directories), or replace its metadata if it exists."""
+        return self.create_metrics([(name, metadata)], now)[0]
+
+    def create_metrics(self, specs: Sequence[tuple[str, MetricMetadata]], now: int | None = None) -> list[Metric]:
+        now = int(time.time()) if now is None else now
+        metrics = [make_metric(name, metadata, now) for name, metadata in specs]
+        self.store.create_metrics(metrics)
+        expires = time.monotonic() + self.cache_ttl
+        with self._lock:
+            for metric in metrics:
+                self._cache[metric.name] = (metric, expires)
+        return metrics
+
+    def get_metric(self, name: str) -> Metric | None:
+        """The metric of that name, or None."""
+        return self.get_metrics([name]).get(names_mod.normalize(name))
+
+    def has_metric(self, name: str) -> bool:
+        return self.get_metric(name) is not None
+
+    def get_metrics(self, names: Iterable[str]) -> dict[str, Metric]:
+        """Existing metrics among names, by normalised name (metadata cached for cache_ttl)."""
+        wanted = [names_mod.normalize(n) for n in names]
+        found: dict[str, Metric] = {}
+        missing = []
+        now = time.monotonic()
+        for name in wanted:
+            cached = self._cache.get(name)
+            if cached is not None and cached[1] > now:
+                found[name] = cached[0]
+            else:
+                missing.append(name)
+        if missing:
+            loaded = self.store.get_metrics(missing)
+            expires = now + self.cache_ttl
+            with self._lock:
+                for name, metric in loaded.items():
+                    self._cache[name] = (metric, expires)
+            found.update(loaded)
+        return found
+
+    def update_metadata(self, name: str, metadata: MetricMetadata) -> Metric:
+        name = names_mod.normalize(name)
+        self.store.update_metadata(name, metadata)
+        self._forget([name])
+        metric = self.get_metric(name)
+        assert metric is not None
+        return metric
+
+    def delete_metrics(self, names: Sequence[str]) -> None:
+        """Delete metrics and their points; written again, a metric starts empty."""
+        normalized = [names_mod.normalize(n) for n in names]
+        self.store.delete_metrics(normalized)
+        self._forget(normalized)
+
+    def _forget(self, names: Iterable[str]) -> None:
+        with self._lock:
+            for name in names:
+                self._cache.pop(name, None)
+                self._touched.pop((name, "updated_on"), None)
+                self._touched.pop((name, "read_on"), None)
+
+    def touch(self, names: Sequence[str], field: str = "updated_on", now: int | None = None, force: bool = False) -> None:
+        """Record a write (updated_on) or read (read_on), at most once per touch_interval per metric."""
+        now = int(time.time()) if now is None else now
+        due = []
+        with self._lock:
+            for name in names:
+                last = self._touched.get((name, field))
+                if force or last is None or now - last >= self.touch_interval:
+                    self._touched[(name, field)] = now
+                    due.append(name)
+        if due:
+            self.store.touch_metrics(due, field, now)
+
+    # -- globs -------------------------------------------------------------------------
+    def glob(self, pattern: str) -> GlobPattern:
+        return GlobPattern(pattern, max_expansion=self.max_glob_expansion)
+
+    def glob_metrics(self, pattern: str) -> list[str]:
+        """Sorted metric names matching a Graphite glob."""
+        return self.store.glob_metrics(self.glob(pattern), self.max_glob_results)
+
+    def glob_directories(self, pattern: str) -> list[str]:
+        """Sorted directory names matching a Graphite glob."""
+        return self.store.glob_directories(self.glob(pattern), self.max_glob_results)
+
+    # -- points ------------------------------------------------------------------------
+    def insert_points(
+        self,
+        points: Mapping[str, Sequence[tuple[float, float]]],
+        now: int | None = None,
+        create: MetricMetadata | None = None,
+    ) -> WriteResult:
+        """Store points of many metrics in one batch (one transaction where the store has them).
+
+        Invalid points and points of unknown metrics (unless `create` gives the metadata to
+        create them with) are refused and reported in the result; the rest are stored.
+        """
+        now = int(time.time()) if now is None else int(now)
+        result = WriteResult()
+        batch: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for raw_name, series in points.items():
+            if not len(series):
+                continue
+            try:
+                name = names_mod.normalize(raw_name)
+            except Exception as exc:  # InvalidMetricName
+                result.reject(len(series), str(exc))
+                continue
+            timestamps, values = _validate_points(name, series, result)
+            if len(timestamps):
+                if name in batch:  # two spellings of one name
+                    timestamps = np.concatenate([batch[name][0], timestamps])
+                    values = np.concatenate([batch[name][1], values])
+                batch[name] = (timestamps, values)
+        if not batch:
+            return result
+        metrics = self.get_metrics(batch)
+        unknown = [n for n in batch if n not in metrics]
+        with self.store.write_batch():
+            if unknown and create is not None:
+                for metric in self.create_metrics([(n, create) for n in unknown], now):
+                    metrics[metric.name] = metric
+            elif unknown:
+                for name in unknown:
+                    result.reject(len(batch.pop(name)[0]), f"metric {name!r} does not exist: create it first")
+            work = [(metrics[n], ts, vs) for n, (ts, vs) in batch.items()]
+            result.too_old = self._downsampler.write(work, now)
+            self.touch([m.name for m, _, _ in work], "updated_on", now)
+        result.stored = sum(len(ts) for _, ts, _ in work) - result.too_old
+        return result
+
+    def fetch(
+        self, names: Sequence[str], start: int, end: int | None = None, now: int | None = None
+    ) -> dict[str, TimeSeries | None]:
+        """Read many metrics at once as whisper.fetch(start, end, now) would (None: nothing in range).
+
+        Raises MetricNotFound if a name is not a metric.
+        """
+        now = int(time.time()) if now is None else int(now)
+        end = now if end is None else int(end)
+        start = int(start)
+        metrics = self.get_metrics(names)
+        results: dict[str, TimeSeries | None] = {}
+        groups: dict[tuple[StageTable, int, int, int], list[Metric]] = collections.defaultdict(list)
+        for name in names:
+            canonical = names_mod.normalize(name)
+            metric = metrics.get(canonical)
+            if metric is None:
+                raise MetricNotFound(f"metric {canonical!r} does not exist")
+            window = metric.retention.read_window(start, end, now)
+            if window is None:
+                results[canonical] = None
+                continue
+            table = StageTable.of(metric, window.stage_index)
+            groups[(table, window.start, window.end, window.step)].append(metric)
+        for (table, first, last, step), group in groups.items():
+            group_names = [m.name for m in group]
+            reads = self.store.read_points(
+                table, group_names, np.full(len(group), first, np.int64), np.full(len(group), last, np.int64)
+            )
+            grid = np.full((len(group), (last - first) // step), np.nan)
+            grid[reads.request, (reads.timestamps - first) // step] = reads.values
+            for row, metric in enumerate(group):
+                results[metric.name] = TimeSeries(metric.name, first, last, step, grid[row])
+        if results:
+            self.touch(list(results), "read_on", now)
+        return results
+
+    def expire(self, now: int | None = None) -> int:
+        """Remove points past their stage's retention (stores without TTL); returns the count."""
+        return self.store.expire_points(int(time.time()) if now is None else now)
+
+
+def _validate_points(name: str, series: Sequence[tuple[float, float]], result: WriteResult) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps (int64, truncated like whisper's int()) and values of the valid points."""
+    try:
+        array = np.asarray(series, dtype=np.float64).reshape(-1, 2)
+    except (TypeError, ValueError):
+        good_ts, good_vs = [], []
+        for point in series:
+            try:
+                ts, value = float(point[0]), float(point[1])
+            except (TypeError, ValueError, IndexError):
+                result.reject(1, f"{name}: point {point!r} is not a (timestamp, value) pair of numbers")
+                continue
+            good_ts.append(ts)
+            good_vs.append(value)
+        array = np.column_stack([np.asarray(good_ts, np.float64), np.asarray(good_vs, np.float64)]).reshape(-1, 2)
+    timestamps, values = array[:, 0], array[:, 1]
+    bad_value = ~np.isfinite(values)
+    bad_time = ~np.isfinite(timestamps) | (timestamps < 1) | (timestamps >= MAX_TIMESTAMP + 1)
+    bad = bad_value | bad_time
+    if bad.any():
+        for index in np.flatnonzero(bad)[:10].tolist():
+            if bad_time[index]:
+                why = f"timestamp {float(timestamps[index])!r} is outside 1..{MAX_TIMESTAMP}"
+            else:
+                why = f"value {float(values[index])!r} is not a finite number"
+            result.reject(1, f"{name}: {why}")
+        extra = int(bad.sum()) - min(int(bad.sum()), 10)
+        if extra:
+            result.reject(extra, f"{name}: {extra} more invalid points")
+        timestamps, values = timestamps[~bad], values[~bad]
+    return np.trunc(timestamps).astype(np.int64), values
+
+
+def check_point(timestamp: float, value: float) -> tuple[int, float]:
+    """Validate one point, raising InvalidPoint with the reason (CLI and plugins)."""
+    result = WriteResult()
+    ts, vs = _validate_points("point", [(timestamp, value)], result)
+    if result.errors:
+        raise InvalidPoint(result.errors[0])
+    return int(ts[0]), float(vs[0])
+
+
+__all__ = ["Accessor", "TimeSeries", "WriteResult", "check_point", "SchemaMissing"]

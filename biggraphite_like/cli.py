@@ -1,0 +1,262 @@
+"""`bgl`: the operator's command line (schema, write, list, read, info)."""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from typing import Iterator, Sequence, TextIO
+
+from biggraphite_like import settings
+from biggraphite_like.accessor import Accessor, WriteResult
+from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange
+from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.retention import parse_duration
+
+STDIN_BATCH_LINES = 50_000
+
+
+def parse_time(text: str, now: int) -> int:
+    """Epoch seconds from `1700000000`, `now`, or `-3600` / `-1h` / `-7d` (relative to now)."""
+    text = text.strip()
+    if text == "now":
+        return now
+    if text.startswith("-"):
+        return now - parse_duration(text[1:], "relative time")
+    try:
+        return int(float(text))
+    except ValueError:
+        raise InvalidTimeRange(f"invalid time {text!r}: use epoch seconds, 'now' or a relative time like -1h") from None
+
+
+def _metadata(args: argparse.Namespace) -> MetricMetadata:
+    return MetricMetadata.create(args.retention, args.aggregation, args.xff)
+
+
+def _open(args: argparse.Namespace) -> Accessor:
+    url = args.store or settings.default_store_url()
+    if url == f"sqlite://{os.path.join(settings.default_data_dir(), settings.DB_FILE_NAME)}":
+        os.makedirs(settings.default_data_dir(), exist_ok=True)
+    return Accessor.from_url(url)
+
+
+def cmd_syncdb(args: argparse.Namespace, out: TextIO) -> int:
+    accessor = _open(args)
+    statements = accessor.syncdb(dry_run=args.dry_run)
+    if args.dry_run:
+        out.write("\n".join(statements) + "\n")
+    else:
+        out.write(f"schema ready in {accessor.store.url} ({len(statements)} statements)\n")
+    return 0
+
+
+def _stdin_batches(lines: TextIO, result: WriteResult, err: TextIO) -> Iterator[dict[str, list[tuple[float, float]]]]:
+    """Batches of carbon plaintext lines; malformed lines are reported and skipped."""
+    batch: dict[str, list[tuple[float, float]]] = {}
+    count = 0
+    for number, line in enumerate(lines, 1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            if len(fields) != 3:
+                raise InvalidPoint(f"expected 'NAME VALUE TIMESTAMP', got {len(fields)} field(s)")
+            name, value, timestamp = fields
+            try:
+                point = (float(timestamp), float(value))
+            except ValueError:
+                raise InvalidPoint(f"value {value!r} or timestamp {timestamp!r} is not a number") from None
+        except InvalidPoint as exc:
+            result.rejected += 1
+            err.write(f"bgl write: line {number}: {exc}; skipped\n")
+            continue
+        batch.setdefault(name, []).append((point, number))  # type: ignore[arg-type]
+        count += 1
+        if count >= STDIN_BATCH_LINES:
+            yield batch
+            batch, count = {}, 0
+    if batch:
+        yield batch
+
+
+def cmd_write(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    accessor = _open(args)
+    if accessor.store.url.startswith("sqlite:"):
+        accessor.syncdb()  # the embedded store sets itself up on first use
+    metadata = _metadata(args)
+    now = int(time.time())
+    total = WriteResult()
+    if args.name == "-":
+        if args.value is not None:
+            raise InvalidPoint("`bgl write -` reads lines from stdin and takes no VALUE")
+        for batch in _stdin_batches(stdin, total, err):
+            _write_numbered(accessor, batch, metadata, now, total, err)
+    else:
+        if args.value is None:
+            raise InvalidPoint("bgl write NAME VALUE [TIMESTAMP]: VALUE is missing")
+        try:
+            value = float(args.value)
+            timestamp = float(args.timestamp) if args.timestamp is not None else float(now)
+        except ValueError:
+            raise InvalidPoint(f"value {args.value!r} or timestamp {args.timestamp!r} is not a number") from None
+        _write_numbered(accessor, {args.name: [((timestamp, value), 0)]}, metadata, now, total, err)
+    err.write(
+        f"bgl write: {total.stored} point(s) stored, {total.rejected} rejected, {total.too_old} older than the retention\n"
+    )
+    return 1 if total.rejected or total.too_old else 0
+
+
+def _write_numbered(accessor: Accessor, batch: dict, metadata: MetricMetadata, now: int, total: WriteResult,
+                    err: TextIO) -> None:
+    """Write a batch whose points carry their input line number; report refusals by line."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    for name, numbered in batch.items():
+        points[name] = [p for p, _ in numbered]
+    result = accessor.insert_points(points, now=now, create=metadata)
+    if result.rejected:
+        _report_rejections(accessor, batch, result, err)
+    total.stored += result.stored
+    total.too_old += result.too_old
+    total.rejected += result.rejected
+
+
+def _report_rejections(accessor: Accessor, batch: dict, result: WriteResult, err: TextIO) -> None:
+    from biggraphite_like import names as names_mod
+    from biggraphite_like.accessor import check_point
+
+    for name, numbered in batch.items():
+        try:
+            names_mod.normalize(name)
+        except BglError as exc:
+            for _, number in numbered:
+                err.write(f"bgl write: line {number}: {exc}; skipped\n")
+            continue
+        for (timestamp, value), number in numbered:
+            try:
+                check_point(timestamp, value)
+            except InvalidPoint as exc:
+                err.write(f"bgl write: line {number}: {str(exc).replace('point: ', '')}; skipped\n")
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    accessor = _open(args)
+    found = accessor.glob_directories(args.glob) if args.directories else accessor.glob_metrics(args.glob)
+    for name in found:
+        out.write(name + "\n")
+    return 0
+
+
+def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
+    accessor = _open(args)
+    now = parse_time(args.now, int(time.time())) if args.now else int(time.time())
+    start = parse_time(args.from_, now) if args.from_ else now - 86400
+    end = parse_time(args.until, now) if args.until else now
+    if start > end:
+        raise InvalidTimeRange(f"--from {start} is after --until {end}")
+    series = accessor.fetch([args.name], start, end, now)
+    name, result = next(iter(series.items()))
+    values = result.values_list() if result is not None else []
+    if args.format == "json":
+        document = {
+            "name": name,
+            "start": result.start if result else None,
+            "end": result.end if result else None,
+            "step": result.step if result else None,
+            "values": values,
+        }
+        out.write(json.dumps(document) + "\n")
+    else:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["timestamp", "value"])
+        if result is not None:
+            for index, value in enumerate(values):
+                writer.writerow([result.start + index * result.step, "" if value is None else repr(value)])
+    return 0
+
+
+def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
+    accessor = _open(args)
+    metric = accessor.get_metric(args.name)
+    if metric is None:
+        from biggraphite_like.errors import MetricNotFound
+
+        raise MetricNotFound(f"metric {args.name!r} does not exist")
+    info = metric.as_dict()
+    info["stages"] = [
+        {"precision": s.precision, "points": s.points, "duration": s.duration} for s in metric.retention.stages
+    ]
+    out.write(json.dumps(info, indent=2) + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bgl", description="Operate a biggraphite_like store.")
+    parser.add_argument(
+        "--store",
+        help=f"store URL (default: ${settings.STORE_ENV}, else sqlite://<data dir>/{settings.DB_FILE_NAME};"
+        f" data dir: ${settings.DATA_DIR_ENV} or ~/.local/share/biggraphite_like)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("syncdb", help="create the schema (idempotent)")
+    p.add_argument("--dry-run", action="store_true", help="print the statements instead of running them")
+
+    p = sub.add_parser("write", help="write one point, or carbon plaintext lines from stdin with NAME '-'")
+    p.add_argument("--retention", default=settings.DEFAULT_RETENTION,
+                   help=f"retention of new metrics (default {settings.DEFAULT_RETENTION})")
+    p.add_argument("--aggregation", default=settings.DEFAULT_AGGREGATION,
+                   help=f"aggregation method of new metrics (default {settings.DEFAULT_AGGREGATION})")
+    p.add_argument("--xff", default=settings.DEFAULT_XFILESFACTOR, type=str,
+                   help=f"xFilesFactor of new metrics (default {settings.DEFAULT_XFILESFACTOR})")
+    p.add_argument("name", metavar="NAME", help="metric name, or - to read 'NAME VALUE TIMESTAMP' lines from stdin")
+    p.add_argument("value", metavar="VALUE", nargs="?")
+    p.add_argument("timestamp", metavar="TIMESTAMP", nargs="?", help="epoch seconds (default: now)")
+
+    p = sub.add_parser("list", help="list metrics (or directories) matching a Graphite glob, sorted")
+    p.add_argument("--directories", action="store_true", help="list directories instead of metrics")
+    p.add_argument("glob", metavar="GLOB")
+
+    p = sub.add_parser("read", help="read a metric's points as whisper.fetch would")
+    p.add_argument("--from", dest="from_", metavar="T", help="start: epoch, 'now' or relative like -1h (default -24h)")
+    p.add_argument("--until", metavar="T", help="end (default now)")
+    p.add_argument("--now", metavar="T", help="the time the read happens at (default: the clock)")
+    p.add_argument("--format", choices=["json", "csv"], default="json")
+    p.add_argument("name", metavar="NAME")
+
+    p = sub.add_parser("info", help="show a metric's metadata as JSON")
+    p.add_argument("name", metavar="NAME")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
+         stderr: TextIO | None = None) -> int:
+    stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "syncdb":
+            return cmd_syncdb(args, stdout)
+        if args.command == "write":
+            return cmd_write(args, stdout, stderr, stdin)
+        if args.command == "list":
+            return cmd_list(args, stdout)
+        if args.command == "read":
+            return cmd_read(args, stdout)
+        if args.command == "info":
+            return cmd_info(args, stdout)
+    except BglError as exc:
+        stderr.write(f"bgl {args.command}: error: {exc}\n")
+        return 1
+    except BrokenPipeError:
+        return 0
+    raise AssertionError(args.command)
+
+
+def main_entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    main_entry()

@@ -1,0 +1,60 @@
+"""Exceptions of the accessor layer: each says what was wrong and what to do."""
+
+
+class BglError(Exception):
+    """Base class of every error biggraphite_like raises on purpose."""
+
+
+class InvalidMetricName(BglError, ValueError):
+    """A metric or directory name that cannot be stored."""
+
+
+class InvalidRetention(BglError, ValueError):
+    """A retention definition that is malformed or inconsistent."""
+
+
+class InvalidAggregation(BglError, ValueError):
+    """An aggregation method or xFilesFactor outside whisper's set."""
+
+
+class InvalidPoint(BglError, ValueError):
+    """A datapoint whose value or timestamp cannot be stored."""
+
+
+class InvalidTimeRange(BglError, ValueError):
+    """A read window that makes no sense (from after until, out of range)."""
+
+
+class InvalidGlob(BglError, ValueError):
+    """A glob pattern that cannot be parsed."""
+
+
+class GlobTooComplex(BglError):
+    """A glob pattern that expands to more alternatives than the configured limit."""
+
+
+class TooManyResults(BglError):
+    """A glob that matches more names than the configured limit."""
+
+
+class MetricNotFound(BglError, KeyError):
+    """An operation named a metric that does not exist."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "metric not found"
+
+
+class InvalidStoreURL(BglError, ValueError):
+    """A store URL that names no known store or has bad options."""
+
+
+class StoreError(BglError):
+    """The store failed an operation (I/O, corruption, schema missing)."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (file not writable, server down)."""
+
+
+class SchemaMissing(StoreError):
+    """The store has no schema yet: run `bgl syncdb`."""

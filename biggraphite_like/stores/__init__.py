@@ -1,0 +1,1 @@
+"""Stores: where metrics and points live. Every store implements `stores.base.Store`."""

@@ -1,0 +1,131 @@
+"""The one interface every store implements, and the shapes of data crossing it.
+
+Stores keep bytes; everything that is not storage-specific (name rules, glob matching,
+whisper's downsampling, retention arithmetic) lives above them. Data is addressed by
+metric name and `StageTable`; points cross the interface as numpy arrays.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+import dataclasses
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from biggraphite_like.glob import GlobPattern
+from biggraphite_like.metric import Metric, MetricMetadata
+from biggraphite_like.retention import Stage
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class StageTable:
+    """Where one stage of a metric is kept: stage 0 holds raw values, later stages (value, count)."""
+
+    stage: Stage
+    aggregated: bool
+
+    @property
+    def name(self) -> str:
+        suffix = "aggr" if self.aggregated else "0"
+        return f"datapoints_{self.stage.points}p_{self.stage.precision}s_{suffix}"
+
+    @classmethod
+    def of(cls, metric: Metric, stage_index: int) -> "StageTable":
+        return cls(metric.retention.stages[stage_index], stage_index > 0)
+
+
+@dataclasses.dataclass
+class PointReads:
+    """Points answering a batch of window reads: request index, timestamp, value, count, flat."""
+
+    request: np.ndarray  # int64, index into the requests
+    timestamps: np.ndarray  # int64
+    values: np.ndarray  # float64
+    counts: np.ndarray  # int64 (1 for raw points)
+
+    @classmethod
+    def empty(cls) -> "PointReads":
+        return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.int64))
+
+
+class Store(abc.ABC):
+    """A place for metric metadata, directories and datapoints."""
+
+    url: str
+
+    # -- lifecycle -------------------------------------------------------------------
+    @abc.abstractmethod
+    def schema_statements(self) -> list[str]:
+        """The statements `syncdb` runs to create the schema, in order."""
+
+    @abc.abstractmethod
+    def syncdb(self) -> None:
+        """Create what is missing of the schema; idempotent."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; the store may be reopened by using it again."""
+
+    @contextlib.contextmanager
+    def write_batch(self) -> Iterator[None]:
+        """Group writes so they apply together (one transaction where the store has them)."""
+        yield
+
+    # -- metadata ----------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_metrics(self, metrics: Sequence[Metric]) -> None:
+        """Create (or replace the metadata of) metrics and all their ancestor directories."""
+
+    @abc.abstractmethod
+    def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
+        """The existing metrics among names (normalised names)."""
+
+    @abc.abstractmethod
+    def glob_metrics(self, pattern: GlobPattern, max_results: int) -> list[str]:
+        """Sorted metric names matching pattern; TooManyResults past max_results."""
+
+    @abc.abstractmethod
+    def glob_directories(self, pattern: GlobPattern, max_results: int) -> list[str]:
+        """Sorted directory names matching pattern; TooManyResults past max_results."""
+
+    @abc.abstractmethod
+    def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
+        """Replace a metric's metadata; data of stages that no longer exist is no longer read."""
+
+    @abc.abstractmethod
+    def touch_metrics(self, names: Sequence[str], field: str, timestamp: int) -> None:
+        """Set `updated_on` or `read_on` of metrics to timestamp."""
+
+    @abc.abstractmethod
+    def delete_metrics(self, names: Sequence[str]) -> None:
+        """Remove metrics and their points (directories stay: cleanup removes empty ones)."""
+
+    # -- datapoints --------------------------------------------------------------------
+    @abc.abstractmethod
+    def write_points(
+        self,
+        table: StageTable,
+        names: Sequence[str],
+        timestamps: np.ndarray,
+        values: np.ndarray,
+        counts: np.ndarray | None = None,
+    ) -> None:
+        """Store points (names[i], timestamps[i], values[i]); a timestamp written again is replaced.
+
+        A stage keeps `points` slots like a whisper archive: a point replaces whatever
+        occupied its slot, so a stage never holds more than `points` values per metric.
+        """
+
+    @abc.abstractmethod
+    def read_points(
+        self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
+    ) -> PointReads:
+        """Points of names[i] with starts[i] <= timestamp < ends[i], for every request i.
+
+        Each window is at most the stage's duration long.
+        """
+
+    @abc.abstractmethod
+    def expire_points(self, now: int) -> int:
+        """Remove points older than their stage's duration; returns how many were removed."""

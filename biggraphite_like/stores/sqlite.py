@@ -1,0 +1,533 @@
+"""The embedded store: one SQLite file in WAL mode (one writer, many readers, crash-safe).
+
+Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it):
+- `metrics` and `directories`: name, parent, component_0..component_63 with `__END__`
+  after the last component, each component column with a partial index, so a glob turns
+  into indexed lookups (parent, name prefix, component equality) before client filtering.
+- one `datapoints_<points>p_<precision>s_0|aggr` table per stage, created with the first
+  metric that uses it. A row is a whisper slot: primary key (metric, slot) with
+  slot = (timestamp / precision) mod points, so a stage holds at most `points` rows per
+  metric and a newer point replaces the one of the previous cycle, as in a whisper file.
+  Readers check the timestamp of each slot, as whisper does.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sqlite3
+import threading
+from typing import Iterable, Iterator, Sequence
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.errors import (
+    InvalidStoreURL,
+    MetricNotFound,
+    SchemaMissing,
+    StoreError,
+    StoreUnavailable,
+    TooManyResults,
+)
+from biggraphite_like.glob import GlobPattern
+from biggraphite_like.metric import Metric, MetricMetadata
+from biggraphite_like.retention import Retention
+from biggraphite_like.stores.base import PointReads, StageTable, Store
+
+COMPONENTS = names_mod.MAX_COMPONENTS
+END = names_mod.END_MARKER
+_COMPONENT_COLUMNS = [f"component_{i}" for i in range(COMPONENTS)]
+_METRIC_FIELDS = "name, retention, aggregator, xfilesfactor, created_on, updated_on, read_on"
+_CHUNK = 500  # bound parameters per IN (...) chunk
+_REQUESTS_PER_QUERY = 5000  # window requests per VALUES list (6 parameters each)
+_PROBE_LIMIT = 1000  # rows read to estimate how selective a candidate index is
+DEFAULT_TIMEOUT = 30.0
+
+
+def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
+    columns = ["  key INTEGER PRIMARY KEY AUTOINCREMENT" if metrics else "  key INTEGER PRIMARY KEY",
+               "  name TEXT NOT NULL UNIQUE", "  parent TEXT NOT NULL"]
+    columns += [f"  {c} TEXT" for c in _COMPONENT_COLUMNS]
+    if metrics:
+        columns += [
+            "  retention TEXT NOT NULL",
+            "  aggregator TEXT NOT NULL",
+            "  xfilesfactor REAL NOT NULL",
+            "  created_on INTEGER NOT NULL DEFAULT 0",
+            "  updated_on INTEGER NOT NULL DEFAULT 0",
+            "  read_on INTEGER NOT NULL DEFAULT 0",
+        ]
+    statements = [f"CREATE TABLE IF NOT EXISTS {table} (\n" + ",\n".join(columns) + "\n);"]
+    statements.append(f"CREATE INDEX IF NOT EXISTS {table}_parent ON {table} (parent);")
+    statements += [
+        f"CREATE INDEX IF NOT EXISTS {table}_{c} ON {table} ({c}) WHERE {c} IS NOT NULL;"
+        for c in _COMPONENT_COLUMNS
+    ]
+    return statements
+
+
+def stage_table_sql(table: StageTable) -> str:
+    """DDL of one stage table (also the template shown in schema/sqlite.sql)."""
+    count = "  count INTEGER NOT NULL,\n" if table.aggregated else ""
+    return (
+        f"CREATE TABLE IF NOT EXISTS {table.name} (\n"
+        "  metric INTEGER NOT NULL,\n  slot INTEGER NOT NULL,\n  ts INTEGER NOT NULL,\n"
+        f"  value REAL NOT NULL,\n{count}  PRIMARY KEY (metric, slot)\n) WITHOUT ROWID;"
+    )
+
+
+def schema_statements() -> list[str]:
+    """The fixed part of the schema, in order."""
+    return _metadata_table_sql("metrics", True) + _metadata_table_sql("directories", False)
+
+
+def _component_values(name: str) -> list[str | None]:
+    parts = name.split(".")
+    values: list[str | None] = parts + [END] + [None] * (COMPONENTS - len(parts) - 1)
+    return values[:COMPONENTS]
+
+
+def _prefix_bounds(prefix: str) -> tuple[str, str]:
+    """[low, high) of the strings starting with prefix (prefix ends before its last char + 1)."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+class SQLiteStore(Store):
+    """Metrics and points in one SQLite file (see module docstring)."""
+
+    def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, url: str | None = None):
+        self.path = os.path.abspath(path)
+        self.timeout = timeout
+        self.url = url or f"sqlite://{self.path}"
+        self._local = threading.local()
+        self._keys: dict[str, int] = {}  # metric name -> integer key used by datapoint tables
+        self._tables: set[str] = set()
+        self._schema_checked = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str) -> "SQLiteStore":
+        parts = urlsplit(url)
+        path = url[len("sqlite://"):].split("?", 1)[0]
+        if not path:
+            raise InvalidStoreURL(f"store URL {url!r} names no file: use sqlite:///absolute/path.db")
+        options = dict(parse_qsl(parts.query))
+        timeout = DEFAULT_TIMEOUT
+        if "timeout" in options:
+            try:
+                timeout = float(options.pop("timeout"))
+            except ValueError:
+                raise InvalidStoreURL(f"store URL {url!r}: timeout must be a number of seconds") from None
+        if options:
+            raise InvalidStoreURL(f"store URL {url!r}: unknown option(s) {', '.join(sorted(options))} (known: timeout)")
+        return cls(path, timeout=timeout, url=url)
+
+    # -- connections -----------------------------------------------------------------
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use (and again after a fork)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is None or local.pid != os.getpid():
+            directory = os.path.dirname(self.path)
+            if not os.path.isdir(directory):
+                raise StoreUnavailable(f"cannot open {self.path}: directory {directory} does not exist")
+            try:
+                conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+                conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA temp_store = MEMORY")
+                conn.execute("PRAGMA cache_size = -65536")
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+            local.conn, local.pid, local.depth = conn, os.getpid(), 0
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "no such table" in text:
+                raise SchemaMissing(f"{what}: the store {self.path} has no schema ({text}); run `bgl syncdb`") from exc
+            if "locked" in text or "unable to open" in text or "readonly" in text:
+                raise StoreUnavailable(f"{what}: SQLite store {self.path}: {text}") from exc
+            raise StoreError(f"{what}: SQLite store {self.path}: {text}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"{what}: SQLite store {self.path}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def write_batch(self) -> Iterator[None]:
+        """One IMMEDIATE transaction (the writer lock is taken up front: no deadlocks)."""
+        conn = self._conn
+        local = self._local
+        if local.depth:
+            local.depth += 1
+            try:
+                yield
+            finally:
+                local.depth -= 1
+            return
+        with self._errors("begin a write"):
+            conn.execute("BEGIN IMMEDIATE")
+        local.depth = 1
+        try:
+            yield
+        except BaseException:
+            local.depth = 0
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._keys.clear()  # keys created in the rolled back transaction are gone
+            raise
+        local.depth = 0
+        with self._errors("commit a write"):
+            conn.execute("COMMIT")
+
+    # -- schema ------------------------------------------------------------------------
+    def schema_statements(self) -> list[str]:
+        return schema_statements()
+
+    def syncdb(self) -> None:
+        conn = self._conn
+        with self._errors("create the schema"):
+            conn.execute("PRAGMA journal_mode = WAL")
+            with self.write_batch():
+                for statement in schema_statements():
+                    conn.execute(statement)
+        self._schema_checked = True
+
+    def _check_schema(self) -> None:
+        if self._schema_checked:
+            return
+        with self._errors("check the schema"):
+            row = self._conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('metrics', 'directories')"
+            ).fetchone()
+        if row[0] != 2:
+            raise SchemaMissing(f"the store {self.path} has no schema: run `bgl --store {self.url} syncdb`")
+        self._schema_checked = True
+
+    def _ensure_table(self, table: StageTable) -> None:
+        if table.name in self._tables:
+            return
+        with self._errors(f"create table {table.name}"):
+            self._conn.execute(stage_table_sql(table))
+        self._tables.add(table.name)
+
+    def _table_exists(self, table: StageTable) -> bool:
+        if table.name in self._tables:
+            return True
+        row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table.name,)).fetchone()
+        if row:
+            self._tables.add(table.name)
+        return bool(row)
+
+    def stage_tables(self) -> list[str]:
+        """Names of the datapoint tables that exist."""
+        rows = self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'datapoints\\_%' ESCAPE '\\' ORDER BY name"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- metadata ----------------------------------------------------------------------
+    def create_metrics(self, metrics: Sequence[Metric]) -> None:
+        if not metrics:
+            return
+        self._check_schema()
+        metric_sql = (
+            f"INSERT INTO metrics (name, parent, {', '.join(_COMPONENT_COLUMNS)}, retention, aggregator,"
+            f" xfilesfactor, created_on, updated_on, read_on) VALUES ({', '.join(['?'] * (COMPONENTS + 8))})"
+            " ON CONFLICT(name) DO UPDATE SET retention = excluded.retention, aggregator = excluded.aggregator,"
+            " xfilesfactor = excluded.xfilesfactor, updated_on = excluded.updated_on"
+        )
+        directory_sql = (
+            f"INSERT OR IGNORE INTO directories (name, parent, {', '.join(_COMPONENT_COLUMNS)})"
+            f" VALUES ({', '.join(['?'] * (COMPONENTS + 2))})"
+        )
+        directories = sorted({d for m in metrics for d in names_mod.ancestors(m.name)})
+        existing = self.get_metrics([m.name for m in metrics])
+        with self.write_batch(), self._errors("create metrics"):
+            for metric in metrics:
+                for index in range(len(metric.retention.stages)):
+                    self._ensure_table(StageTable.of(metric, index))
+                old = existing.get(metric.name)
+                if old is not None and old.retention != metric.retention:
+                    self._drop_points(metric.name, old.retention, keep=metric.retention)
+            conn = self._conn
+            conn.executemany(
+                metric_sql,
+                (
+                    (m.name, names_mod.parent(m.name), *_component_values(m.name), str(m.retention),
+                     m.metadata.aggregator.value, m.metadata.xfilesfactor, m.created_on, m.updated_on, m.read_on)
+                    for m in metrics
+                ),
+            )
+            conn.executemany(directory_sql, ((d, names_mod.parent(d), *_component_values(d)) for d in directories))
+
+    def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
+        self._check_schema()
+        found: dict[str, Metric] = {}
+        names = list(dict.fromkeys(names))
+        with self._errors("read metrics"):
+            for start in range(0, len(names), _CHUNK):
+                chunk = names[start:start + _CHUNK]
+                rows = self._conn.execute(
+                    f"SELECT key, {_METRIC_FIELDS} FROM metrics WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk
+                ).fetchall()
+                for row in rows:
+                    self._keys[row[1]] = row[0]
+                    found[row[1]] = _metric_from_row(row[1:])
+        return found
+
+    def all_metrics(self, batch: int = 10_000) -> Iterator[Metric]:
+        """Every metric, in name order, read in pages (for maintenance jobs)."""
+        self._check_schema()
+        last = ""
+        while True:
+            rows = self._conn.execute(
+                f"SELECT {_METRIC_FIELDS} FROM metrics WHERE name > ? ORDER BY name LIMIT ?", (last, batch)
+            ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield _metric_from_row(row)
+            last = rows[-1][0]
+
+    def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
+        existing = self.get_metrics([name]).get(name)
+        if existing is None:
+            raise MetricNotFound(f"metric {name!r} does not exist")
+        with self.write_batch(), self._errors("update metadata"):
+            if existing.retention != metadata.retention:
+                for index in range(len(metadata.retention.stages)):
+                    self._ensure_table(StageTable(metadata.retention.stages[index], index > 0))
+                self._drop_points(name, existing.retention, keep=metadata.retention)
+            self._conn.execute(
+                "UPDATE metrics SET retention = ?, aggregator = ?, xfilesfactor = ? WHERE name = ?",
+                (str(metadata.retention), metadata.aggregator.value, metadata.xfilesfactor, name),
+            )
+
+    def touch_metrics(self, names: Sequence[str], field: str, timestamp: int) -> None:
+        if field not in ("updated_on", "read_on"):
+            raise ValueError(f"cannot touch {field!r}: use updated_on or read_on")
+        with self.write_batch(), self._errors(f"set {field}"):
+            self._conn.executemany(f"UPDATE metrics SET {field} = ? WHERE name = ?", ((timestamp, n) for n in names))
+
+    def delete_metrics(self, names: Sequence[str]) -> None:
+        existing = self.get_metrics(names)
+        with self.write_batch(), self._errors("delete metrics"):
+            for name, metric in existing.items():
+                self._drop_points(name, metric.retention)
+                self._conn.execute("DELETE FROM metrics WHERE name = ?", (name,))
+                self._keys.pop(name, None)
+
+    def _drop_points(self, name: str, retention: Retention, keep: Retention | None = None) -> None:
+        key = self._key(name)
+        kept = {StageTable(s, i > 0) for i, s in enumerate(keep.stages)} if keep else set()
+        for index, stage in enumerate(retention.stages):
+            table = StageTable(stage, index > 0)
+            if table not in kept and self._table_exists(table):
+                self._conn.execute(f"DELETE FROM {table.name} WHERE metric = ?", (key,))
+
+    def _key(self, name: str) -> int:
+        key = self._keys.get(name)
+        if key is None:
+            row = self._conn.execute("SELECT key FROM metrics WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise MetricNotFound(f"metric {name!r} does not exist: create it before writing points")
+            key = self._keys[name] = row[0]
+        return key
+
+    # -- globs -------------------------------------------------------------------------
+    def glob_metrics(self, pattern: GlobPattern, max_results: int) -> list[str]:
+        return self._glob("metrics", pattern, max_results)
+
+    def glob_directories(self, pattern: GlobPattern, max_results: int) -> list[str]:
+        return self._glob("directories", pattern, max_results)
+
+    def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
+        self._check_schema()
+        matches: set[str] = set()
+        with self._errors(f"glob {pattern.pattern!r}"):
+            for name in self._candidates(table, pattern):
+                if name not in matches and pattern.matches(name):
+                    matches.add(name)
+                    if len(matches) > max_results:
+                        raise TooManyResults(
+                            f"glob {pattern.pattern!r} matches more than {max_results} names"
+                            f" (limit max_results={max_results}); narrow the pattern"
+                        )
+        return sorted(matches)
+
+    def _candidates(self, table: str, pattern: GlobPattern) -> Iterator[str]:
+        """Names that may match, from indexed queries only where the pattern allows it."""
+        conn = self._conn
+        exact = pattern.exact_names()
+        if exact is not None:
+            for start in range(0, len(exact), _CHUNK):
+                chunk = exact[start:start + _CHUNK]
+                yield from (r[0] for r in conn.execute(
+                    f"SELECT name FROM {table} WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk))
+            return
+        for sql, params in self._plan(table, pattern):
+            yield from (r[0] for r in conn.execute(sql, params))
+
+    def _plan(self, table: str, pattern: GlobPattern) -> list[tuple[str, list]]:
+        """The queries whose union holds every match (see README: glob planning)."""
+        depth = pattern.depth
+        prefix = pattern.literal_prefix()
+        depth_sql, depth_params = "", []
+        if depth is not None and depth < COMPONENTS:
+            depth_sql, depth_params = f" AND +component_{depth} = ?", [END]
+        # 1. all but the last component fixed: the children of one directory
+        if depth is not None and len(prefix) == depth - 1:
+            return [(f"SELECT name FROM {table} WHERE parent = ?", [".".join(prefix)])]
+        candidates: list[tuple[str, list]] = []
+        # 2. a fixed leading path: a range of the name index
+        if prefix:
+            low, high = _prefix_bounds(".".join(prefix) + ".")
+            candidates.append((f"SELECT name FROM {table} WHERE name >= ? AND name < ?{depth_sql}",
+                               [low, high, *depth_params]))
+        # 3. a fixed or prefixed component at a known position (before any globstar)
+        for position, component in enumerate(pattern.components):
+            if component.is_globstar:
+                break
+            column = f"component_{position}"
+            if component.literals is not None:
+                values = sorted(component.literals)
+                candidates.append((
+                    f"SELECT name FROM {table} WHERE {column} IN ({', '.join(['?'] * len(values))}){depth_sql}",
+                    [*values, *depth_params]))
+            elif component.prefix:
+                low, high = _prefix_bounds(component.prefix)
+                candidates.append((f"SELECT name FROM {table} WHERE {column} >= ? AND {column} < ?{depth_sql}",
+                                   [low, high, *depth_params]))
+        if candidates:
+            return [self._most_selective(candidates)] if len(candidates) > 1 else candidates
+        # 4. a fixed last component after a globstar: one lookup per possible depth
+        last = pattern.components[-1]
+        if pattern.has_globstar and not last.is_globstar and last.literals is not None:
+            values = sorted(last.literals)
+            queries = []
+            for size in range(max(pattern.min_depth, 1), COMPONENTS + 1):
+                end_sql = f" AND +component_{size} = ?" if size < COMPONENTS else ""
+                queries.append((
+                    f"SELECT name FROM {table} WHERE component_{size - 1} IN ({', '.join(['?'] * len(values))}){end_sql}",
+                    [*values, *([END] if size < COMPONENTS else [])]))
+            return queries
+        # 5. nothing fixed: every name of that depth, or every name
+        if depth is not None and depth < COMPONENTS:
+            return [(f"SELECT name FROM {table} WHERE component_{depth} = ?", [END])]
+        return [(f"SELECT name FROM {table}", [])]
+
+    def _most_selective(self, candidates: list[tuple[str, list]]) -> tuple[str, list]:
+        """The candidate query reading the fewest rows, probing each up to a bound."""
+        best, best_count = candidates[0], None
+        for sql, params in candidates:
+            count = self._conn.execute(f"SELECT count(*) FROM ({sql} LIMIT {_PROBE_LIMIT})", params).fetchone()[0]
+            if best_count is None or count < best_count:
+                best, best_count = (sql, params), count
+            if count == 0:
+                break
+        return best
+
+    # -- datapoints --------------------------------------------------------------------
+    def write_points(self, table, names, timestamps, values, counts=None) -> None:
+        if not len(timestamps):
+            return
+        self._check_schema()
+        with self.write_batch(), self._errors(f"write points to {table.name}"):
+            self._ensure_table(table)
+            keys = np.fromiter((self._key(n) for n in names), dtype=np.int64, count=len(names))
+            slots = (timestamps // table.stage.precision) % table.stage.points
+            columns = [keys.tolist(), slots.tolist(), timestamps.tolist(), values.tolist()]
+            if table.aggregated:
+                columns.append((counts if counts is not None else np.ones(len(timestamps), np.int64)).tolist())
+                sql = f"INSERT OR REPLACE INTO {table.name} (metric, slot, ts, value, count) VALUES (?, ?, ?, ?, ?)"
+            else:
+                sql = f"INSERT OR REPLACE INTO {table.name} (metric, slot, ts, value) VALUES (?, ?, ?, ?)"
+            self._conn.executemany(sql, zip(*columns))
+
+    def read_points(self, table, names, starts, ends) -> PointReads:
+        if not len(names):
+            return PointReads.empty()
+        self._check_schema()
+        with self._errors(f"read points from {table.name}"):
+            if not self._table_exists(table):
+                return PointReads.empty()
+            requests = list(self._slot_ranges(table, names, starts, ends))
+            count_sql = ", d.count" if table.aggregated else ", 1"
+            rows: list[tuple] = []
+            for start in range(0, len(requests), _REQUESTS_PER_QUERY):
+                chunk = requests[start:start + _REQUESTS_PER_QUERY]
+                values_sql = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk))
+                sql = (
+                    f"WITH req(r, k, s0, s1, t0, t1) AS (VALUES {values_sql})"
+                    f" SELECT req.r, d.ts, d.value{count_sql} FROM req CROSS JOIN {table.name} AS d"
+                    " ON d.metric = req.k AND d.slot BETWEEN req.s0 AND req.s1 AND d.ts >= req.t0 AND d.ts < req.t1"
+                )
+                rows.extend(self._conn.execute(sql, [v for request in chunk for v in request]).fetchall())
+        if not rows:
+            return PointReads.empty()
+        array = np.array(rows, dtype=np.float64)
+        return PointReads(array[:, 0].astype(np.int64), array[:, 1].astype(np.int64), array[:, 2],
+                          array[:, 3].astype(np.int64))
+
+    def _slot_ranges(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
+                     ) -> Iterable[tuple[int, int, int, int, int, int]]:
+        precision, points = table.stage.precision, table.stage.points
+        for request, (name, start, end) in enumerate(zip(names, starts.tolist(), ends.tolist())):
+            key = self._keys.get(name)
+            if key is None:
+                try:
+                    key = self._key(name)
+                except MetricNotFound:
+                    continue
+            first = -(-start // precision)  # first slot index at or after start
+            last = -(-end // precision) - 1
+            if last < first:
+                continue
+            if last - first + 1 >= points:
+                yield (request, key, 0, points - 1, start, end)
+                continue
+            low, high = first % points, last % points
+            if low <= high:
+                yield (request, key, low, high, start, end)
+            else:
+                yield (request, key, low, points - 1, start, end)
+                yield (request, key, 0, high, start, end)
+
+    def expire_points(self, now: int) -> int:
+        self._check_schema()
+        removed = 0
+        with self.write_batch(), self._errors("expire points"):
+            for name in self.stage_tables():
+                precision, points = _table_stage(name)
+                cursor = self._conn.execute(f"DELETE FROM {name} WHERE ts < ?", (now - precision * points,))
+                removed += cursor.rowcount
+        return removed
+
+
+def _table_stage(table_name: str) -> tuple[int, int]:
+    """(precision, points) of a datapoints table name."""
+    _, points, precision, _ = table_name.split("_")
+    return int(precision[:-1]), int(points[:-1])
+
+
+@functools.lru_cache(maxsize=1024)
+def _metadata(retention: str, aggregator: str, xfilesfactor: float) -> MetricMetadata:
+    return MetricMetadata.create(retention, aggregator, xfilesfactor)
+
+
+def _metric_from_row(row: Sequence) -> Metric:
+    name, retention, aggregator, xff, created_on, updated_on, read_on = row
+    return Metric(name, _metadata(retention, aggregator, xff), created_on, updated_on, read_on)

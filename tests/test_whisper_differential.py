@@ -1,0 +1,133 @@
+"""Random writes to whisper files and to our store, then whisper.fetch vs our fetch: equal.
+
+Covers in-order and out-of-order writes, rewrites of a timestamp, gaps, points old enough
+to land in coarser stages, points too old for any stage, points slightly in the future,
+every aggregation method and several xFilesFactors, many metrics per batch, and reads of
+many windows (including windows served by coarser stages, clamped and zero-length ones).
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+import whisper
+
+from biggraphite_like.aggregation import Aggregator
+from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.retention import Retention
+
+RETENTIONS = [
+    "10s:1m,60s:5m,300s:30m",
+    "1s:20s,5s:1m,30s:5m",
+    "60s:10m",
+    "2s:10s,10s:1m,60s:3m,180s:12m",
+]
+BASE = 1_700_000_000
+
+
+def _points(rng: random.Random, now: int, max_retention: int) -> list[tuple[int, float]]:
+    """A batch: mostly recent points, some old, some too old, a few in the future, no duplicate timestamp."""
+    chosen: dict[int, float] = {}
+    for _ in range(rng.randint(1, 25)):
+        kind = rng.random()
+        if kind < 0.6:
+            ts = now - rng.randint(0, 30)
+        elif kind < 0.85:
+            ts = now - rng.randint(0, max_retention)
+        elif kind < 0.93:
+            ts = now - rng.randint(max_retention + 1, max_retention * 2)
+        else:
+            ts = now + rng.randint(1, 15)
+        if rng.random() < 0.5:
+            value = float(rng.randint(-50, 100))
+        else:
+            value = rng.uniform(-1e6, 1e6) * rng.choice([1, 1e-9, 1e12])
+        chosen[ts] = value  # whisper keeps the first of equal timestamps in a batch, we the last: avoid
+    return list(chosen.items())
+
+
+def _ours(accessor, name, start, end, now):
+    series = accessor.fetch([name], start, end, now)[name]
+    if series is None:
+        return None
+    return (series.start, series.end, series.step), series.values_list()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_writes_read_back_as_whisper(accessor, tmp_path, seed):
+    rng = random.Random(seed)
+    metrics = {}
+    for index, aggregator in enumerate(Aggregator):
+        retention = Retention.parse(RETENTIONS[(seed + index) % len(RETENTIONS)])
+        xff = rng.choice([0.0, 0.2, 0.5, 1.0])
+        name = f"diff.s{seed}.{aggregator.value}"
+        path = str(tmp_path / f"{aggregator.value}.wsp")
+        whisper.create(path, retention.as_tuples(), xFilesFactor=xff, aggregationMethod=aggregator.value)
+        accessor.create_metric(name, MetricMetadata(retention, aggregator, xff), now=BASE)
+        metrics[name] = (path, retention)
+
+    now = BASE
+    compared = 0
+    for round_ in range(40):
+        now += rng.choice([0, 1, 3, 7, 10, 29, 60, 200])
+        batch = {}
+        expected_too_old = 0
+        for name, (path, retention) in metrics.items():
+            if rng.random() < 0.3:
+                continue
+            points = _points(rng, now, retention.duration)
+            expected_too_old += sum(1 for ts, _ in points if now - ts > retention.duration)
+            whisper.update_many(path, points, now=now)
+            batch[name] = points
+        result = accessor.insert_points(batch, now=now)
+        assert result.rejected == 0, result.errors
+        assert result.too_old == expected_too_old
+
+        read_now = now + rng.choice([0, 0, 1, 15])
+        for name, (path, retention) in metrics.items():
+            for _ in range(4):
+                span = rng.choice([0, 5, 30, 60, 300, retention.duration, retention.duration * 2])
+                until = read_now - rng.choice([0, 0, 3, 40, retention.duration // 2])
+                start = until - span
+                expected = whisper.fetch(path, start, until, now=read_now)
+                assert _ours(accessor, name, start, until, read_now) == expected, (name, start, until, read_now)
+                compared += 1
+    assert compared > 1000
+
+
+@pytest.mark.parametrize("aggregator", list(Aggregator))
+def test_rewrites_and_out_of_order_batches(accessor, tmp_path, aggregator):
+    """Rewriting timestamps across batches replaces values and recomputes coarser stages."""
+    retention = Retention.parse("10s:2m,60s:10m")
+    path = str(tmp_path / "m.wsp")
+    whisper.create(path, retention.as_tuples(), xFilesFactor=0.3, aggregationMethod=aggregator.value)
+    accessor.create_metric("rw.m", MetricMetadata(retention, aggregator, 0.3), now=BASE)
+    rng = random.Random(aggregator.value)
+    now = BASE + 1000
+    for _ in range(30):
+        points = [(now - rng.randint(0, 500), float(rng.randint(-9, 9))) for _ in range(12)]
+        points = list(dict(points).items())
+        rng.shuffle(points)
+        whisper.update_many(path, points, now=now)
+        accessor.insert_points({"rw.m": points}, now=now)
+        now += rng.randint(0, 20)
+    for start in range(now - 700, now, 37):
+        for until in (start, start + 9, start + 100, now):
+            if until >= start:
+                assert _ours(accessor, "rw.m", start, until, now) == whisper.fetch(path, start, until, now=now)
+
+
+def test_points_in_one_interval_of_one_batch(accessor, tmp_path):
+    """Several raw timestamps of one interval in one batch: the latest timestamp wins, as in whisper."""
+    retention = Retention.parse("10s:1m,60s:5m")
+    path = str(tmp_path / "m.wsp")
+    whisper.create(path, retention.as_tuples(), xFilesFactor=0.0, aggregationMethod="sum")
+    accessor.create_metric("one.interval", MetricMetadata(retention, Aggregator.SUM, 0.0), now=BASE)
+    now = BASE + 600
+    points = [(now - 25, 1.0), (now - 21, 2.0), (now - 29, 3.0), (now - 5, 4.0)]
+    whisper.update_many(path, points, now=now)
+    accessor.insert_points({"one.interval": points}, now=now)
+    ours = _ours(accessor, "one.interval", now - 60, now, now)
+    assert ours == whisper.fetch(path, now - 60, now, now=now)
+    assert 2.0 in ours[1] and 1.0 not in ours[1] and 3.0 not in ours[1]
