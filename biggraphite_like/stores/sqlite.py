@@ -33,7 +33,7 @@ from biggraphite_like.errors import (
 )
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
-from biggraphite_like.retention import Retention
+from biggraphite_like.retention import Retention, Stage
 from biggraphite_like.stores.base import PointReads, StageTable, Store
 
 COMPONENTS = names_mod.MAX_COMPONENTS
@@ -78,9 +78,30 @@ def stage_table_sql(table: StageTable) -> str:
     )
 
 
+_SCHEMA_HEADER = """\
+-- biggraphite_like: schema of the embedded SQLite store.
+-- `bgl syncdb` creates exactly this (`bgl syncdb --dry-run` prints it); a test keeps them equal.
+-- Apply by hand with: sqlite3 FILE.db < schema/sqlite.sql  (then: PRAGMA journal_mode = WAL;)"""
+
+
+def _stage_table_comment() -> str:
+    example = stage_table_sql(StageTable(Stage(60, 1440), True))
+    return (
+        "-- One datapoints table per stage, created with the first metric that uses it:\n"
+        "-- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,\n"
+        "-- with the count of finer points aggregated). slot = (ts / precision) % points. Example:\n"
+        + "\n".join("-- " + line for line in example.splitlines())
+    )
+
+
 def schema_statements() -> list[str]:
-    """The fixed part of the schema, in order."""
-    return _metadata_table_sql("metrics", True) + _metadata_table_sql("directories", False)
+    """The schema, in order (comments included: they run as no-ops)."""
+    return (
+        [_SCHEMA_HEADER]
+        + _metadata_table_sql("metrics", True)
+        + _metadata_table_sql("directories", False)
+        + [_stage_table_comment()]
+    )
 
 
 def _component_values(name: str) -> list[str | None]:
@@ -399,8 +420,8 @@ class SQLiteStore(Store):
                                [low, high, *depth_params]))
         # 3. a fixed or prefixed component at a known position (before any globstar)
         for position, component in enumerate(pattern.components):
-            if component.is_globstar:
-                break
+            if component.is_globstar or component.optional:
+                break  # later components have no fixed position
             column = f"component_{position}"
             if component.literals is not None:
                 values = sorted(component.literals)

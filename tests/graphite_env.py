@@ -1,0 +1,108 @@
+"""Make graphite-web usable in tests without a Django project, and build whisper trees.
+
+graphite-web reads `django.conf.settings` at import time (its logger, readers, finders).
+`configure()` gives Django graphite's own defaults (graphite.settings) with test-friendly
+overrides, unless settings are already configured (or DJANGO_SETTINGS_MODULE is set), so
+that `from graphite.finders.standard import StandardFinder` works anywhere.
+
+    from graphite_env import standard_find, make_whisper_tree
+    make_whisper_tree(tmp_path, ["a.b", "a.b.c"])
+    leaves, branches = standard_find(tmp_path, "a.*")
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import warnings
+from typing import Iterable
+
+# Retention of the whisper files make_whisper_tree creates: 10 points of one minute.
+DEFAULT_RETENTIONS = [(60, 10)]
+
+_TEST_OVERRIDES = {
+    "SECRET_KEY": "graphite-env-tests",
+    "DEBUG": False,
+    "STANDARD_DIRS": [],
+    "CARBONLINK_HOSTS": [],  # never ask a carbon-cache for points not yet written
+    "LOG_FILE_INFO": "-",
+    "LOG_FILE_EXCEPTION": "-",
+    "LOG_FILE_CACHE": "-",
+    "LOG_FILE_RENDERING": "-",
+    "LOG_INFO_PERFORMANCE": False,
+    "LOG_CACHE_PERFORMANCE": False,
+    "LOG_RENDERING_PERFORMANCE": False,
+    "DATABASES": {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+}
+
+
+def configure(**overrides: object) -> None:
+    """Configure Django settings for graphite-web once; no-op when already configured.
+
+    The values are graphite-web's defaults (graphite/settings.py, imported quietly: it
+    prints a notice when there is no local_settings and warns about SECRET_KEY), then
+    `_TEST_OVERRIDES`, then `overrides`.
+    """
+    from django.conf import settings
+
+    if settings.configured or os.environ.get("DJANGO_SETTINGS_MODULE"):
+        return
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        import graphite.settings as graphite_defaults
+    values = {name: getattr(graphite_defaults, name)
+              for name in dir(graphite_defaults) if name.isupper()}
+    values.update(_TEST_OVERRIDES)
+    values.update(overrides)
+    settings.configure(**values)
+
+
+def standard_find(root_dir: str | os.PathLike[str], pattern: str) -> tuple[list[str], list[str]]:
+    """Run graphite-web's StandardFinder over root_dir: (sorted leaf paths, sorted branch
+    paths), each deduplicated (StandardFinder may yield a path once per route to it)."""
+    configure()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # graphite.util imports `imp`
+        from graphite.finders.standard import StandardFinder
+        from graphite.finders.utils import FindQuery
+
+    finder = StandardFinder(directories=[os.fspath(root_dir)])
+    leaves: set[str] = set()
+    branches: set[str] = set()
+    for node in finder.find_nodes(FindQuery(pattern, None, None)):
+        (leaves if node.is_leaf else branches).add(node.path)
+    return sorted(leaves), sorted(branches)
+
+
+def whisper_path(root_dir: str | os.PathLike[str], name: str) -> str:
+    """The file carbon would use for a metric: `root/a/b/c.wsp` for `a.b.c`."""
+    return os.path.join(os.fspath(root_dir), *name.split(".")) + ".wsp"
+
+
+def make_whisper_tree(
+    root_dir: str | os.PathLike[str],
+    names: Iterable[str],
+    retentions: list[tuple[int, int]] | None = None,
+) -> list[str]:
+    """Create an empty whisper file per metric name under root_dir (existing files are
+    kept); returns the paths."""
+    import whisper
+
+    paths = []
+    for name in names:
+        path = whisper_path(root_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not os.path.exists(path):
+            whisper.create(path, retentions or DEFAULT_RETENTIONS)
+        paths.append(path)
+    return paths
+
+
+def directories_of(names: Iterable[str]) -> list[str]:
+    """Every proper ancestor path of every name, sorted (the branches of the tree)."""
+    result: set[str] = set()
+    for name in names:
+        parts = name.split(".")
+        for end in range(1, len(parts)):
+            result.add(".".join(parts[:end]))
+    return sorted(result)
