@@ -16,7 +16,7 @@ import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.downsampling import Downsampler
-from biggraphite_like.errors import InvalidPoint, MetricNotFound, SchemaMissing
+from biggraphite_like.errors import InvalidMetricName, InvalidPoint, MetricNotFound, SchemaMissing
 from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata, make_metric
 from biggraphite_like.stores.base import StageTable, Store
@@ -117,7 +117,9 @@ class Accessor:
 
     def get_metrics(self, names: Iterable[str]) -> dict[str, Metric]:
         """Existing metrics among names, by normalised name (metadata cached for cache_ttl)."""
-        wanted = [names_mod.normalize(n) for n in names]
+        return self._get_normalized([names_mod.normalize(n) for n in names])
+
+    def _get_normalized(self, wanted: Sequence[str]) -> dict[str, Metric]:
         found: dict[str, Metric] = {}
         missing = []
         now = time.monotonic()
@@ -196,37 +198,54 @@ class Accessor:
         """
         now = int(time.time()) if now is None else int(now)
         result = WriteResult()
-        batch: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        position: dict[str, int] = {}  # normalised name -> index in `batch_names`
+        batch_names: list[str] = []
+        owners: list[int] = []
+        flat: list = []
         for raw_name, series in points.items():
             if not len(series):
                 continue
-            try:
-                name = names_mod.normalize(raw_name)
-            except Exception as exc:  # InvalidMetricName
-                result.reject(len(series), str(exc))
+            name = raw_name if raw_name in self._cache else self._normalize(raw_name, len(series), result)
+            if name is None:
                 continue
-            timestamps, values = _validate_points(name, series, result)
-            if len(timestamps):
-                if name in batch:  # two spellings of one name
-                    timestamps = np.concatenate([batch[name][0], timestamps])
-                    values = np.concatenate([batch[name][1], values])
-                batch[name] = (timestamps, values)
-        if not batch:
+            index = position.setdefault(name, len(batch_names))
+            if index == len(batch_names):
+                batch_names.append(name)
+            flat.extend(series)
+            owners.extend([index] * len(series))
+        if not flat:
             return result
-        metrics = self.get_metrics(batch)
-        unknown = [n for n in batch if n not in metrics]
+        owner, timestamps, values = _validate_points(batch_names, np.asarray(owners, np.int64), flat, result)
+        metrics = self._get_normalized(batch_names)
+        unknown = [n for n in batch_names if n not in metrics]
         with self.store.write_batch():
             if unknown and create is not None:
                 for metric in self.create_metrics([(n, create) for n in unknown], now):
                     metrics[metric.name] = metric
             elif unknown:
+                missing = np.isin(owner, [position[n] for n in unknown])
                 for name in unknown:
-                    result.reject(len(batch.pop(name)[0]), f"metric {name!r} does not exist: create it first")
-            work = [(metrics[n], ts, vs) for n, (ts, vs) in batch.items()]
-            result.too_old = self._downsampler.write(work, now)
-            self.touch([m.name for m, _, _ in work], "updated_on", now)
-        result.stored = sum(len(ts) for _, ts, _ in work) - result.too_old
+                    refused = int(np.count_nonzero(owner == position[name]))
+                    if refused:
+                        result.reject(refused, f"metric {name!r} does not exist: create it first")
+                owner, timestamps, values = owner[~missing], timestamps[~missing], values[~missing]
+            batch_metrics = [metrics.get(n) for n in batch_names]
+            written = [m for m in batch_metrics if m is not None]
+            if len(written) != len(batch_metrics):  # renumber owners over the metrics kept
+                renumber = np.cumsum([m is not None for m in batch_metrics]) - 1
+                owner = renumber[owner]
+            result.too_old = self._downsampler.write(written, owner, timestamps, values, now)
+            self.touch([m.name for m in written], "updated_on", now)
+        result.stored = len(timestamps) - result.too_old
         return result
+
+    @staticmethod
+    def _normalize(raw_name: str, count: int, result: WriteResult) -> str | None:
+        try:
+            return names_mod.normalize(raw_name)
+        except InvalidMetricName as exc:
+            result.reject(count, str(exc))
+            return None
 
     def fetch(
         self, names: Sequence[str], start: int, end: int | None = None, now: int | None = None
@@ -270,43 +289,44 @@ class Accessor:
         return self.store.expire_points(int(time.time()) if now is None else now)
 
 
-def _validate_points(name: str, series: Sequence[tuple[float, float]], result: WriteResult) -> tuple[np.ndarray, np.ndarray]:
-    """Timestamps (int64, truncated like whisper's int()) and values of the valid points."""
+def _validate_points(
+    names: Sequence[str], owner: np.ndarray, flat: list, result: WriteResult
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(owner, timestamps truncated to int64 like whisper's int(), values) of the valid points."""
+    malformed = np.zeros(len(flat), dtype=bool)
     try:
-        array = np.asarray(series, dtype=np.float64).reshape(-1, 2)
+        array = np.array(flat, dtype=np.float64)
+        if array.shape != (len(flat), 2):
+            raise ValueError("not pairs")
     except (TypeError, ValueError):
-        good_ts, good_vs = [], []
-        for point in series:
+        array = np.full((len(flat), 2), np.nan)
+        for index, point in enumerate(flat):
             try:
-                ts, value = float(point[0]), float(point[1])
+                array[index] = float(point[0]), float(point[1])
             except (TypeError, ValueError, IndexError):
-                result.reject(1, f"{name}: point {point!r} is not a (timestamp, value) pair of numbers")
-                continue
-            good_ts.append(ts)
-            good_vs.append(value)
-        array = np.column_stack([np.asarray(good_ts, np.float64), np.asarray(good_vs, np.float64)]).reshape(-1, 2)
+                malformed[index] = True
+                result.reject(1, f"{names[owner[index]]}: point {point!r} is not a (timestamp, value) pair of numbers")
     timestamps, values = array[:, 0], array[:, 1]
-    bad_value = ~np.isfinite(values)
     bad_time = ~np.isfinite(timestamps) | (timestamps < 1) | (timestamps >= MAX_TIMESTAMP + 1)
-    bad = bad_value | bad_time
-    if bad.any():
-        for index in np.flatnonzero(bad)[:10].tolist():
-            if bad_time[index]:
-                why = f"timestamp {float(timestamps[index])!r} is outside 1..{MAX_TIMESTAMP}"
-            else:
-                why = f"value {float(values[index])!r} is not a finite number"
-            result.reject(1, f"{name}: {why}")
-        extra = int(bad.sum()) - min(int(bad.sum()), 10)
-        if extra:
-            result.reject(extra, f"{name}: {extra} more invalid points")
-        timestamps, values = timestamps[~bad], values[~bad]
-    return np.trunc(timestamps).astype(np.int64), values
+    bad = bad_time | ~np.isfinite(values)
+    reportable = np.flatnonzero(bad & ~malformed)
+    for index in reportable[:MAX_REPORTED_ERRORS].tolist():
+        if bad_time[index]:
+            why = f"timestamp {float(timestamps[index])!r} is outside 1..{MAX_TIMESTAMP}"
+        else:
+            why = f"value {float(values[index])!r} is not a finite number"
+        result.reject(1, f"{names[owner[index]]}: {why}")
+    if len(reportable) > MAX_REPORTED_ERRORS:
+        extra = len(reportable) - MAX_REPORTED_ERRORS
+        result.reject(extra, f"{extra} more invalid points")
+    keep = ~bad
+    return owner[keep], np.trunc(timestamps[keep]).astype(np.int64), values[keep]
 
 
 def check_point(timestamp: float, value: float) -> tuple[int, float]:
     """Validate one point, raising InvalidPoint with the reason (CLI and plugins)."""
     result = WriteResult()
-    ts, vs = _validate_points("point", [(timestamp, value)], result)
+    _, ts, vs = _validate_points(["point"], np.zeros(1, np.int64), [(timestamp, value)], result)
     if result.errors:
         raise InvalidPoint(result.errors[0])
     return int(ts[0]), float(vs[0])

@@ -15,26 +15,29 @@ bit-for-bit whisper's.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Sequence
 
 import numpy as np
 
 from biggraphite_like.aggregation import Aggregator
 from biggraphite_like.metric import Metric
+from biggraphite_like.retention import Retention
 from biggraphite_like.stores.base import StageTable, Store
 
 
-def aggregate(aggregator: Aggregator, grid: np.ndarray, xfilesfactor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def aggregate(
+    aggregator: Aggregator, grid: np.ndarray, xfilesfactor: "float | np.ndarray"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Aggregate each row of grid (NaN = no point) as whisper does.
 
-    Returns (values, known counts, mask of rows that propagate).
+    xfilesfactor is one value or one per row. Returns (values, known counts, mask of rows
+    that propagate).
     """
     rows, width = grid.shape
     known = ~np.isnan(grid)
     counts = known.sum(axis=1)
     # whisper keeps xFilesFactor as a 32-bit float: 0.2 acts as 0.20000000298...
-    threshold = float(np.float32(xfilesfactor))
+    threshold = np.asarray(xfilesfactor, dtype=np.float32).astype(np.float64)
     propagate = (counts > 0) & (counts / float(width) >= threshold)
     zeroed = np.where(known, grid, 0.0)
     if aggregator in (Aggregator.AVERAGE, Aggregator.SUM, Aggregator.AVG_ZERO):
@@ -65,120 +68,97 @@ def aggregate(aggregator: Aggregator, grid: np.ndarray, xfilesfactor: float) -> 
     return values, counts, propagate
 
 
-@dataclasses.dataclass
-class _Group:
-    """The points of one metric routed to one stage, aligned and deduplicated."""
-
-    metric: Metric
-    timestamps: np.ndarray  # aligned to the stage, unique, ascending
-    values: np.ndarray
-
-
 def route(metric: Metric, timestamps: np.ndarray, now: int) -> np.ndarray:
     """Stage index of each point (whisper's routing by age); -1 for points too old to keep."""
-    durations = np.array([s.duration for s in metric.retention.stages], dtype=np.int64)
-    ages = now - timestamps
-    index = np.searchsorted(durations, ages, side="left")
+    return _route(metric.retention, timestamps, now)
+
+
+def _route(retention: Retention, timestamps: np.ndarray, now: int) -> np.ndarray:
+    durations = np.array([s.duration for s in retention.stages], dtype=np.int64)
+    index = np.searchsorted(durations, now - timestamps, side="left")
     return np.where(index < len(durations), index, -1)
 
 
-def _dedupe(stage_precision: int, timestamps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Align to precision and keep, per interval, the greatest timestamp (last given on ties)."""
-    order = np.lexsort((np.arange(len(timestamps)), timestamps))  # by timestamp, then input order
-    ts, vs = timestamps[order], values[order]
-    aligned = ts - ts % stage_precision
-    keep = np.ones(len(aligned), dtype=bool)
-    keep[:-1] = aligned[1:] != aligned[:-1]  # last of each run of equal intervals
-    return aligned[keep], vs[keep]
+_AGGREGATORS = list(Aggregator)
+_INTERVAL_BITS = 33  # timestamps are below 2**32: (metric, interval) packs into one int64
 
 
 class Downsampler:
-    """Writes batches of points into a store with whisper's semantics (see module docstring)."""
+    """Writes batches of points into a store with whisper's semantics (see module docstring).
+
+    A batch is flat arrays (owner metric index, timestamp, value), processed a retention at
+    a time with a few numpy operations and one store call per stage, however many metrics.
+    """
 
     def __init__(self, store: Store):
         self._store = store
 
-    def write(self, batch: Sequence[tuple[Metric, np.ndarray, np.ndarray]], now: int) -> int:
-        """Write (metric, timestamps, values) triples; returns how many points were too old to keep."""
+    def write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
+              now: int) -> int:
+        """Write point i (timestamps[i], values[i]) to metrics[owner[i]]; returns how many were too old."""
+        by_retention: dict[Retention, list[int]] = {}
+        for index, metric in enumerate(metrics):
+            by_retention.setdefault(metric.retention, []).append(index)
         too_old = 0
-        max_stages = 0
-        by_stage: dict[int, list[_Group]] = {}
-        for metric, timestamps, values in batch:
-            if not len(timestamps):
-                continue
-            stage_of = route(metric, timestamps, now)
-            too_old += int(np.count_nonzero(stage_of < 0))
-            max_stages = max(max_stages, len(metric.retention.stages))
-            for index in np.unique(stage_of[stage_of >= 0]).tolist():
-                mask = stage_of == index
-                precision = metric.retention.stages[index].precision
-                aligned, kept = _dedupe(precision, timestamps[mask], values[mask])
-                by_stage.setdefault(index, []).append(_Group(metric, aligned, kept))
-        # whisper writes the newest points (finest stage) first, each followed by its propagation
-        for index in range(max_stages):
-            groups = by_stage.get(index)
-            if groups:
-                self._write_groups(index, groups)
-                self._propagate(index, groups)
+        for retention, members in by_retention.items():
+            if len(by_retention) == 1:
+                sel = slice(None)
+            else:
+                sel = np.isin(owner, members)
+            too_old += self._write_retention(retention, metrics, owner[sel], timestamps[sel], values[sel], now)
         return too_old
 
-    def _write_groups(self, index: int, groups: list[_Group], counts: list[np.ndarray] | None = None) -> None:
-        by_table: dict[StageTable, list[int]] = {}
-        for position, group in enumerate(groups):
-            by_table.setdefault(StageTable.of(group.metric, index), []).append(position)
-        for table, positions in by_table.items():
-            names: list[str] = []
-            for p in positions:
-                names.extend([groups[p].metric.name] * len(groups[p].timestamps))
-            timestamps = np.concatenate([groups[p].timestamps for p in positions])
-            values = np.concatenate([groups[p].values for p in positions])
-            table_counts = np.concatenate([counts[p] for p in positions]) if counts is not None else None
-            self._store.write_points(table, names, timestamps, values, table_counts)
+    def _write_retention(self, retention: Retention, metrics: Sequence[Metric], owner: np.ndarray,
+                         timestamps: np.ndarray, values: np.ndarray, now: int) -> int:
+        stage_of = _route(retention, timestamps, now)
+        names = np.array([m.name for m in metrics], dtype=object)
+        arrival = np.arange(len(timestamps))
+        # whisper writes the newest points (finest stage) first, each followed by its propagation
+        for index, stage in enumerate(retention.stages):
+            sel = stage_of == index
+            if not sel.any():
+                continue
+            who, ts, vs, order = owner[sel], timestamps[sel], values[sel], arrival[sel]
+            aligned = ts - ts % stage.precision
+            # per (metric, interval): the greatest timestamp wins, then the last given
+            sort = np.lexsort((order, ts, aligned, who))
+            who, aligned, vs = who[sort], aligned[sort], vs[sort]
+            last = np.ones(len(who), dtype=bool)
+            last[:-1] = (who[1:] != who[:-1]) | (aligned[1:] != aligned[:-1])
+            who, aligned, vs = who[last], aligned[last], vs[last]
+            self._store.write_points(StageTable(stage, index > 0), names[who].tolist(), aligned, vs)
+            self._propagate(retention, index, metrics, names, who, aligned)
+        return int(np.count_nonzero(stage_of < 0))
 
-    def _propagate(self, index: int, groups: list[_Group]) -> None:
-        """Recompute the coarser intervals touched by groups, stage after stage."""
-        # Each entry: (metric, aligned timestamps of the points written at `index`).
-        pending = [(g.metric, g.timestamps) for g in groups]
+    def _propagate(self, retention: Retention, index: int, metrics: Sequence[Metric], names: np.ndarray,
+                   who: np.ndarray, aligned: np.ndarray) -> None:
+        """Recompute the coarser intervals the points (who, aligned) of stage `index` touched."""
+        aggregator_codes = np.array([_AGGREGATORS.index(m.metadata.aggregator) for m in metrics])
+        xfilesfactors = np.array([m.metadata.xfilesfactor for m in metrics])
         higher = index
-        while pending:
+        while higher + 1 < len(retention.stages) and len(who):
             lower = higher + 1
-            pending = [(m, ts) for m, ts in pending if lower < len(m.retention.stages)]
-            if not pending:
-                return
-            written: list[_Group] = []
-            counts: list[np.ndarray] = []
-            for (metric, intervals, values, known) in self._aggregate_intervals(higher, lower, pending):
-                written.append(_Group(metric, intervals, values))
-                counts.append(known)
-            if written:
-                self._write_groups(lower, written, counts)
-            # whisper goes on with every interval of a metric whose propagation did anything
-            propagated = {id(g.metric) for g in written}
-            pending = [(m, ts) for m, ts in pending if id(m) in propagated]
-            higher = lower
-
-    def _aggregate_intervals(self, higher: int, lower: int, pending: list[tuple[Metric, np.ndarray]]):
-        """Yield (metric, intervals, values, counts) of the intervals of `lower` that propagate."""
-        by_table: dict[tuple[StageTable, int], list[tuple[Metric, np.ndarray]]] = {}
-        for metric, timestamps in pending:
-            coarse = metric.retention.stages[lower].precision
-            intervals = np.unique(timestamps - timestamps % coarse)
-            key = (StageTable.of(metric, higher), coarse)
-            by_table.setdefault(key, []).append((metric, intervals))
-        for (table, coarse), entries in by_table.items():
-            fine = table.stage.precision
-            width = coarse // fine
-            names: list[str] = []
-            for metric, intervals in entries:
-                names.extend([metric.name] * len(intervals))
-            starts = np.concatenate([intervals for _, intervals in entries])
-            reads = self._store.read_points(table, names, starts, starts + coarse)
-            grid = np.full((len(starts), width), np.nan)
+            fine, coarse = retention.stages[higher].precision, retention.stages[lower].precision
+            packed = np.unique((who.astype(np.int64) << _INTERVAL_BITS) | (aligned - aligned % coarse))
+            req_who = packed >> _INTERVAL_BITS
+            starts = packed & ((1 << _INTERVAL_BITS) - 1)
+            reads = self._store.read_points(
+                StageTable(retention.stages[higher], higher > 0), names[req_who].tolist(), starts, starts + coarse
+            )
+            grid = np.full((len(starts), coarse // fine), np.nan)
             grid[reads.request, (reads.timestamps - starts[reads.request]) // fine] = reads.values
-            offset = 0
-            for metric, intervals in entries:
-                rows = slice(offset, offset + len(intervals))
-                offset += len(intervals)
-                values, known, ok = aggregate(metric.metadata.aggregator, grid[rows], metric.metadata.xfilesfactor)
-                if ok.any():
-                    yield metric, intervals[ok], values[ok], known[ok]
+            values = np.empty(len(starts))
+            counts = np.empty(len(starts), dtype=np.int64)
+            ok = np.empty(len(starts), dtype=bool)
+            codes = aggregator_codes[req_who]
+            for code in np.unique(codes).tolist():
+                rows = codes == code
+                values[rows], counts[rows], ok[rows] = aggregate(_AGGREGATORS[code], grid[rows], xfilesfactors[req_who[rows]])
+            if ok.any():
+                self._store.write_points(
+                    StageTable(retention.stages[lower], True), names[req_who[ok]].tolist(), starts[ok], values[ok], counts[ok]
+                )
+            # whisper goes on with every interval of a metric of which some interval propagated
+            keep = np.isin(who, req_who[ok])
+            who, aligned = who[keep], aligned[keep]
+            higher = lower

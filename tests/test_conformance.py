@@ -281,6 +281,7 @@ def test_expire_removes_points_past_retention(accessor):
         ((NOW, float("-inf")), "not a finite number"),
         ((0, 1.0), "outside 1..4294967295"),
         ((-5, 1.0), "outside 1..4294967295"),
+        ((-1, 1.0), "outside 1..4294967295"),
         ((2**32, 1.0), "outside 1..4294967295"),
         ((float("nan"), 1.0), "outside 1..4294967295"),
         ((NOW, "abc"), "not a (timestamp, value) pair"),
