@@ -216,28 +216,47 @@ class Accessor:
         if not flat:
             return result
         owner, timestamps, values = _validate_points(batch_names, np.asarray(owners, np.int64), flat, result)
-        metrics = self._get_normalized(batch_names)
-        unknown = [n for n in batch_names if n not in metrics]
-        with self.store.write_batch():
-            if unknown and create is not None:
-                for metric in self.create_metrics([(n, create) for n in unknown], now):
-                    metrics[metric.name] = metric
-            elif unknown:
-                missing = np.isin(owner, [position[n] for n in unknown])
-                for name in unknown:
-                    refused = int(np.count_nonzero(owner == position[name]))
-                    if refused:
-                        result.reject(refused, f"metric {name!r} does not exist: create it first")
-                owner, timestamps, values = owner[~missing], timestamps[~missing], values[~missing]
-            batch_metrics = [metrics.get(n) for n in batch_names]
-            written = [m for m in batch_metrics if m is not None]
-            if len(written) != len(batch_metrics):  # renumber owners over the metrics kept
-                renumber = np.cumsum([m is not None for m in batch_metrics]) - 1
-                owner = renumber[owner]
-            result.too_old = self._downsampler.write(written, owner, timestamps, values, now)
-            self.touch([m.name for m in written], "updated_on", now)
-        result.stored = len(timestamps) - result.too_old
+        # names whose every point was refused are neither created nor touched
+        names_with_points = [batch_names[i] for i in np.unique(owner).tolist()]
+        for attempt in (1, 2):
+            try:
+                outcome = self._write_batch(names_with_points, batch_names, owner, timestamps, values, now, create)
+                break
+            except MetricNotFound:
+                # Another process deleted a metric we had cached: read the metadata again, once.
+                self._forget(batch_names)
+                if attempt == 2:
+                    raise
+            except BaseException:
+                self._forget(batch_names)  # metrics created in a rolled back batch do not exist
+                raise
+        result.stored, result.too_old, refused = outcome
+        for name, count in refused:
+            result.reject(count, f"metric {name!r} does not exist: create it first")
         return result
+
+    def _write_batch(self, names: list[str], batch_names: list[str], owner: np.ndarray, timestamps: np.ndarray,
+                     values: np.ndarray, now: int, create: MetricMetadata | None
+                     ) -> tuple[int, int, list[tuple[str, int]]]:
+        """One write transaction; returns (stored, too old, [(unknown metric, points refused)])."""
+        refused: list[tuple[str, int]] = []
+        with self.store.write_batch():
+            metrics = self._get_normalized(names)
+            unknown = [n for n in names if n not in metrics]
+            if unknown and create is not None:
+                metrics.update((m.name, m) for m in self.create_metrics([(n, create) for n in unknown], now))
+            # renumber owners over the metrics written (others are refused)
+            kept = np.array([n in metrics for n in batch_names])
+            if not kept.all():
+                per_name = np.bincount(owner, minlength=len(batch_names))
+                refused = [(n, int(per_name[i])) for i, n in enumerate(batch_names) if not kept[i] and per_name[i]]
+                mask = kept[owner]
+                owner = (np.cumsum(kept) - 1)[owner[mask]]
+                timestamps, values = timestamps[mask], values[mask]
+            written = [metrics[n] for n in batch_names if n in metrics]
+            too_old = self._downsampler.write(written, owner, timestamps, values, now)
+            self.touch([m.name for m in written], "updated_on", now)
+        return len(timestamps) - too_old, too_old, refused
 
     @staticmethod
     def _normalize(raw_name: str, count: int, result: WriteResult) -> str | None:
@@ -271,11 +290,14 @@ class Accessor:
                 continue
             table = StageTable.of(metric, window.stage_index)
             groups[(table, window.start, window.end, window.step)].append(metric)
-        for (table, first, last, step), group in groups.items():
-            group_names = [m.name for m in group]
-            reads = self.store.read_points(
-                table, group_names, np.full(len(group), first, np.int64), np.full(len(group), last, np.int64)
-            )
+        with self.store.read_snapshot():
+            reads_by_group = [
+                self.store.read_points(
+                    table, [m.name for m in group], np.full(len(group), first, np.int64), np.full(len(group), last, np.int64)
+                )
+                for (table, first, last, step), group in groups.items()
+            ]
+        for ((table, first, last, step), group), reads in zip(groups.items(), reads_by_group):
             grid = np.full((len(group), (last - first) // step), np.nan)
             grid[reads.request, (reads.timestamps - first) // step] = reads.values
             for row, metric in enumerate(group):

@@ -10,7 +10,8 @@ import time
 from typing import Iterator, Sequence, TextIO
 
 from biggraphite_like import settings
-from biggraphite_like.accessor import Accessor, WriteResult
+from biggraphite_like import names as names_mod
+from biggraphite_like.accessor import Accessor, WriteResult, check_point
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.retention import parse_duration
@@ -101,6 +102,8 @@ def cmd_write(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
             timestamp = float(args.timestamp) if args.timestamp is not None else float(now)
         except ValueError:
             raise InvalidPoint(f"value {args.value!r} or timestamp {args.timestamp!r} is not a number") from None
+        names_mod.normalize(args.name)  # a bad name or point is an error, not a skipped line
+        check_point(timestamp, value)
         _write_numbered(accessor, {args.name: [((timestamp, value), 0)]}, metadata, now, total, err)
     err.write(
         f"bgl write: {total.stored} point(s) stored, {total.rejected} rejected, {total.too_old} older than the retention\n"
@@ -123,9 +126,6 @@ def _write_numbered(accessor: Accessor, batch: dict, metadata: MetricMetadata, n
 
 
 def _report_rejections(accessor: Accessor, batch: dict, result: WriteResult, err: TextIO) -> None:
-    from biggraphite_like import names as names_mod
-    from biggraphite_like.accessor import check_point
-
     for name, numbered in batch.items():
         try:
             names_mod.normalize(name)
@@ -230,10 +230,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_TIME_OPTIONS = ("--from", "--until", "--now")
+
+
+def _attach_time_values(argv: Sequence[str]) -> list[str]:
+    """`--from -1h` -> `--from=-1h`: argparse would take `-1h` for an option."""
+    result: list[str] = []
+    index = 0
+    while index < len(argv):
+        if argv[index] in _TIME_OPTIONS and index + 1 < len(argv):
+            result.append(f"{argv[index]}={argv[index + 1]}")
+            index += 2
+        else:
+            result.append(argv[index])
+            index += 1
+    return result
+
+
 def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
          stderr: TextIO | None = None) -> int:
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_attach_time_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         if args.command == "syncdb":
             return cmd_syncdb(args, stdout)

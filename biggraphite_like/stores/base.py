@@ -72,6 +72,11 @@ class Store(abc.ABC):
         """Group writes so they apply together (one transaction where the store has them)."""
         yield
 
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """Group reads so they see one state of the store (where the store can)."""
+        yield
+
     # -- metadata ----------------------------------------------------------------------
     @abc.abstractmethod
     def create_metrics(self, metrics: Sequence[Metric]) -> None:

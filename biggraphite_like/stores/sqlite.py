@@ -94,12 +94,20 @@ def _stage_table_comment() -> str:
     )
 
 
+_STATE_SQL = [
+    "-- Counters shared by every process using the file (deletions: see SQLiteStore._check_deletions).",
+    "CREATE TABLE IF NOT EXISTS store_state (\n  name TEXT PRIMARY KEY,\n  value INTEGER NOT NULL\n);",
+    "INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);",
+]
+
+
 def schema_statements() -> list[str]:
     """The schema, in order (comments included: they run as no-ops)."""
     return (
         [_SCHEMA_HEADER]
         + _metadata_table_sql("metrics", True)
         + _metadata_table_sql("directories", False)
+        + _STATE_SQL
         + [_stage_table_comment()]
     )
 
@@ -126,7 +134,8 @@ class SQLiteStore(Store):
         self._keys: dict[str, int] = {}  # metric name -> integer key used by datapoint tables
         self._tables: set[str] = set()
         self._schema_checked = False
-        self._lock = threading.Lock()
+        self._may_create = False  # only syncdb creates the file: reads never leave an empty one
+        self._deletions_seen: int | None = None
 
     @classmethod
     def from_url(cls, url: str) -> "SQLiteStore":
@@ -155,6 +164,8 @@ class SQLiteStore(Store):
             directory = os.path.dirname(self.path)
             if not os.path.isdir(directory):
                 raise StoreUnavailable(f"cannot open {self.path}: directory {directory} does not exist")
+            if not self._may_create and not os.path.exists(self.path):
+                raise SchemaMissing(f"the store file {self.path} does not exist: run `bgl --store {self.url} syncdb`")
             try:
                 conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
@@ -202,22 +213,58 @@ class SQLiteStore(Store):
             conn.execute("BEGIN IMMEDIATE")
         local.depth = 1
         try:
+            self._check_deletions()
             yield
         except BaseException:
             local.depth = 0
+            # Forget keys and tables the rolled back transaction created before ROLLBACK lets
+            # a waiting writer in, or it could write under a key that no longer exists.
+            self._keys.clear()
+            self._tables.clear()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self._keys.clear()  # keys created in the rolled back transaction are gone
             raise
         local.depth = 0
         with self._errors("commit a write"):
             conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """One read transaction: WAL gives it a single snapshot however many queries it runs."""
+        conn = self._conn
+        if conn.in_transaction:
+            yield
+            return
+        with self._errors("begin a read"):
+            conn.execute("BEGIN")
+        try:
+            self._check_deletions()
+            yield
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def _check_deletions(self) -> None:
+        """Forget cached metric keys when any process deleted metrics since we cached them.
+
+        A metric deleted and created again gets a new key: writing under the old one would
+        lose the points. Deletions bump a counter in `store_state`, read once a transaction.
+        """
+        try:
+            row = self._conn.execute("SELECT value FROM store_state WHERE name = 'deletions'").fetchone()
+        except sqlite3.OperationalError:
+            return  # no schema yet: nothing cached either
+        deletions = row[0] if row else 0
+        if deletions != self._deletions_seen:
+            self._keys.clear()
+            self._deletions_seen = deletions
 
     # -- schema ------------------------------------------------------------------------
     def schema_statements(self) -> list[str]:
         return schema_statements()
 
     def syncdb(self) -> None:
+        self._may_create = True
         conn = self._conn
         with self._errors("create the schema"):
             conn.execute("PRAGMA journal_mode = WAL")
@@ -231,9 +278,9 @@ class SQLiteStore(Store):
             return
         with self._errors("check the schema"):
             row = self._conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('metrics', 'directories')"
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('metrics', 'directories', 'store_state')"
             ).fetchone()
-        if row[0] != 2:
+        if row[0] != 3:
             raise SchemaMissing(f"the store {self.path} has no schema: run `bgl --store {self.url} syncdb`")
         self._schema_checked = True
 
@@ -344,12 +391,14 @@ class SQLiteStore(Store):
             self._conn.executemany(f"UPDATE metrics SET {field} = ? WHERE name = ?", ((timestamp, n) for n in names))
 
     def delete_metrics(self, names: Sequence[str]) -> None:
-        existing = self.get_metrics(names)
         with self.write_batch(), self._errors("delete metrics"):
+            existing = self.get_metrics(names)
             for name, metric in existing.items():
                 self._drop_points(name, metric.retention)
                 self._conn.execute("DELETE FROM metrics WHERE name = ?", (name,))
                 self._keys.pop(name, None)
+            if existing:
+                self._conn.execute("UPDATE store_state SET value = value + 1 WHERE name = 'deletions'")
 
     def _drop_points(self, name: str, retention: Retention, keep: Retention | None = None) -> None:
         key = self._key(name)
@@ -482,7 +531,7 @@ class SQLiteStore(Store):
         if not len(names):
             return PointReads.empty()
         self._check_schema()
-        with self._errors(f"read points from {table.name}"):
+        with self.read_snapshot(), self._errors(f"read points from {table.name}"):
             if not self._table_exists(table):
                 return PointReads.empty()
             requests = list(self._slot_ranges(table, names, starts, ends))

@@ -1,0 +1,846 @@
+"""What is specific to the embedded SQLite store (stores/sqlite.py).
+
+The store-independent behaviour is in test_conformance.py; here: WAL and concurrency across
+processes and threads, crash consistency, index use of the glob planner, bounded stage
+tables and expiry, integer keys across delete/recreate, store URLs and their errors.
+
+Multi-process tests use the 'spawn' context (no inherited SQLite handles); children report
+through queues/pipes, every loop is bounded by a count and a deadline, and no assertion
+depends on timing.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import random
+import re
+import signal
+import sqlite3
+import threading
+import time
+import traceback
+
+import numpy as np
+import pytest
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.errors import InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable
+from biggraphite_like.glob import GlobPattern
+from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.stores.registry import open_store
+from biggraphite_like.stores.sqlite import DEFAULT_TIMEOUT, SQLiteStore
+
+SPAWN = multiprocessing.get_context("spawn")
+
+# Points of the concurrency/crash scenarios: batch k writes value k at BASE + 1 + k for every
+# metric (and value k at BASE, overwritten by every batch). With NOW fixed, every point goes
+# to stage 0 (1 s precision, one hour) and a fetch from BASE - 1 returns, per metric, column 0
+# = BASE and column 1 + k = batch k.
+RETENTION = "3600*1s:1440*60s"
+BASE = 1_600_000_000
+NOW = BASE + 3000
+MAX_BATCHES = 2500  # keeps every timestamp of a batch before NOW and inside stage 0
+
+
+def _meta(retention: str = RETENTION) -> MetricMetadata:
+    return MetricMetadata.create(retention, "average", 0.0)
+
+
+def _url(path) -> str:
+    return f"sqlite://{path}"
+
+
+def _new_store(path, names=(), retention: str = RETENTION) -> Accessor:
+    accessor = Accessor.from_url(_url(path))
+    accessor.syncdb()
+    if names:
+        accessor.create_metrics([(n, _meta(retention)) for n in names], now=NOW)
+    return accessor
+
+
+def _batch(names, k: int) -> dict:
+    return {name: [(BASE, float(k)), (BASE + 1 + k, float(k))] for name in names}
+
+
+def _matrix(accessor: Accessor, names) -> np.ndarray:
+    """Values of names (rows) at BASE, BASE + 1, ..., NOW (columns), one fetch."""
+    series = accessor.fetch(names, BASE - 1, NOW, now=NOW)
+    rows = []
+    for name in names:
+        ts = series[name]
+        assert ts is not None and ts.start == BASE and ts.step == 1, (name, ts)
+        rows.append(ts.values)
+    return np.vstack(rows)
+
+
+def _check_snapshot(matrix: np.ndarray) -> int:
+    """Checks that the matrix holds exactly batches 0..v for some v (-1: none); returns v.
+
+    Every column is all NaN or all one value across metrics (no half-applied batch), the
+    column at BASE holds the last batch, and the batches visible are exactly 0..v.
+    """
+    def uniform(column: np.ndarray, what: str) -> float:
+        nan = np.isnan(column)
+        assert nan.all() or not nan.any(), f"{what}: a batch is visible for some metrics only: {column}"
+        if nan.all():
+            return float("nan")
+        assert (column == column[0]).all(), f"{what}: metrics disagree (mixed batches): {column}"
+        return float(column[0])
+
+    last = uniform(matrix[:, 0], "column at BASE")
+    batches = matrix[:, 1:]
+    if np.isnan(last):
+        assert np.isnan(batches).all(), "batches visible but the column at BASE is empty"
+        return -1
+    v = int(last)
+    for k in range(v + 1):
+        value = uniform(batches[:, k], f"batch {k}")
+        assert value == k, f"batch {k} missing or wrong ({value}) while batch {v} is visible"
+    later = batches[:, v + 1:]
+    assert np.isnan(later).all(), f"batches after {v} are visible but the column at BASE says {v}"
+    return v
+
+
+def _report_errors(results: list) -> list[str]:
+    return [r[2] for r in results if r[1] == "error"]
+
+
+def _collect(result_queue, processes, deadline: float) -> list:
+    """The (role, status, payload) reports of the processes; then joins them (kills stragglers)."""
+    results = []
+    while len(results) < len(processes) and time.monotonic() < deadline:
+        try:
+            results.append(result_queue.get(timeout=0.5))
+        except queue.Empty:
+            if not any(p.is_alive() for p in processes) and result_queue.empty():
+                break
+    for process in processes:
+        process.join(timeout=max(0.1, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+    return results
+
+
+# -- 1. WAL ----------------------------------------------------------------------------
+
+def test_syncdb_puts_the_file_in_wal_mode(tmp_path):
+    path = tmp_path / "bgl.db"
+    accessor = _new_store(path)
+    accessor.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+    # WAL is persistent: a store opened later on the same file still uses it
+    again = Accessor.from_url(_url(path))
+    assert again.store._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+    again.close()
+
+
+def _wal_writer(path, names, ready, done, result_queue, seconds, max_batches):
+    try:
+        accessor = Accessor.from_url(_url(path))
+        ready.wait(60)
+        deadline = time.monotonic() + seconds
+        written = 0
+        for k in range(max_batches):
+            if k and time.monotonic() > deadline:
+                break
+            points = _batch(names, k)
+            points[f"new.k{k}"] = [(BASE + 1 + k, float(k))]
+            result = accessor.insert_points(points, now=NOW, create=_meta())
+            if result.stored != 2 * len(names) + 1 or result.rejected or result.too_old:
+                raise AssertionError(f"batch {k}: {result}")
+            written = k + 1
+        result_queue.put(("writer", "ok", written))
+    except BaseException:
+        result_queue.put(("writer", "error", traceback.format_exc()))
+    finally:
+        done.set()
+
+
+def _wal_reader(path, names, ready, done, result_queue, index):
+    try:
+        accessor = Accessor.from_url(_url(path))
+        ready.wait(60)
+        deadline = time.monotonic() + 60
+        seen, checks = [], 0
+        for _ in range(20_000):
+            finished = done.is_set()
+            v = _check_snapshot(_matrix(accessor, names))
+            assert not seen or v >= seen[-1], f"went back in time: batch {v} after {seen[-1]}"
+            seen.append(v)
+            assert accessor.glob_metrics("w.*") == sorted(names)
+            created = accessor.glob_metrics("new.*")
+            # batches commit in order: the metrics created so far are new.k0 .. new.k<m-1>
+            assert set(created) == {f"new.k{j}" for j in range(len(created))}, created
+            assert len(created) >= v + 1, f"batch {v} visible but only {len(created)} of its metrics"
+            checks += 1
+            if finished or time.monotonic() > deadline:
+                break
+        result_queue.put((f"reader{index}", "ok", (checks, seen[-1])))
+    except BaseException:
+        result_queue.put((f"reader{index}", "error", traceback.format_exc()))
+
+
+@pytest.mark.timeout(120)
+def test_one_writer_three_readers_across_processes(tmp_path):
+    path = tmp_path / "bgl.db"
+    names = [f"w.m{i:02d}" for i in range(40)]
+    _new_store(path, names).close()
+    ready = SPAWN.Barrier(4, timeout=60)
+    done = SPAWN.Event()
+    results_queue = SPAWN.Queue()
+    processes = [SPAWN.Process(target=_wal_writer, args=(path, names, ready, done, results_queue, 3.0, MAX_BATCHES))]
+    processes += [
+        SPAWN.Process(target=_wal_reader, args=(path, names, ready, done, results_queue, i)) for i in range(3)
+    ]
+    for process in processes:
+        process.start()
+    results = _collect(results_queue, processes, time.monotonic() + 100)
+
+    errors = _report_errors(results)
+    assert not errors, "\n".join(errors)
+    assert not any("locked" in str(r[2]) for r in results)
+    assert sorted(r[0] for r in results) == ["reader0", "reader1", "reader2", "writer"]
+    written = next(r[2] for r in results if r[0] == "writer")
+    assert written >= 1
+    for role, _, payload in results:
+        if role.startswith("reader"):
+            checks, last_seen = payload
+            assert checks >= 1 and last_seen < written
+    # the final content is complete
+    accessor = Accessor.from_url(_url(path))
+    assert _check_snapshot(_matrix(accessor, names)) == written - 1
+    assert len(accessor.glob_metrics("new.*")) == written
+
+
+def _two_writers_worker(path, writer, ready, result_queue, batches, seconds):
+    try:
+        accessor = Accessor.from_url(_url(path))
+        names = [f"two.w{writer}.m{i:02d}" for i in range(20)]
+        ready.wait(60)
+        deadline = time.monotonic() + seconds
+        written = 0
+        for k in range(batches):
+            if k and time.monotonic() > deadline:
+                break
+            # the first batch creates the metrics (and the shared directory `two`)
+            result = accessor.insert_points(_batch(names, k), now=NOW, create=_meta())
+            if result.stored != 2 * len(names):
+                raise AssertionError(f"writer {writer} batch {k}: {result}")
+            written = k + 1
+        result_queue.put((f"writer{writer}", "ok", written))
+    except BaseException:
+        result_queue.put((f"writer{writer}", "error", traceback.format_exc()))
+
+
+@pytest.mark.timeout(120)
+def test_two_writer_processes_are_serialised_not_failed(tmp_path):
+    path = tmp_path / "bgl.db"
+    _new_store(path).close()
+    ready = SPAWN.Barrier(2, timeout=60)
+    results_queue = SPAWN.Queue()
+    processes = [
+        SPAWN.Process(target=_two_writers_worker, args=(path, w, ready, results_queue, 400, 2.0)) for w in range(2)
+    ]
+    for process in processes:
+        process.start()
+    results = _collect(results_queue, processes, time.monotonic() + 100)
+
+    errors = _report_errors(results)
+    assert not errors, "\n".join(errors)
+    assert sorted(r[0] for r in results) == ["writer0", "writer1"]
+    accessor = Accessor.from_url(_url(path))
+    for role, _, written in results:
+        assert written >= 1
+        names = accessor.glob_metrics(f"two.w{role[-1]}.*")
+        assert len(names) == 20
+        assert _check_snapshot(_matrix(accessor, names)) == written - 1
+    assert accessor.glob_directories("two.*") == ["two.w0", "two.w1"]
+
+
+def _fork_child(accessor: Accessor, index: int) -> None:
+    name = f"fork.c{index}"
+    result = accessor.insert_points({name: [(BASE + k, float(k)) for k in range(1, 101)]}, now=NOW, create=_meta())
+    assert result.stored == 100, result
+    values = accessor.fetch([name], BASE - 1, NOW, now=NOW)[name].values
+    assert np.count_nonzero(~np.isnan(values)) == 100
+
+
+@pytest.mark.timeout(120)
+def test_an_accessor_inherited_through_fork_works_in_parent_and_children(tmp_path):
+    """The store reopens its connection after a fork (carbon / WSGI pre-fork servers)."""
+    fork = multiprocessing.get_context("fork")
+    path = tmp_path / "bgl.db"
+    accessor = _new_store(path, ["fork.parent"])
+    accessor.insert_points({"fork.parent": [(BASE, 0.0)]}, now=NOW)  # the parent's connection is open
+    children = [fork.Process(target=_fork_child, args=(accessor, i)) for i in range(3)]
+    for child in children:
+        child.start()
+    for k in range(1, 51):  # the parent keeps writing while the children do
+        accessor.insert_points({"fork.parent": [(BASE + k, float(k))]}, now=NOW)
+    for child in children:
+        child.join(60)
+    assert [c.exitcode for c in children] == [0, 0, 0]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    names = ["fork.c0", "fork.c1", "fork.c2", "fork.parent"]
+    assert accessor.glob_metrics("fork.*") == names
+    fresh = Accessor.from_url(_url(path))
+    matrix = _matrix(fresh, names)
+    assert (np.count_nonzero(~np.isnan(matrix), axis=1) == [100, 100, 100, 51]).all()
+
+
+def test_a_fetch_of_more_than_one_query_of_series_is_one_snapshot(tmp_path):
+    """A fetch split into several SELECTs (more than _REQUESTS_PER_QUERY windows) is one snapshot.
+
+    Regression: each SELECT used to run in autocommit mode, so a batch committed between two of
+    them was visible for some series of one fetch only.
+    """
+    from biggraphite_like.stores import sqlite as sqlite_module
+
+    path = tmp_path / "bgl.db"
+    names = [f"big.m{i:05d}" for i in range(sqlite_module._REQUESTS_PER_QUERY + 1)]
+    writer = _new_store(path)
+    writer.insert_points(_batch(names, 0), now=NOW, create=_meta())
+    reader = Accessor.from_url(_url(path))
+    assert _check_snapshot(_matrix(reader, names)) == 0
+
+    class CommitBetweenQueries:
+        """The reader's connection; another process commits batch 1 right after the first query."""
+
+        def __init__(self, conn):
+            self.conn, self.queries = conn, 0
+
+        def __getattr__(self, attribute):
+            return getattr(self.conn, attribute)
+
+        def execute(self, sql, *args):
+            cursor = self.conn.execute(sql, *args)
+            if "datapoints_" in sql and not sql.lstrip().upper().startswith(("INSERT", "DELETE", "CREATE")):
+                self.queries += 1
+                if self.queries == 1:
+                    rows = cursor.fetchall()
+                    writer.insert_points(_batch(names, 1), now=NOW)
+                    return _Rows(rows)
+            return cursor
+
+    proxy = CommitBetweenQueries(reader.store._conn)
+    reader.store._local.conn = proxy
+    matrix = _matrix(reader, names)
+    assert proxy.queries >= 2, "the scenario did not happen: one fetch made a single datapoints query"
+    _check_snapshot(matrix)
+
+
+class _Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def fetchall(self):
+        return self.rows
+
+
+# -- 2. crash consistency --------------------------------------------------------------
+
+def _crash_child(path, names, first, conn):
+    """Writes batches first, first + 1, ... and sends each number once insert_points returned."""
+    accessor = Accessor.from_url(_url(path))
+    deadline = time.monotonic() + 60
+    for k in range(first, MAX_BATCHES):
+        if time.monotonic() > deadline:
+            break
+        points = _batch(names, k)
+        points[f"crash.new.k{k}"] = [(BASE + 1 + k, float(k))]
+        accessor.insert_points(points, now=NOW, create=_meta())
+        conn.send(k)
+    time.sleep(60)  # only reached if never killed: the parent kills us anyway
+
+
+def _run_and_kill(path, names, first: int, reports_before_kill: int) -> list[int]:
+    parent_end, child_end = SPAWN.Pipe(duplex=False)
+    child = SPAWN.Process(target=_crash_child, args=(path, names, first, child_end))
+    child.start()
+    child_end.close()
+    reported: list[int] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(reported) < reports_before_kill and time.monotonic() < deadline:
+            if parent_end.poll(0.5):
+                try:
+                    reported.append(parent_end.recv())
+                except EOFError:  # the child died on its own: reported by the asserts below
+                    break
+            elif not child.is_alive():
+                break
+        time.sleep(random.uniform(0, 0.01))  # land anywhere inside the next transaction
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+    while parent_end.poll(0):  # numbers sent before the kill are commits too
+        try:
+            reported.append(parent_end.recv())
+        except EOFError:
+            break
+    parent_end.close()
+    assert child.exitcode == -signal.SIGKILL, f"child ended on its own: {child.exitcode}"
+    assert len(reported) >= reports_before_kill, f"child reported only {reported}"
+    assert reported == list(range(first, first + len(reported)))
+    return reported
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_mid_write_leaves_a_consistent_store(tmp_path):
+    path = tmp_path / "bgl.db"
+    names = [f"crash.m{i:03d}" for i in range(100)]
+    _new_store(path, names).close()
+    first = 0
+    for round_ in range(2):  # the second child writes into the store the first crash left
+        reported = _run_and_kill(path, names, first, reports_before_kill=20 + 10 * round_)
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        accessor = Accessor.from_url(_url(path))
+        visible = _check_snapshot(_matrix(accessor, names))
+        # every reported batch is there; at most the one in flight when killed went further
+        assert reported[-1] <= visible <= reported[-1] + 1
+        created = accessor.glob_metrics("crash.new.*")
+        assert sorted(created) == sorted(f"crash.new.k{k}" for k in range(visible + 1))
+        accessor.close()
+        first = visible + 1
+
+
+# -- 3. glob planning uses indexes -----------------------------------------------------
+
+def _plan_names():
+    names = [f"a.b.c{i}.d" for i in range(600)]
+    names += [f"a.b.c{i}" for i in range(400)]
+    names += [f"a.x{i}.c{i % 5}.d" for i in range(300)]
+    names += [f"x{i}.b.c" for i in range(500)]
+    names += [f"y{i}.b.z{i}" for i in range(300)]
+    names += [f"r{i}.s{j}.leaf" for i in range(40) for j in range(20)]
+    names += [f"q{i}.w{i % 7}.e.leaf" for i in range(300)]
+    names += [f"leaf.z{i}" for i in range(100)]
+    return names
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "bgl.db"
+    accessor = _new_store(path, _plan_names(), retention="60*1s")
+    yield accessor
+    accessor.close()
+
+
+PLANNED_PATTERNS = ["a.b.*", "a.b.*.d", "a.b.c*", "a.b.c1*.d", "*.b.c", "*.*.leaf", "*.b.{c,z1}", "**.leaf",
+                    "a.**", "a.**.d"]
+
+
+@pytest.mark.parametrize("table", ["metrics", "directories"])
+@pytest.mark.parametrize("pattern", PLANNED_PATTERNS)
+def test_glob_plan_never_scans_the_table(big_store, pattern, table):
+    store = big_store.store
+    plan = store._plan(table, GlobPattern(pattern))
+    assert plan
+    for sql, params in plan:
+        details = [row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+        on_table = [d for d in details if re.match(rf"(SCAN|SEARCH) {table}\b", d)]
+        assert on_table, (sql, details)
+        for detail in on_table:
+            # `SCAN t` reads every row; `SCAN t USING ... INDEX` still reads every name:
+            # an indexed lookup shows as SEARCH ... USING (COVERING) INDEX / PRIMARY KEY
+            assert detail.startswith(f"SEARCH {table} USING "), f"{pattern!r}: {sql} -> {details}"
+
+
+def test_glob_plan_uses_an_index_of_the_fixed_component(big_store):
+    """Wildcard-first patterns look up the fixed later component, not the first one."""
+    store = big_store.store
+    [(sql, params)] = store._plan("metrics", GlobPattern("*.b.c"))
+    details = " ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    assert re.search(r"USING (COVERING )?INDEX metrics_component_[12]\b", details), details
+
+
+@pytest.mark.parametrize("table", ["metrics", "directories"])
+def test_candidates_of_a_fixed_prefix_are_only_names_under_it(big_store, table):
+    store = big_store.store
+    total = store._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    children = {r[0] for r in store._conn.execute(f"SELECT name FROM {table} WHERE parent = 'a.b'")}
+    assert total > 2000 and children
+    candidates = list(store._candidates(table, GlobPattern("a.b.*")))
+    assert len(candidates) == len(children)
+    assert set(candidates) == children
+
+
+def test_candidates_of_wildcard_first_patterns_are_bounded(big_store):
+    store = big_store.store
+    total = store._conn.execute("SELECT count(*) FROM metrics").fetchone()[0]
+    candidates = list(store._candidates("metrics", GlobPattern("*.b.c")))
+    # one indexed component lookup: `c` third (500 names) or `b` second (800), not all names
+    assert set(candidates) >= {f"x{i}.b.c" for i in range(500)}
+    assert len(candidates) <= 800 < total
+    leaves = list(store._candidates("metrics", GlobPattern("**.leaf")))
+    # only names ending in `leaf`, never the `leaf.z*` names nor the rest
+    assert all(name.endswith(".leaf") for name in leaves)
+    assert len(leaves) == 40 * 20 + 300
+
+
+# -- 4. bounded storage and expiry -----------------------------------------------------
+
+STAGES = "20*1s:12*5s:10*30s"  # durations 20 s, 60 s, 300 s
+STAGE_TABLES = {"datapoints_20p_1s_0": (20, 1), "datapoints_12p_5s_aggr": (12, 5), "datapoints_10p_30s_aggr": (10, 30)}
+
+
+def _fill_three_durations(accessor: Accessor, names) -> int:
+    """Writes one point a second for 3 x the longest duration, as carbon would; returns the last now."""
+    start = BASE
+    now = start
+    for t in range(start, start + 3 * 300, 10):
+        points = {n: [(ts, float(ts % 997) + i) for ts in range(t, t + 10)] for i, n in enumerate(names)}
+        now = t + 9
+        result = accessor.insert_points(points, now=now)
+        assert result.stored == 10 * len(names) and not result.rejected
+    return now
+
+
+def _rows_per_metric(path, table: str) -> dict[int, int]:
+    with sqlite3.connect(path) as conn:
+        return dict(conn.execute(f"SELECT metric, count(*) FROM {table} GROUP BY metric").fetchall())
+
+
+def test_a_stage_never_holds_more_than_its_points(tmp_path):
+    path = tmp_path / "bgl.db"
+    names = ["bound.a", "bound.b", "bound.c"]
+    accessor = _new_store(path, names, retention=STAGES)
+    _fill_three_durations(accessor, names)
+    assert sorted(accessor.store.stage_tables()) == sorted(STAGE_TABLES)
+    for table, (points, _) in STAGE_TABLES.items():
+        counts = _rows_per_metric(path, table)
+        assert len(counts) == len(names), (table, counts)
+        # every slot was written (3 cycles), and never more rows than slots
+        assert all(count == points for count in counts.values()), (table, counts)
+
+
+def _series(accessor, names, start, now):
+    return {n: (ts.start, ts.step, ts.values.copy()) for n, ts in accessor.fetch(names, start, now, now=now).items()}
+
+
+def test_expire_removes_rows_past_their_stage_and_keeps_reads(tmp_path):
+    path = tmp_path / "bgl.db"
+    names = ["exp.a", "exp.b"]
+    accessor = _new_store(path, names, retention=STAGES)
+    last = _fill_three_durations(accessor, names)
+    now = last + 25  # 25 s without writes: some rows of each stage are now past its duration
+    expected = 0
+    with sqlite3.connect(path) as conn:
+        before = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES}
+        for table, (points, precision) in STAGE_TABLES.items():
+            expected += conn.execute(f"SELECT count(*) FROM {table} WHERE ts < ?", (now - points * precision,)).fetchone()[0]
+    windows = [now - 15, now - 20, now - 50, now - 60, now - 200, now - 300]
+    reads_before = [_series(accessor, names, start, now) for start in windows]
+    assert any(not np.isnan(v).all() for read in reads_before for _, _, v in read.values())
+
+    removed = accessor.expire(now)
+
+    assert expected > 0
+    assert removed == expected
+    with sqlite3.connect(path) as conn:
+        after = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES}
+        for table, (points, precision) in STAGE_TABLES.items():
+            oldest = conn.execute(f"SELECT min(ts) FROM {table}").fetchone()[0]
+            assert oldest is None or oldest >= now - points * precision, table
+    assert sum(before.values()) - sum(after.values()) == removed
+    reads_after = [_series(accessor, names, start, now) for start in windows]
+    for start, old, new in zip(windows, reads_before, reads_after):
+        for name in names:
+            assert old[name][:2] == new[name][:2]
+            np.testing.assert_array_equal(old[name][2], new[name][2], err_msg=f"{name} from {start}")
+    assert accessor.expire(now) == 0  # nothing left to expire
+
+
+# -- 5. delete then recreate -----------------------------------------------------------
+
+def _key_of(path, name):
+    with sqlite3.connect(path) as conn:
+        row = conn.execute("SELECT key FROM metrics WHERE name = ?", (name,)).fetchone()
+    return None if row is None else row[0]
+
+
+def test_delete_removes_every_stage_and_recreate_gets_a_new_key(tmp_path):
+    path = tmp_path / "bgl.db"
+    accessor = _new_store(path, ["keep.me"], retention=STAGES)
+    accessor.create_metric("del.me", _meta(STAGES), now=BASE)  # the highest key: a plain rowid would reuse it
+    _fill_three_durations(accessor, ["keep.me", "del.me"])
+    old_key, kept_key = _key_of(path, "del.me"), _key_of(path, "keep.me")
+    kept_before = {t: _rows_per_metric(path, t)[kept_key] for t in STAGE_TABLES}
+    assert all(_rows_per_metric(path, t).get(old_key) for t in STAGE_TABLES)
+
+    accessor.delete_metrics(["del.me"])
+
+    assert _key_of(path, "del.me") is None
+    for table in STAGE_TABLES:
+        rows = _rows_per_metric(path, table)
+        assert old_key not in rows, table
+        assert rows[kept_key] == kept_before[table], table
+    accessor.create_metric("del.me", _meta(STAGES), now=BASE + 900)
+    new_key = _key_of(path, "del.me")
+    assert new_key is not None and new_key > old_key
+    series = accessor.fetch(["del.me"], BASE + 900 - 299, BASE + 900, now=BASE + 900)["del.me"]
+    assert np.isnan(series.values).all()
+    # the recreated metric is written and read under its new key only
+    accessor.insert_points({"del.me": [(BASE + 899, 5.0)]}, now=BASE + 900)
+    for table in STAGE_TABLES:
+        assert old_key not in _rows_per_metric(path, table)
+    assert _rows_per_metric(path, "datapoints_20p_1s_0")[new_key] == 1
+
+
+def test_points_written_after_another_process_recreated_the_metric_are_not_lost(tmp_path):
+    """Regression: the per-instance name -> key cache kept the dead key of a metric another
+    process deleted and recreated; writes went under it (reported stored, readable by nobody).
+    """
+    path = tmp_path / "bgl.db"
+    writer = _new_store(path, ["re.m"])
+    assert writer.insert_points({"re.m": [(NOW - 10, 1.0)]}, now=NOW).stored == 1
+    other = Accessor.from_url(_url(path))  # e.g. `bgl delete` then carbon recreating the metric
+    other.delete_metrics(["re.m"])
+    other.create_metric("re.m", _meta(), now=NOW)
+
+    assert writer.insert_points({"re.m": [(NOW - 5, 2.0)]}, now=NOW).stored == 1
+
+    fresh = Accessor.from_url(_url(path))
+    values = fresh.fetch(["re.m"], NOW - 20, NOW, now=NOW)["re.m"].values_list()
+    assert 2.0 in values
+
+
+# -- rollback of a write batch ---------------------------------------------------------
+
+def test_a_rolled_back_batch_leaves_the_store_usable(tmp_path):
+    """Regression: a stage table created in a rolled-back transaction stayed in the table cache,
+    so later writes skipped CREATE TABLE and failed with SchemaMissing.
+    """
+    path = tmp_path / "bgl.db"
+    accessor = _new_store(path)
+    with pytest.raises(RuntimeError):
+        with accessor.store.write_batch():
+            accessor.create_metric("rb.first", _meta("60*1s:60*60s"), now=NOW)  # first metric of its stages
+            raise RuntimeError("e.g. a later statement of the batch failed")
+    assert accessor.store.get_metrics(["rb.first"]) == {}  # the batch was rolled back
+    assert "datapoints_60p_1s_0" not in accessor.store.stage_tables()
+
+    accessor.create_metric("rb.second", _meta("60*1s:60*60s"), now=NOW)
+    assert accessor.insert_points({"rb.second": [(NOW - 10, 3.0)]}, now=NOW).stored == 1
+    assert 3.0 in accessor.fetch(["rb.second"], NOW - 30, NOW, now=NOW)["rb.second"].values_list()
+
+
+def test_metrics_created_in_a_rolled_back_batch_are_created_again(tmp_path):
+    """Regression: the accessor cached metrics created in a batch that was then rolled back, so
+    insert_points(create=...) no longer created them and the whole batch failed (MetricNotFound).
+    """
+    path = tmp_path / "bgl.db"
+    accessor = _new_store(path, ["rb.existing"])  # its stage tables exist and are committed
+    with pytest.raises(RuntimeError):
+        with accessor.store.write_batch():
+            accessor.insert_points({"rb.new": [(NOW - 10, 1.0)]}, now=NOW, create=_meta())
+            raise RuntimeError("e.g. a later statement of the batch failed")
+    assert accessor.store.get_metrics(["rb.new"]) == {}  # the store rolled it back
+
+    result = accessor.insert_points(
+        {"rb.new": [(NOW - 5, 2.0)], "rb.existing": [(NOW - 5, 3.0)]}, now=NOW, create=_meta()
+    )
+    assert result.stored == 2, result
+    assert accessor.glob_metrics("rb.*") == ["rb.existing", "rb.new"]
+
+
+class _FailingWrite:
+    """A thread's connection whose next datapoints insert fails (e.g. a disk I/O error), and
+    which lets another thread take the write lock the moment this thread's ROLLBACK releases it."""
+
+    def __init__(self, conn, after_rollback):
+        self.conn, self.after_rollback, self.armed = conn, after_rollback, True
+
+    def __getattr__(self, attribute):
+        return getattr(self.conn, attribute)
+
+    def executemany(self, sql, rows):
+        if self.armed and sql.startswith("INSERT OR REPLACE INTO datapoints"):
+            self.armed = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.executemany(sql, rows)
+
+    def execute(self, sql, *args):
+        result = self.conn.execute(sql, *args)
+        if sql == "ROLLBACK":
+            other = threading.Thread(target=self.after_rollback)
+            other.start()
+            other.join(30)
+        return result
+
+
+def _failed_write_then_other_thread(accessor, points, create, other_points, other_create):
+    """This thread's insert_points fails and rolls back; another thread writes right after the
+    ROLLBACK. Returns what the other thread's insert_points returned (or raised)."""
+    outcome = []
+
+    def other_thread():
+        try:
+            outcome.append(accessor.insert_points(other_points, now=NOW, create=other_create))
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            outcome.append(exc)
+
+    store = accessor.store
+    real = store._conn
+    store._local.conn = _FailingWrite(real, other_thread)
+    try:
+        with pytest.raises(StoreError):
+            accessor.insert_points(points, now=NOW, create=create)
+    finally:
+        store._local.conn = real
+    assert len(outcome) == 1
+    return outcome[0]
+
+
+def test_a_rollback_leaves_no_stale_table_to_another_thread(tmp_path):
+    accessor = _new_store(tmp_path / "bgl.db")
+    retention = _meta("60*1s:60*60s")  # first metrics of these stages: their tables are created now
+    other = _failed_write_then_other_thread(
+        accessor, {"race.first": [(NOW - 10, 1.0)]}, retention, {"race.second": [(NOW - 5, 2.0)]}, retention
+    )
+    assert not isinstance(other, Exception), repr(other)
+    assert other.stored == 1
+    assert accessor.fetch(["race.second"], NOW - 20, NOW, now=NOW)["race.second"].values_list()[14] == 2.0
+
+
+def test_a_rollback_leaves_no_stale_key_to_another_thread(tmp_path):
+    accessor = _new_store(tmp_path / "bgl.db", ["race.existing"])  # stage tables exist
+    other = _failed_write_then_other_thread(
+        accessor, {"race.a": [(NOW - 10, 1.0)]}, _meta(), {"race.a": [(NOW - 5, 7.0)]}, None
+    )
+    # the other thread's point is either refused (race.a does not exist) or stored under race.a
+    assert not isinstance(other, Exception), repr(other)
+    accessor.create_metric("race.other", _meta(), now=NOW)  # a new metric starts empty
+    other_values = accessor.fetch(["race.other"], NOW - 20, NOW, now=NOW)["race.other"].values
+    assert np.isnan(other_values).all(), "a point of race.a shows under the new metric race.other"
+    if other.stored:
+        assert accessor.store.get_metrics(["race.a"]), "a point of race.a was acknowledged, race.a does not exist"
+
+
+# -- 6. store URLs and their errors ----------------------------------------------------
+
+def test_url_with_absolute_path(tmp_path):
+    store = open_store(f"sqlite://{tmp_path}/a.db")
+    assert isinstance(store, SQLiteStore)
+    assert store.path == f"{tmp_path}/a.db"
+    assert store.timeout == DEFAULT_TIMEOUT
+
+
+def test_url_with_timeout(tmp_path):
+    store = open_store(f"sqlite://{tmp_path}/a.db?timeout=5")
+    assert store.path == f"{tmp_path}/a.db"
+    assert store.timeout == 5.0
+    store.syncdb()
+    assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+
+
+@pytest.mark.parametrize("url, words", [
+    ("sqlite:///tmp/a.db?bogus=1", ["bogus", "timeout"]),
+    ("sqlite:///tmp/a.db?timeout=5&journal=off", ["journal"]),
+    ("sqlite:///tmp/a.db?timeout=soon", ["timeout", "number"]),
+    ("sqlite://", ["sqlite:///"]),
+    ("sqlite://?timeout=5", ["sqlite:///"]),
+])
+def test_bad_urls_are_refused_with_a_clear_message(url, words):
+    with pytest.raises(InvalidStoreURL) as info:
+        open_store(url)
+    message = str(info.value)
+    for word in words:
+        assert word in message, message
+
+
+def test_a_path_in_a_missing_directory_is_unavailable(tmp_path):
+    missing = tmp_path / "no" / "such"
+    accessor = Accessor.from_url(f"sqlite://{missing}/bgl.db")
+    with pytest.raises(StoreUnavailable) as info:
+        accessor.syncdb()
+    message = str(info.value)
+    # names the missing directory as the problem, not only the file SQLite could not open
+    assert str(missing) in message and "director" in message.lower(), message
+    with pytest.raises(StoreUnavailable):
+        accessor.get_metric("a.b")
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["empty-file", "no-file"])
+def test_a_file_without_schema_says_to_run_syncdb(tmp_path, existing):
+    path = tmp_path / "empty.db"
+    if existing:
+        sqlite3.connect(path).close()
+    accessor = Accessor.from_url(_url(path))
+    operations = [
+        lambda: accessor.get_metric("a.b"),
+        lambda: accessor.glob_metrics("a.*"),
+        lambda: accessor.insert_points({"a.b": [(NOW, 1.0)]}, now=NOW, create=_meta()),
+        lambda: accessor.fetch(["a.b"], NOW - 60, NOW, now=NOW),
+        lambda: accessor.expire(NOW),
+        lambda: accessor.store.touch_metrics(["a.b"], "read_on", NOW),
+    ]
+    for operation in operations:
+        with pytest.raises(SchemaMissing) as info:
+            operation()
+        assert re.search(r"\bbgl\b.*\bsyncdb\b", str(info.value)), str(info.value)
+    # once another process created the schema, the same accessor works
+    Accessor.from_url(_url(path)).syncdb()
+    accessor.insert_points({"a.b": [(NOW - 1, 1.0)]}, now=NOW, create=_meta())
+    assert accessor.glob_metrics("a.*") == ["a.b"]
+
+
+# -- 7. threads ------------------------------------------------------------------------
+
+def test_one_accessor_shared_by_eight_threads(tmp_path):
+    path = tmp_path / "bgl.db"
+    accessor = _new_store(path)
+    errors: list[str] = []
+    written: dict[str, dict[int, float]] = {}
+    connections: dict[int, object] = {}
+    start = threading.Barrier(8, timeout=30)
+    lock = threading.Lock()
+
+    def work(index: int) -> None:
+        try:
+            start.wait()
+            connections[index] = accessor.store._conn
+            mine: dict[str, dict[int, float]] = {}
+            deadline = time.monotonic() + 1.5
+            for k in range(300):
+                if k >= 3 and time.monotonic() > deadline:
+                    break
+                names = [f"t{index}.m{k}", f"t{index}.m{k // 2}", f"t{index}.all"]
+                points = {n: [(BASE + 1 + k, float(index * 1000 + k))] for n in names}
+                result = accessor.insert_points(points, now=NOW, create=_meta())
+                assert result.stored == len(set(names)), result
+                for n in set(names):
+                    mine.setdefault(n, {})[BASE + 1 + k] = float(index * 1000 + k)
+                read = _matrix(accessor, sorted(mine))
+                for row, n in enumerate(sorted(mine)):
+                    for ts, value in mine[n].items():
+                        assert read[row, ts - BASE] == value, (n, ts, read[row, ts - BASE], value)
+                assert len(accessor.glob_metrics(f"t{index}.*")) == len(mine)
+            with lock:
+                written.update(mine)
+        except BaseException:
+            with lock:
+                errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, "\n".join(errors)
+    assert len({id(c) for c in connections.values()}) == 8  # one connection per thread
+    fresh = Accessor.from_url(_url(path))
+    names = sorted(written)
+    assert len(names) >= 8 * 3
+    assert fresh.glob_metrics("*.*") == names
+    matrix = _matrix(fresh, names)
+    for row, name in enumerate(names):
+        for ts, value in written[name].items():
+            assert matrix[row, ts - BASE] == value, (name, ts)
