@@ -29,7 +29,6 @@ from biggraphite_like.errors import (
     SchemaMissing,
     StoreError,
     StoreUnavailable,
-    TooManyResults,
 )
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
@@ -426,17 +425,8 @@ class SQLiteStore(Store):
 
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         self._check_schema()
-        matches: set[str] = set()
         with self._errors(f"glob {pattern.pattern!r}"):
-            for name in self._candidates(table, pattern):
-                if name not in matches and pattern.matches(name):
-                    matches.add(name)
-                    if len(matches) > max_results:
-                        raise TooManyResults(
-                            f"glob {pattern.pattern!r} matches more than {max_results} names"
-                            f" (limit max_results={max_results}); narrow the pattern"
-                        )
-        return sorted(matches)
+            return pattern.filter(self._candidates(table, pattern), max_results)
 
     def _candidates(self, table: str, pattern: GlobPattern) -> Iterator[str]:
         """Names that may match, from indexed queries only where the pattern allows it."""
