@@ -512,9 +512,12 @@ class SQLiteStore(Store):
             columns = [keys.tolist(), slots.tolist(), timestamps.tolist(), values.tolist()]
             if table.aggregated:
                 columns.append((counts if counts is not None else np.ones(len(timestamps), np.int64)).tolist())
-                sql = f"INSERT OR REPLACE INTO {table.name} (metric, slot, ts, value, count) VALUES (?, ?, ?, ?, ?)"
+                sql = (f"INSERT INTO {table.name} (metric, slot, ts, value, count) VALUES (?, ?, ?, ?, ?)"
+                       " ON CONFLICT (metric, slot) DO UPDATE SET ts = excluded.ts, value = excluded.value,"
+                       " count = excluded.count")
             else:
-                sql = f"INSERT OR REPLACE INTO {table.name} (metric, slot, ts, value) VALUES (?, ?, ?, ?)"
+                sql = (f"INSERT INTO {table.name} (metric, slot, ts, value) VALUES (?, ?, ?, ?)"
+                       " ON CONFLICT (metric, slot) DO UPDATE SET ts = excluded.ts, value = excluded.value")
             self._conn.executemany(sql, zip(*columns))
 
     def read_points(self, table, names, starts, ends) -> PointReads:
