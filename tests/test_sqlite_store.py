@@ -660,7 +660,7 @@ class _FailingWrite:
         return getattr(self.conn, attribute)
 
     def executemany(self, sql, rows):
-        if self.armed and sql.startswith("INSERT OR REPLACE INTO datapoints"):
+        if self.armed and sql.startswith("INSERT INTO datapoints"):
             self.armed = False
             raise sqlite3.OperationalError("disk I/O error")
         return self.conn.executemany(sql, rows)
