@@ -42,6 +42,7 @@ _METRIC_FIELDS = "name, retention, aggregator, xfilesfactor, created_on, updated
 _CHUNK = 500  # bound parameters per IN (...) chunk
 _REQUESTS_PER_QUERY = 5000  # window requests per VALUES list (6 parameters each)
 _PROBE_LIMIT = 1000  # rows read to estimate how selective a candidate index is
+_MAX_WALK = 5000  # directories one level of a glob walk may expand before the indexes take over
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -438,8 +439,49 @@ class SQLiteStore(Store):
                 yield from (r[0] for r in conn.execute(
                     f"SELECT name FROM {table} WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk))
             return
+        parents = self._walk_directories(pattern)
+        if parents is not None:
+            last = pattern.components[-1].literals
+            column, keys = ("name", [f"{p}.{leaf}" for p in parents for leaf in sorted(last)]) if last else ("parent", parents)
+            for start in range(0, len(keys), _CHUNK):
+                chunk = keys[start:start + _CHUNK]
+                yield from (r[0] for r in conn.execute(
+                    f"SELECT name FROM {table} WHERE {column} IN ({', '.join(['?'] * len(chunk))})", chunk))
+            return
         for sql, params in self._plan(table, pattern):
             yield from (r[0] for r in conn.execute(sql, params))
+
+    def _walk_directories(self, pattern: GlobPattern) -> list[str] | None:
+        """The directories whose children may match, walked level by level; None if unsuitable.
+
+        As StandardFinder walks the file system: literal components extend the path without
+        a query, a wildcard component lists the children of the current directories (parent
+        index) and keeps those that match. Only for patterns of fixed depth; gives up (None)
+        past _MAX_WALK directories at one level, where the component indexes do better.
+        """
+        if pattern.depth is None or pattern.depth < 2 or len(pattern.literal_prefix()) >= pattern.depth - 1:
+            return None  # globstar/optional components, or a single parent lookup does it
+        parents = [""]
+        for component in pattern.components[:-1]:
+            if component.literals is not None:
+                parents = [f"{p}.{literal}" if p else literal for p in parents for literal in sorted(component.literals)]
+            else:
+                children: list[str] = []
+                for start in range(0, len(parents), _CHUNK):
+                    chunk = parents[start:start + _CHUNK]
+                    for (name,) in self._conn.execute(
+                        f"SELECT name FROM directories WHERE parent IN ({', '.join(['?'] * len(chunk))})", chunk
+                    ):
+                        if component.matches(name.rpartition(".")[2]):
+                            children.append(name)
+                    if len(children) > _MAX_WALK:
+                        return None
+                parents = children
+            if len(parents) > _MAX_WALK:
+                return None
+            if not parents:
+                return []
+        return parents
 
     def _plan(self, table: str, pattern: GlobPattern) -> list[tuple[str, list]]:
         """The queries whose union holds every match (see README: glob planning)."""
