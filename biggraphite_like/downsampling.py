@@ -96,9 +96,17 @@ class Downsampler:
     def write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
               now: int) -> int:
         """Write point i (timestamps[i], values[i]) to metrics[owner[i]]; returns how many were too old."""
-        by_retention: dict[Retention, list[int]] = {}
+        # group by object identity first: hashing a Retention per metric costs more than the rest
+        by_id: dict[int, tuple[Retention, list[int]]] = {}
         for index, metric in enumerate(metrics):
-            by_retention.setdefault(metric.retention, []).append(index)
+            retention = metric.retention
+            entry = by_id.get(id(retention))
+            if entry is None:
+                entry = by_id[id(retention)] = (retention, [])
+            entry[1].append(index)
+        by_retention: dict[Retention, list[int]] = {}
+        for retention, members in by_id.values():
+            by_retention.setdefault(retention, []).extend(members)
         too_old = 0
         for retention, members in by_retention.items():
             if len(by_retention) == 1:
