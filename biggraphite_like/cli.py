@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import sys
@@ -53,33 +54,65 @@ def cmd_syncdb(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _stdin_batches(lines: TextIO, result: WriteResult, err: TextIO) -> Iterator[dict[str, list[tuple[float, float]]]]:
+@dataclasses.dataclass
+class _LineBatch:
+    """Points read from stdin, with the line each came from, to report refusals by line."""
+
+    points: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    lines: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    size: int = 0
+
+    def add(self, name: str, point: tuple[float, float], line: int) -> None:
+        self.points.setdefault(name, []).append(point)
+        self.lines.setdefault(name, []).append(line)
+        self.size += 1
+
+
+def _stdin_batches(lines: TextIO, total: WriteResult, err: TextIO) -> Iterator[_LineBatch]:
     """Batches of carbon plaintext lines; malformed lines are reported and skipped."""
-    batch: dict[str, list[tuple[float, float]]] = {}
-    count = 0
+    batch = _LineBatch()
     for number, line in enumerate(lines, 1):
         fields = line.split()
         if not fields:
             continue
-        try:
-            if len(fields) != 3:
-                raise InvalidPoint(f"expected 'NAME VALUE TIMESTAMP', got {len(fields)} field(s)")
-            name, value, timestamp = fields
-            try:
-                point = (float(timestamp), float(value))
-            except ValueError:
-                raise InvalidPoint(f"value {value!r} or timestamp {timestamp!r} is not a number") from None
-        except InvalidPoint as exc:
-            result.rejected += 1
-            err.write(f"bgl write: line {number}: {exc}; skipped\n")
+        if len(fields) != 3:
+            total.rejected += 1
+            err.write(f"bgl write: line {number}: expected 'NAME VALUE TIMESTAMP', got {len(fields)} field(s); skipped\n")
             continue
-        batch.setdefault(name, []).append((point, number))  # type: ignore[arg-type]
-        count += 1
-        if count >= STDIN_BATCH_LINES:
+        name, value, timestamp = fields
+        try:
+            batch.add(name, (float(timestamp), float(value)), number)
+        except ValueError:
+            total.rejected += 1
+            err.write(f"bgl write: line {number}: value {value!r} or timestamp {timestamp!r} is not a number; skipped\n")
+            continue
+        if batch.size >= STDIN_BATCH_LINES:
             yield batch
-            batch, count = {}, 0
-    if batch:
+            batch = _LineBatch()
+    if batch.size:
         yield batch
+
+
+def _report_refused_lines(batch: _LineBatch, err: TextIO) -> None:
+    """Name the line of every point the accessor refused (bad name or point)."""
+    for name, points in batch.points.items():
+        try:
+            names_mod.normalize(name)
+        except BglError as exc:
+            for number in batch.lines[name]:
+                err.write(f"bgl write: line {number}: {exc}; skipped\n")
+            continue
+        for (timestamp, value), number in zip(points, batch.lines[name]):
+            try:
+                check_point(timestamp, value)
+            except InvalidPoint as exc:
+                err.write(f"bgl write: line {number}: {str(exc).replace('point: ', '')}; skipped\n")
+
+
+def _add(total: WriteResult, result: WriteResult) -> None:
+    total.stored += result.stored
+    total.too_old += result.too_old
+    total.rejected += result.rejected
 
 
 def cmd_write(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
@@ -93,7 +126,10 @@ def cmd_write(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
         if args.value is not None:
             raise InvalidPoint("`bgl write -` reads lines from stdin and takes no VALUE")
         for batch in _stdin_batches(stdin, total, err):
-            _write_numbered(accessor, batch, metadata, now, total, err)
+            result = accessor.insert_points(batch.points, now=now, create=metadata)
+            if result.rejected:
+                _report_refused_lines(batch, err)
+            _add(total, result)
     else:
         if args.value is None:
             raise InvalidPoint("bgl write NAME VALUE [TIMESTAMP]: VALUE is missing")
@@ -104,40 +140,11 @@ def cmd_write(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO)
             raise InvalidPoint(f"value {args.value!r} or timestamp {args.timestamp!r} is not a number") from None
         names_mod.normalize(args.name)  # a bad name or point is an error, not a skipped line
         check_point(timestamp, value)
-        _write_numbered(accessor, {args.name: [((timestamp, value), 0)]}, metadata, now, total, err)
+        _add(total, accessor.insert_points({args.name: [(timestamp, value)]}, now=now, create=metadata))
     err.write(
         f"bgl write: {total.stored} point(s) stored, {total.rejected} rejected, {total.too_old} older than the retention\n"
     )
     return 1 if total.rejected or total.too_old else 0
-
-
-def _write_numbered(accessor: Accessor, batch: dict, metadata: MetricMetadata, now: int, total: WriteResult,
-                    err: TextIO) -> None:
-    """Write a batch whose points carry their input line number; report refusals by line."""
-    points: dict[str, list[tuple[float, float]]] = {}
-    for name, numbered in batch.items():
-        points[name] = [p for p, _ in numbered]
-    result = accessor.insert_points(points, now=now, create=metadata)
-    if result.rejected:
-        _report_rejections(accessor, batch, result, err)
-    total.stored += result.stored
-    total.too_old += result.too_old
-    total.rejected += result.rejected
-
-
-def _report_rejections(accessor: Accessor, batch: dict, result: WriteResult, err: TextIO) -> None:
-    for name, numbered in batch.items():
-        try:
-            names_mod.normalize(name)
-        except BglError as exc:
-            for _, number in numbered:
-                err.write(f"bgl write: line {number}: {exc}; skipped\n")
-            continue
-        for (timestamp, value), number in numbered:
-            try:
-                check_point(timestamp, value)
-            except InvalidPoint as exc:
-                err.write(f"bgl write: line {number}: {str(exc).replace('point: ', '')}; skipped\n")
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,7 +1,6 @@
 """Fixtures shared by the suite: one accessor per store kind, for the conformance tests."""
 from __future__ import annotations
 
-import os
 
 import pytest
 

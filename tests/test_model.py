@@ -14,7 +14,7 @@ from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
 from biggraphite_like.downsampling import aggregate, route
 from biggraphite_like.errors import InvalidAggregation, InvalidMetricName, InvalidRetention, InvalidTimeRange
 from biggraphite_like.metric import MetricMetadata, make_metric, metric_id
-from biggraphite_like.retention import Retention, Stage, parse_duration
+from biggraphite_like.retention import Retention, parse_duration
 
 
 # -- names --------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ many windows (including windows served by coarser stages, clamped and zero-lengt
 """
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
