@@ -37,16 +37,15 @@ class StageTable:
 
 @dataclasses.dataclass
 class PointReads:
-    """Points answering a batch of window reads: request index, timestamp, value, count, flat."""
+    """Points answering a batch of window reads, flat: request index, timestamp, value."""
 
     request: np.ndarray  # int64, index into the requests
     timestamps: np.ndarray  # int64
     values: np.ndarray  # float64
-    counts: np.ndarray  # int64 (1 for raw points)
 
     @classmethod
     def empty(cls) -> "PointReads":
-        return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.int64))
+        return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
 
 class Store(abc.ABC):
