@@ -16,7 +16,7 @@ import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.downsampling import Downsampler
-from biggraphite_like.errors import InvalidMetricName, InvalidPoint, MetricNotFound, SchemaMissing
+from biggraphite_like.errors import InvalidMetricName, InvalidPoint, MetricNotFound
 from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata, make_metric
 from biggraphite_like.stores.base import StageTable, Store
@@ -354,4 +354,4 @@ def check_point(timestamp: float, value: float) -> tuple[int, float]:
     return int(ts[0]), float(vs[0])
 
 
-__all__ = ["Accessor", "TimeSeries", "WriteResult", "check_point", "SchemaMissing"]
+__all__ = ["Accessor", "TimeSeries", "WriteResult", "check_point"]

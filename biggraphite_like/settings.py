@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import os
 
-from biggraphite_like.metric import MetricMetadata
-
 STORE_ENV = "BGL_STORE"
 DATA_DIR_ENV = "BGL_DATA_DIR"
 DEFAULT_RETENTION = "60s:8d,1h:2y"  # ~11,500 + 17,520 points: a week and a day of minutes, two years of hours
@@ -25,8 +23,3 @@ def default_data_dir() -> str:
 def default_store_url() -> str:
     """$BGL_STORE, else an SQLite file in the data directory."""
     return os.environ.get(STORE_ENV) or f"sqlite://{os.path.join(default_data_dir(), DB_FILE_NAME)}"
-
-
-def default_metadata() -> MetricMetadata:
-    """What a metric created without explicit options gets."""
-    return MetricMetadata.create(DEFAULT_RETENTION, DEFAULT_AGGREGATION, DEFAULT_XFILESFACTOR)

@@ -356,20 +356,6 @@ class SQLiteStore(Store):
                     found[row[1]] = _metric_from_row(row[1:])
         return found
 
-    def all_metrics(self, batch: int = 10_000) -> Iterator[Metric]:
-        """Every metric, in name order, read in pages (for maintenance jobs)."""
-        self._check_schema()
-        last = ""
-        while True:
-            rows = self._conn.execute(
-                f"SELECT {_METRIC_FIELDS} FROM metrics WHERE name > ? ORDER BY name LIMIT ?", (last, batch)
-            ).fetchall()
-            if not rows:
-                return
-            for row in rows:
-                yield _metric_from_row(row)
-            last = rows[-1][0]
-
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
         existing = self.get_metrics([name]).get(name)
         if existing is None:
