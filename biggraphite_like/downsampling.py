@@ -120,6 +120,9 @@ class Downsampler:
                          timestamps: np.ndarray, values: np.ndarray, now: int) -> int:
         stage_of = _route(retention, timestamps, now)
         names = np.array([m.name for m in metrics], dtype=object)
+        codes = {a: i for i, a in enumerate(_AGGREGATORS)}
+        aggregators = np.array([codes[m.metadata.aggregator] for m in metrics])
+        xfilesfactors = np.array([m.metadata.xfilesfactor for m in metrics])
         arrival = np.arange(len(timestamps))
         # whisper writes the newest points (finest stage) first, each followed by its propagation
         for index, stage in enumerate(retention.stages):
@@ -135,14 +138,15 @@ class Downsampler:
             last[:-1] = (who[1:] != who[:-1]) | (aligned[1:] != aligned[:-1])
             who, aligned, vs = who[last], aligned[last], vs[last]
             self._store.write_points(StageTable(stage, index > 0), names[who].tolist(), aligned, vs)
-            self._propagate(retention, index, metrics, names, who, aligned)
+            self._propagate(retention, index, names, aggregators, xfilesfactors, who, aligned)
         return int(np.count_nonzero(stage_of < 0))
 
-    def _propagate(self, retention: Retention, index: int, metrics: Sequence[Metric], names: np.ndarray,
-                   who: np.ndarray, aligned: np.ndarray) -> None:
-        """Recompute the coarser intervals the points (who, aligned) of stage `index` touched."""
-        aggregator_codes = np.array([_AGGREGATORS.index(m.metadata.aggregator) for m in metrics])
-        xfilesfactors = np.array([m.metadata.xfilesfactor for m in metrics])
+    def _propagate(self, retention: Retention, index: int, names: np.ndarray, aggregators: np.ndarray,
+                   xfilesfactors: np.ndarray, who: np.ndarray, aligned: np.ndarray) -> None:
+        """Recompute the coarser intervals the points (who, aligned) of stage `index` touched.
+
+        names, aggregators (index in _AGGREGATORS) and xfilesfactors are per metric of the batch.
+        """
         higher = index
         while higher + 1 < len(retention.stages) and len(who):
             lower = higher + 1
@@ -158,7 +162,7 @@ class Downsampler:
             values = np.empty(len(starts))
             counts = np.empty(len(starts), dtype=np.int64)
             ok = np.empty(len(starts), dtype=bool)
-            codes = aggregator_codes[req_who]
+            codes = aggregators[req_who]
             for code in np.unique(codes).tolist():
                 rows = codes == code
                 values[rows], counts[rows], ok[rows] = aggregate(_AGGREGATORS[code], grid[rows], xfilesfactors[req_who[rows]])
