@@ -172,6 +172,19 @@ class Accessor:
         if due:
             self.store.touch_metrics(due, field, now)
 
+    # -- full scans --------------------------------------------------------------------
+    def scan_metrics(
+        self, shard: int = 0, nshards: int = 1, cursor: str | None = None, page_size: int = 1000
+    ) -> Iterator[ScanPage[Metric]]:
+        """Every metric in pages, without a glob (see Store.scan_metrics)."""
+        return self.store.scan_metrics(shard, nshards, cursor, page_size)
+
+    def scan_directories(
+        self, shard: int = 0, nshards: int = 1, cursor: str | None = None, page_size: int = 1000
+    ) -> Iterator[ScanPage[str]]:
+        """Every directory in pages, without a glob (see Store.scan_directories)."""
+        return self.store.scan_directories(shard, nshards, cursor, page_size)
+
     # -- globs -------------------------------------------------------------------------
     def glob(self, pattern: str) -> GlobPattern:
         return GlobPattern(pattern, max_expansion=self.max_glob_expansion)

@@ -339,3 +339,58 @@ def test_values_round_trip_exactly(accessor):
     series = accessor.fetch(["exact"], NOW - 201, NOW, NOW)["exact"]
     got = {series.start + i: v for i, v in enumerate(series.values_list()) if v is not None}
     assert got == dict(points)
+
+
+# -- directories and full scans ----------------------------------------------------------------
+def _scan_all(pages):
+    items, cursors = [], []
+    for page in pages:
+        items.extend(page.items)
+        cursors.append(page.cursor)
+    return items, cursors
+
+
+def test_scans_see_every_metric_and_directory_once_across_shards(accessor):
+    wanted = [f"scan.{a}.{b}.m{c}" for a in range(4) for b in range(5) for c in range(7)]
+    accessor.create_metrics([(n, META) for n in wanted], now=NOW)
+    directories = sorted({d for n in wanted for d in names.ancestors(n)})
+    for nshards in (1, 3):
+        seen_metrics, seen_dirs = [], []
+        for shard in range(nshards):
+            metrics, _ = _scan_all(accessor.scan_metrics(shard, nshards, page_size=16))
+            seen_metrics.extend(m.name for m in metrics)
+            dirs, _ = _scan_all(accessor.scan_directories(shard, nshards, page_size=16))
+            seen_dirs.extend(dirs)
+        assert sorted(seen_metrics) == sorted(wanted)
+        assert sorted(seen_dirs) == directories
+    metrics, _ = _scan_all(accessor.scan_metrics())
+    assert {m.name: m.metadata for m in metrics} == {n: META for n in wanted}
+
+
+def test_scan_resumes_after_a_cursor(accessor):
+    wanted = [f"resume.m{i:03d}" for i in range(50)]
+    accessor.create_metrics([(n, META) for n in wanted], now=NOW)
+    pages = accessor.scan_metrics(page_size=7)
+    first = next(pages)
+    assert len(first.items) == 7 and first.cursor is not None
+    rest, cursors = _scan_all(accessor.scan_metrics(cursor=first.cursor, page_size=7))
+    assert cursors[-1] is None
+    assert sorted(m.name for m in first.items + rest) == wanted
+
+
+def test_scan_of_an_empty_store_yields_nothing(accessor):
+    assert _scan_all(accessor.scan_metrics())[0] == []
+
+
+def test_directory_operations(accessor):
+    store = accessor.store
+    accessor.create_metrics([("d1.d2.leaf", META)], now=NOW)
+    assert store.existing_directories(["d1", "d1.d2", "d1.d2.leaf", "nope"]) == {"d1", "d1.d2"}
+    assert store.directories_with_children(["d1", "d1.d2", "d1.d2.leaf", "nope"]) == {"d1", "d1.d2"}
+    store.create_directories(["x1.x2.x3"])
+    assert store.existing_directories(["x1", "x1.x2", "x1.x2.x3"]) == {"x1", "x1.x2", "x1.x2.x3"}
+    assert "x1.x2.x3" not in store.directories_with_children(["x1.x2.x3"])
+    store.delete_directories(["x1.x2.x3", "x1.x2"])
+    assert store.existing_directories(["x1", "x1.x2", "x1.x2.x3"]) == {"x1"}
+    assert accessor.glob_directories("x1.*") == []
+    assert accessor.glob_directories("d1.*") == ["d1.d2"]

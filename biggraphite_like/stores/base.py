@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from typing import Iterator, Sequence
+from typing import Generic, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -46,6 +46,17 @@ class PointReads:
     @classmethod
     def empty(cls) -> "PointReads":
         return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
+
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class ScanPage(Generic[T]):
+    """One page of a full scan; pass `cursor` back to resume after it (None: the scan is over)."""
+
+    items: list[T]
+    cursor: str | None
 
 
 class Store(abc.ABC):
@@ -104,6 +115,43 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete_metrics(self, names: Sequence[str]) -> None:
         """Remove metrics and their points (directories stay: cleanup removes empty ones)."""
+
+    # -- directories and full scans (maintenance jobs) -----------------------------------
+    @abc.abstractmethod
+    def create_directories(self, names: Sequence[str]) -> None:
+        """Create directories and all their ancestors (existing ones are kept)."""
+
+    @abc.abstractmethod
+    def delete_directories(self, names: Sequence[str]) -> None:
+        """Remove directory rows (only those rows: their children are the caller's concern)."""
+
+    @abc.abstractmethod
+    def existing_directories(self, names: Sequence[str]) -> set[str]:
+        """The directories among names that exist."""
+
+    @abc.abstractmethod
+    def directories_with_children(self, names: Sequence[str]) -> set[str]:
+        """The names among names that are the parent of at least one metric or directory."""
+
+    @abc.abstractmethod
+    def scan_metrics(
+        self, shard: int = 0, nshards: int = 1, cursor: str | None = None, page_size: int = 1000
+    ) -> Iterator[ScanPage[Metric]]:
+        """Every metric once, in pages, without a glob.
+
+        Shard k of n sees a disjoint part; the n shards together see every metric. A scan
+        resumes after the page whose cursor it is given (order is the store's own).
+        """
+
+    @abc.abstractmethod
+    def scan_directories(
+        self, shard: int = 0, nshards: int = 1, cursor: str | None = None, page_size: int = 1000
+    ) -> Iterator[ScanPage[str]]:
+        """Every directory name once, in pages; sharded and resumable as scan_metrics."""
+
+    def stats(self) -> dict[str, int | float | str]:
+        """Facts about the store an operator can act on (counts, sizes); store-specific keys."""
+        return {}
 
     # -- datapoints --------------------------------------------------------------------
     @abc.abstractmethod

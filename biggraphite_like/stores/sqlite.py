@@ -33,7 +33,7 @@ from biggraphite_like.errors import (
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Retention, Stage
-from biggraphite_like.stores.base import PointReads, StageTable, Store
+from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store
 
 COMPONENTS = names_mod.MAX_COMPONENTS
 END = names_mod.END_MARKER
@@ -402,6 +402,83 @@ class SQLiteStore(Store):
                 raise MetricNotFound(f"metric {name!r} does not exist: create it before writing points")
             key = self._keys[name] = row[0]
         return key
+
+    # -- directories and full scans ------------------------------------------------------
+    def create_directories(self, names: Sequence[str]) -> None:
+        self._check_schema()
+        wanted = sorted({a for n in names for a in (*names_mod.ancestors(n), n)})
+        sql = (
+            f"INSERT OR IGNORE INTO directories (name, parent, {', '.join(_COMPONENT_COLUMNS)})"
+            f" VALUES ({', '.join(['?'] * (COMPONENTS + 2))})"
+        )
+        with self.write_batch(), self._errors("create directories"):
+            self._conn.executemany(sql, ((d, names_mod.parent(d), *_component_values(d)) for d in wanted))
+
+    def delete_directories(self, names: Sequence[str]) -> None:
+        self._check_schema()
+        with self.write_batch(), self._errors("delete directories"):
+            self._conn.executemany("DELETE FROM directories WHERE name = ?", ((n,) for n in names))
+
+    def existing_directories(self, names: Sequence[str]) -> set[str]:
+        return self._names_in("SELECT name FROM directories WHERE name IN ({})", names, "read directories")
+
+    def directories_with_children(self, names: Sequence[str]) -> set[str]:
+        return self._names_in(
+            "SELECT parent FROM metrics WHERE parent IN ({0}) UNION SELECT parent FROM directories WHERE parent IN ({0})",
+            names, "find children", repeat=2,
+        )
+
+    def _names_in(self, sql: str, names: Sequence[str], what: str, repeat: int = 1) -> set[str]:
+        self._check_schema()
+        found: set[str] = set()
+        names = list(dict.fromkeys(names))
+        with self._errors(what):
+            for start in range(0, len(names), _CHUNK):
+                chunk = names[start:start + _CHUNK]
+                marks = ", ".join(["?"] * len(chunk))
+                found.update(r[0] for r in self._conn.execute(sql.format(marks), chunk * repeat))
+        return found
+
+    def scan_metrics(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[Metric]]:
+        for rows, next_cursor in self._scan("metrics", f"key, {_METRIC_FIELDS}", shard, nshards, cursor, page_size):
+            yield ScanPage([_metric_from_row(r[1:]) for r in rows], next_cursor)
+
+    def scan_directories(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[str]]:
+        for rows, next_cursor in self._scan("directories", "key, name", shard, nshards, cursor, page_size):
+            yield ScanPage([r[1] for r in rows], next_cursor)
+
+    def _scan(self, table: str, fields: str, shard: int, nshards: int, cursor: str | None, page_size: int):
+        """Pages of rows in key order; shard k of n holds the keys equal to k modulo n."""
+        if nshards < 1 or not 0 <= shard < nshards:
+            raise ValueError(f"shard {shard} of {nshards}: need 0 <= shard < nshards")
+        self._check_schema()
+        after = int(cursor) if cursor else 0
+        sql = f"SELECT {fields} FROM {table} WHERE key > ? AND key % ? = ? ORDER BY key LIMIT ?"
+        while True:
+            with self._errors(f"scan {table}"):
+                rows = self._conn.execute(sql, (after, nshards, shard, page_size)).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            last = len(rows) < page_size
+            yield rows, None if last else str(after)
+            if last:
+                return
+
+    def stats(self) -> dict[str, int | float | str]:
+        self._check_schema()
+        conn = self._conn
+        with self.read_snapshot(), self._errors("read statistics"):
+            facts: dict[str, int | float | str] = {
+                "store": "sqlite",
+                "path": self.path,
+                "file_bytes": sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p)),
+                "metrics": conn.execute("SELECT count(*) FROM metrics").fetchone()[0],
+                "directories": conn.execute("SELECT count(*) FROM directories").fetchone()[0],
+            }
+            for name in self.stage_tables():
+                facts[f"rows.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+        return facts
 
     # -- globs -------------------------------------------------------------------------
     def glob_metrics(self, pattern: GlobPattern, max_results: int) -> list[str]:
