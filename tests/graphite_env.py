@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import tempfile
 import warnings
-from typing import Iterable
+from typing import Iterable, Iterator
 
 # Retention of the whisper files make_whisper_tree creates: 10 points of one minute.
 DEFAULT_RETENTIONS = [(60, 10)]
@@ -32,7 +33,6 @@ _TEST_OVERRIDES = {
     "LOG_INFO_PERFORMANCE": False,
     "LOG_CACHE_PERFORMANCE": False,
     "LOG_RENDERING_PERFORMANCE": False,
-    "DATABASES": {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
 }
 
 
@@ -53,8 +53,50 @@ def configure(**overrides: object) -> None:
     values = {name: getattr(graphite_defaults, name)
               for name in dir(graphite_defaults) if name.isupper()}
     values.update(_TEST_OVERRIDES)
+    # a file, not ":memory:": every thread (a live server's too) must see the same tables
+    database = os.path.join(tempfile.mkdtemp(prefix="graphite-env-"), "graphite.db")
+    values["DATABASES"] = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": database}}
     values.update(overrides)
     settings.configure(**values)
+
+
+_app_ready = False
+
+
+def setup_graphite_app() -> None:
+    """Make graphite-web's whole Django app usable in this process: settings, apps, and
+    its database tables (user profiles, tags), created once."""
+    global _app_ready
+    if _app_ready:
+        return
+    configure()
+    import django
+    from django.core.management import call_command
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        django.setup()
+        call_command("migrate", verbosity=0, interactive=False)
+    _app_ready = True
+
+
+@contextlib.contextmanager
+def use_finders(finders: list[str], **overrides: object) -> Iterator[object]:
+    """Run the block with graphite-web's STORE using these finders (dotted paths) and
+    settings overrides, e.g. STANDARD_DIRS or BG_STORE.
+
+    graphite.storage.STORE is built once at import and the views hold references to it:
+    it is rebuilt in place from the overridden settings, then from the original ones.
+    """
+    from django.test import override_settings
+    from graphite.storage import STORE
+
+    try:
+        with override_settings(STORAGE_FINDERS=finders, **overrides):
+            STORE.__init__()
+            yield STORE
+    finally:
+        STORE.__init__()
 
 
 def standard_find(root_dir: str | os.PathLike[str], pattern: str) -> tuple[list[str], list[str]]:

@@ -1,0 +1,100 @@
+"""Reading series for graphite-web: one batched accessor read, graphite's value lists,
+and the points still in carbon-cache merged in as graphite's whisper reader merges them."""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+from django.conf import settings
+from graphite.intervals import Interval, IntervalSet
+from graphite.readers.utils import BaseReader, merge_with_carbonlink
+
+from biggraphite_like.accessor import Accessor, TimeSeries
+from biggraphite_like.metric import Metric
+
+TimeInfo = tuple[int, int, int]
+GraphiteSeries = tuple[TimeInfo, list]
+
+
+def graphite_values(series: TimeSeries) -> list:
+    """Values as graphite-web wants them: Python floats, None for gaps (vectorised)."""
+    values = series.values.astype(object)
+    values[np.isnan(series.values)] = None
+    return values.tolist()
+
+
+def read_series(
+    accessor: Accessor, names: Sequence[str], start: float, end: float, now: float | None = None
+) -> dict[str, GraphiteSeries | None]:
+    """((start, end, step), values) per name, as graphite's WhisperReader.fetch returns them.
+
+    One accessor read for every name (the store batches it); None for a name with
+    nothing in range and for a name that is no longer a metric. With CARBONLINK_HOSTS,
+    each series is completed with carbon-cache's unwritten points by graphite's own
+    `merge_with_carbonlink` (same aggregation method and raw step as whisper's reader).
+    """
+    metrics = accessor.get_metrics(names)
+    present = [n for n in names if n in metrics]  # deleted since the glob: nothing to read
+    fetched = accessor.fetch(present, int(start), None if end is None else int(end),
+                             None if now is None else int(now)) if present else {}
+    merge = bool(getattr(settings, "CARBONLINK_HOSTS", None))
+    results: dict[str, GraphiteSeries | None] = {}
+    for name in names:
+        series = fetched.get(name)
+        if series is None:
+            results[name] = None
+            continue
+        values = graphite_values(series)
+        if merge:
+            metric = metrics[name]
+            values = merge_with_carbonlink(
+                name, series.start, series.step, values,
+                metric.metadata.aggregator.value, metric.retention.stages[0].precision)
+        results[name] = ((series.start, series.end, series.step), values)
+    return results
+
+
+class MetadataBatch:
+    """Metadata of the leaves of one find, loaded in one query the first time a reader needs it."""
+
+    __slots__ = ("accessor", "names", "_metrics")
+
+    def __init__(self, accessor: Accessor, names: Sequence[str]):
+        self.accessor = accessor
+        self.names = names
+        self._metrics: dict[str, Metric] | None = None
+
+    def get(self, name: str) -> Metric | None:
+        if self._metrics is None:
+            self._metrics = self.accessor.get_metrics(self.names)
+        return self._metrics.get(name)
+
+
+class Reader(BaseReader):
+    """graphite-web reader of one metric (LeafNode.reader)."""
+
+    __slots__ = ("accessor", "name", "metadata")
+
+    def __init__(self, accessor: Accessor, name: str, metadata: MetadataBatch | None = None):
+        self.accessor = accessor
+        self.name = name
+        self.metadata = metadata or MetadataBatch(accessor, [name])
+
+    def get_intervals(self) -> IntervalSet:
+        """Where data may be: the retention up to the last write (as whisper's reader, which
+        uses the file's mtime; updated_on is recorded once per touch interval)."""
+        metric = self.metadata.get(self.name)
+        if metric is None:
+            return IntervalSet([])
+        now = time.time()
+        start = now - metric.retention.duration
+        last_write = metric.updated_on + self.accessor.touch_interval + self.accessor.cache_ttl
+        end = max(min(now, last_write), start)
+        return IntervalSet([Interval(start, end)])
+
+    def fetch(self, startTime, endTime, now=None, requestContext=None) -> GraphiteSeries | None:
+        return read_series(self.accessor, [self.name], startTime, endTime, now)[self.name]
+
+    def __repr__(self) -> str:
+        return f"<biggraphite_like Reader {self.name} on {self.accessor.store.url}>"

@@ -1,0 +1,62 @@
+"""Settings for graphite-web on a biggraphite_like store: one line in local_settings.py.
+
+    # local_settings.py (graphite/local_settings.py, or the module $GRAPHITE_SETTINGS_MODULE names)
+    from graphite_plugin.settings import *
+    SECRET_KEY = '...'                              # your own
+    BG_STORE = 'sqlite:///var/lib/bgl/bgl.db'       # optional: default $BGL_STORE, else bgl's default
+
+Importing it:
+* sets STORAGE_FINDERS to this plugin's finder only, BG_STORE from $BGL_STORE or bgl's
+  default store, and every BG_* option at its default (override any of them after the
+  import);
+* makes `/functions` work on Python 3.11 (`graphite_plugin.compat.install()`);
+* sets STATIC_ROOT to the virtualenv's `<prefix>/webapp/content` when it exists (where
+  pip puts graphite-web's UI files, and where graphite's settings do not look);
+* loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
+  and adds `graphite_plugin.middleware.PatternRefusedMiddleware` to MIDDLEWARE.
+
+It imports neither Django's settings nor graphite-web's modules that read them.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from biggraphite_like import glob as _glob
+from biggraphite_like.accessor import DEFAULT_CACHE_TTL as _CACHE_TTL, DEFAULT_TOUCH_INTERVAL as _TOUCH_INTERVAL
+from biggraphite_like.settings import default_store_url as _default_store_url
+from graphite_plugin import compat as _compat
+
+_compat.install()
+
+STORAGE_FINDERS = ("graphite_plugin.Finder",)
+BG_STORE = _default_store_url()
+BG_MAX_GLOB_EXPANSION = _glob.DEFAULT_MAX_EXPANSION
+BG_MAX_GLOB_RESULTS = _glob.DEFAULT_MAX_RESULTS
+BG_CACHE_TTL = _CACHE_TTL
+BG_TOUCH_INTERVAL = _TOUCH_INTERVAL
+
+__all__ = [
+    "STORAGE_FINDERS", "BG_STORE", "BG_MAX_GLOB_EXPANSION", "BG_MAX_GLOB_RESULTS",
+    "BG_CACHE_TTL", "BG_TOUCH_INTERVAL",
+]
+
+_content = os.path.join(sys.prefix, "webapp", "content")
+if os.path.isdir(_content):
+    STATIC_ROOT = _content
+    __all__.append("STATIC_ROOT")
+
+
+def _app_settings() -> dict:
+    """graphite.app_settings' upper-case names, with this plugin's middleware added."""
+    import graphite.app_settings as app_settings
+
+    values = {name: getattr(app_settings, name) for name in dir(app_settings) if name.isupper()}
+    values["MIDDLEWARE"] = tuple(values["MIDDLEWARE"]) + ("graphite_plugin.middleware.PatternRefusedMiddleware",)
+    values["GRAPHITE_WEB_APP_SETTINGS_LOADED"] = True  # graphite.settings must not load them again
+    return values
+
+
+_values = _app_settings()
+globals().update(_values)
+__all__.extend(sorted(_values))
