@@ -12,10 +12,15 @@ For the same writes, every stage holds what whisper's archives would hold:
   propagation goes one stage further only if some interval propagated.
 Aggregates are computed with numpy in time order with sequential sums, so values are
 bit-for-bit whisper's.
+
+Recomputing an interval needs its finer points. Reading them back from the store is most
+of a write's cost, so the downsampler keeps the finer points of the latest interval of each
+metric in memory (`OpenIntervals`) and reads back only what it does not hold. The memory
+is trusted only while the store's `change_token` says nothing else wrote in between.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -83,6 +88,68 @@ _AGGREGATORS = list(Aggregator)
 _INTERVAL_BITS = 33  # timestamps are below 2**32: (metric, interval) packs into one int64
 
 
+DEFAULT_OPEN_INTERVALS = 250_000  # (metric, stage) intervals kept in memory; about 0.7 KB each at 60 points
+
+
+class OpenIntervals:
+    """The finer-stage points of the latest coarser interval of each (metric, stage) written.
+
+    An entry is what the store holds for that interval, as long as every write to the store
+    went through the owning downsampler: it lets propagation skip reading them back. Entries
+    are dropped whenever that may no longer hold (an older interval written, several
+    intervals of a metric in one batch), and all of them when the store changed otherwise.
+    """
+
+    def __init__(self, max_entries: int = DEFAULT_OPEN_INTERVALS):
+        self.max_entries = max_entries
+        self._grids: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return len(self._grids)
+
+    def clear(self) -> None:
+        self._grids.clear()
+
+    def lookup(self, table: str, names: list[str], starts: list[int], grid: np.ndarray, alone: np.ndarray
+               ) -> np.ndarray:
+        """Fill grid rows held in memory; returns the mask of those rows.
+
+        Only rows `alone` (the one interval of its metric in the batch) may be used: the
+        points of another interval may have replaced slots of the one remembered.
+        """
+        hit = np.zeros(len(names), dtype=bool)
+        grids = self._grids
+        for row in np.flatnonzero(alone).tolist():
+            name, start = names[row], starts[row]
+            entry = grids.get((table, name))
+            if entry is not None and entry[0] == start:
+                grid[row] = entry[1]
+                hit[row] = True
+        return hit
+
+    def remember(self, table: str, names: list[str], starts: list[int], grid: np.ndarray) -> None:
+        """Keep each row as its metric's latest interval; forget metrics where that is unsure."""
+        grids = self._grids
+        seen: dict[str, int] = {}
+        for row, (name, start) in enumerate(zip(names, starts)):
+            key = (table, name)
+            if name in seen:  # several intervals of one metric in a batch: do not guess
+                grids.pop(key, None)
+                seen[name] = -1
+                continue
+            seen[name] = row
+            entry = grids.get(key)
+            if entry is not None and entry[0] > start:
+                # an older interval was written: its slots may be those of the cached one
+                del grids[key]
+                seen[name] = -1
+                continue
+            grids[key] = (start, grid[row].copy())
+        if len(grids) > self.max_entries:
+            for key in list(grids)[: len(grids) - self.max_entries * 9 // 10]:
+                del grids[key]
+
+
 class Downsampler:
     """Writes batches of points into a store with whisper's semantics (see module docstring).
 
@@ -90,12 +157,32 @@ class Downsampler:
     a time with a few numpy operations and one store call per stage, however many metrics.
     """
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, open_intervals: int = DEFAULT_OPEN_INTERVALS):
         self._store = store
+        self._open = OpenIntervals(open_intervals)
+        self._token: Hashable | None = None  # store.change_token() after our last write
 
     def write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
               now: int) -> int:
-        """Write point i (timestamps[i], values[i]) to metrics[owner[i]]; returns how many were too old."""
+        """Write point i (timestamps[i], values[i]) to metrics[owner[i]]; returns how many were too old.
+
+        Call it inside the store's write_batch, so that nobody writes between the check of
+        the store's change token and our writes.
+        """
+        token = self._store.change_token()
+        if token is None or token != self._token:
+            self._open.clear()
+        self._token = None
+        try:
+            too_old = self._write(metrics, owner, timestamps, values, now)
+        except BaseException:
+            self._open.clear()
+            raise
+        self._token = token if token is None else self._store.change_token()
+        return too_old
+
+    def _write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
+               now: int) -> int:
         # group by object identity first: hashing a Retention per metric costs more than the rest
         by_id: dict[int, tuple[Retention, list[int]]] = {}
         for index, metric in enumerate(metrics):
@@ -138,27 +225,50 @@ class Downsampler:
             last[:-1] = (who[1:] != who[:-1]) | (aligned[1:] != aligned[:-1])
             who, aligned, vs = who[last], aligned[last], vs[last]
             self._store.write_points(StageTable(stage, index > 0), names[who].tolist(), aligned, vs)
-            self._propagate(retention, index, names, aggregators, xfilesfactors, who, aligned)
+            self._propagate(retention, index, names, aggregators, xfilesfactors, who, aligned, vs)
         return int(np.count_nonzero(stage_of < 0))
 
     def _propagate(self, retention: Retention, index: int, names: np.ndarray, aggregators: np.ndarray,
-                   xfilesfactors: np.ndarray, who: np.ndarray, aligned: np.ndarray) -> None:
-        """Recompute the coarser intervals the points (who, aligned) of stage `index` touched.
+                   xfilesfactors: np.ndarray, who: np.ndarray, aligned: np.ndarray, written: np.ndarray) -> None:
+        """Recompute the coarser intervals the points (who, aligned, written) of stage `index` touched.
 
         names, aggregators (index in _AGGREGATORS) and xfilesfactors are per metric of the batch.
         """
+        caching = self._store.change_token() is not None
         higher = index
+        # the points just written to stage `higher`: (metric, timestamp, value)
+        new_who, new_ts, new_values = who, aligned, written
         while higher + 1 < len(retention.stages) and len(who):
             lower = higher + 1
             fine, coarse = retention.stages[higher].precision, retention.stages[lower].precision
             packed = np.unique((who.astype(np.int64) << _INTERVAL_BITS) | (aligned - aligned % coarse))
             req_who = packed >> _INTERVAL_BITS
             starts = packed & ((1 << _INTERVAL_BITS) - 1)
-            reads = self._store.read_points(
-                StageTable(retention.stages[higher], higher > 0), names[req_who].tolist(), starts, starts + coarse
-            )
+            table = StageTable(retention.stages[higher], higher > 0)
+            req_names = names[req_who].tolist()
             grid = np.full((len(starts), coarse // fine), np.nan)
-            grid[reads.request, (reads.timestamps - starts[reads.request]) // fine] = reads.values
+            held = np.zeros(len(starts), dtype=bool)
+            if caching:
+                alone = np.ones(len(req_who), dtype=bool)  # req_who is sorted
+                same = req_who[1:] == req_who[:-1]
+                alone[1:] &= ~same
+                alone[:-1] &= ~same
+                held = self._open.lookup(table.name, req_names, starts.tolist(), grid, alone)
+                if held.any():
+                    # what we just wrote goes over what the store held before
+                    key = (new_who.astype(np.int64) << _INTERVAL_BITS) | (new_ts - new_ts % coarse)
+                    request = np.searchsorted(packed, key)
+                    mine = held[request]
+                    grid[request[mine], (new_ts[mine] - starts[request[mine]]) // fine] = new_values[mine]
+            missing = np.flatnonzero(~held)
+            if len(missing):
+                reads = self._store.read_points(
+                    table, names[req_who[missing]].tolist(), starts[missing], starts[missing] + coarse
+                )
+                rows = missing[reads.request]
+                grid[rows, (reads.timestamps - starts[rows]) // fine] = reads.values
+            if caching:
+                self._open.remember(table.name, req_names, starts.tolist(), grid)
             values = np.empty(len(starts))
             counts = np.empty(len(starts), dtype=np.int64)
             ok = np.empty(len(starts), dtype=bool)
@@ -170,6 +280,7 @@ class Downsampler:
                 self._store.write_points(
                     StageTable(retention.stages[lower], True), names[req_who[ok]].tolist(), starts[ok], values[ok], counts[ok]
                 )
+            new_who, new_ts, new_values = req_who[ok], starts[ok], values[ok]
             # whisper goes on with every interval of a metric of which some interval propagated
             keep = np.isin(who, req_who[ok])
             who, aligned = who[keep], aligned[keep]

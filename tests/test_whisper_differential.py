@@ -12,6 +12,8 @@ import random
 import pytest
 import whisper
 
+from biggraphite_like.accessor import Accessor
+
 from biggraphite_like.aggregation import Aggregator
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.retention import Retention
@@ -130,3 +132,37 @@ def test_points_in_one_interval_of_one_batch(accessor, tmp_path):
     ours = _ours(accessor, "one.interval", now - 60, now, now)
     assert ours == whisper.fetch(path, now - 60, now, now=now)
     assert 2.0 in ours[1] and 1.0 not in ours[1] and 3.0 not in ours[1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_writers_taking_turns_on_one_store_stay_whisper_exact(store_url, tmp_path, seed):
+    """Two accessors (two connections) write the same metrics in turns.
+
+    Each remembers the intervals it wrote; the other's commits must make it forget them,
+    or its next propagation would aggregate stale points.
+    """
+    first, second = Accessor.from_url(store_url), Accessor.from_url(store_url)
+    first.syncdb()
+    rng = random.Random(seed)
+    retention = Retention.parse("10s:1m,60s:5m,300s:30m")
+    paths = {}
+    for aggregator in (Aggregator.AVERAGE, Aggregator.SUM, Aggregator.LAST):
+        name = f"turns.{aggregator.value}"
+        paths[name] = str(tmp_path / f"{aggregator.value}.wsp")
+        whisper.create(paths[name], retention.as_tuples(), xFilesFactor=0.0, aggregationMethod=aggregator.value)
+        first.create_metric(name, MetricMetadata(retention, aggregator, 0.0), now=BASE)
+    now = BASE
+    try:
+        for round_ in range(60):
+            now += rng.choice([1, 3, 10])
+            writer = (first, second)[rng.random() < 0.5]
+            batch = {name: [(now - rng.randint(0, 50), float(rng.randint(0, 99)))] for name in paths}
+            for name, points in batch.items():
+                whisper.update_many(paths[name], points, now=now)
+            assert writer.insert_points(batch, now=now).stored == len(batch)
+        for name, path in paths.items():
+            for span in (60, 300, 1800):
+                assert _ours(second, name, now - span, now, now) == whisper.fetch(path, now - span, now, now=now)
+    finally:
+        first.close()
+        second.close()

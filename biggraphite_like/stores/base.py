@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from typing import Generic, Iterator, Sequence, TypeVar
+from typing import Generic, Hashable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -81,6 +81,16 @@ class Store(abc.ABC):
     def write_batch(self) -> Iterator[None]:
         """Group writes so they apply together (one transaction where the store has them)."""
         yield
+
+    def change_token(self) -> Hashable | None:
+        """A value that changes whenever points may have changed in the store, by anyone.
+
+        Two equal values (read inside write_batch) mean no point was written, deleted,
+        expired or rolled back in between, by this process or another. The downsampler
+        trusts what it remembers of the store only while the token it took after its own
+        writes is unchanged. None means the store cannot tell (nothing is remembered).
+        """
+        return None
 
     @contextlib.contextmanager
     def read_snapshot(self) -> Iterator[None]:

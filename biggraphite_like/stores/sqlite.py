@@ -136,6 +136,7 @@ class SQLiteStore(Store):
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
+        self._point_changes = 0  # writes, deletions, expiries and rollbacks of points by this object
 
     @classmethod
     def from_url(cls, url: str) -> "SQLiteStore":
@@ -221,6 +222,7 @@ class SQLiteStore(Store):
             # a waiting writer in, or it could write under a key that no longer exists.
             self._keys.clear()
             self._tables.clear()
+            self._point_changes += 1
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
@@ -258,6 +260,16 @@ class SQLiteStore(Store):
         if deletions != self._deletions_seen:
             self._keys.clear()
             self._deletions_seen = deletions
+
+    def change_token(self) -> tuple[int, int, int]:
+        """(this thread's connection, SQLite's data_version, our own point changes).
+
+        data_version changes when another connection commits; our own writes are counted.
+        """
+        conn = self._conn
+        with self._errors("read data_version"):
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+        return id(conn), version, self._point_changes
 
     # -- schema ------------------------------------------------------------------------
     def schema_statements(self) -> list[str]:
@@ -387,6 +399,7 @@ class SQLiteStore(Store):
                 self._conn.execute("UPDATE store_state SET value = value + 1 WHERE name = 'deletions'")
 
     def _drop_points(self, name: str, retention: Retention, keep: Retention | None = None) -> None:
+        self._point_changes += 1
         key = self._key(name)
         kept = {StageTable(s, i > 0) for i, s in enumerate(keep.stages)} if keep else set()
         for index, stage in enumerate(retention.stages):
@@ -610,6 +623,7 @@ class SQLiteStore(Store):
         if not len(timestamps):
             return
         self._check_schema()
+        self._point_changes += 1
         with self.write_batch(), self._errors(f"write points to {table.name}"):
             self._ensure_table(table)
             keys = np.fromiter((self._key(n) for n in names), dtype=np.int64, count=len(names))
@@ -677,6 +691,7 @@ class SQLiteStore(Store):
     def expire_points(self, now: int) -> int:
         self._check_schema()
         removed = 0
+        self._point_changes += 1
         with self.write_batch(), self._errors("expire points"):
             for name in self.stage_tables():
                 precision, points = _table_stage(name)
