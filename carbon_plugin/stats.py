@@ -1,0 +1,64 @@
+"""Counters of the plugin, published among carbon's own self-metrics.
+
+Carbon's instrumentation records a fixed list of stats for carbon-cache, so the plugin keeps
+its own counters and records them itself every CARBON_METRIC_INTERVAL, next to carbon's, as
+`<CARBON_METRIC_PREFIX>.agents.<host>-<instance>.biggraphite_like.<name>` (the count since
+the previous record). Store failures also increment carbon's own `errors` stat.
+"""
+from __future__ import annotations
+
+import threading
+
+STAT_PREFIX = "biggraphite_like."
+
+# Every counter the plugin keeps (recorded even when zero, so graphs have no holes).
+COUNTERS = (
+    "storedPoints",  # points the store accepted
+    "tooOldPoints",  # points older than their metric's whole retention (whisper drops them too)
+    "rejectedPoints",  # points the accessor refused: NaN/inf value, bad timestamp, invalid name
+    "droppedPoints",  # points given up after the store failed every retry
+    "storeErrors",  # failed store operations (each retry counts)
+    "flushes",  # store batches written
+    "lookups",  # store lookups made because exists() missed memory
+    "metadataUpdates",  # setMetadata calls persisted
+)
+
+
+class PluginStats:
+    """Thread-safe counters, taken (and reset) when recorded."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._totals = dict.fromkeys(COUNTERS, 0)
+
+    def increment(self, name: str, count: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += count
+            self._totals[name] += count
+
+    def take(self) -> dict[str, int]:
+        """Counts since the previous take."""
+        with self._lock:
+            counts, self._counts = self._counts, dict.fromkeys(COUNTERS, 0)
+        return counts
+
+    def totals(self) -> dict[str, int]:
+        """Counts since start (for logs and tests)."""
+        with self._lock:
+            return dict(self._totals)
+
+
+def count_carbon_error(count: int = 1) -> None:
+    """Add to carbon's own `errors` self-metric (what carbon counts for a failed whisper write)."""
+    from carbon import instrumentation
+
+    instrumentation.increment("errors", count)
+
+
+def record_in_carbon(stats: PluginStats) -> None:
+    """Store the counters as carbon self-metrics (reactor thread, like carbon's own recorder)."""
+    from carbon import instrumentation
+
+    for name, value in stats.take().items():
+        instrumentation.cache_record(STAT_PREFIX + name, value)
