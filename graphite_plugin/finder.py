@@ -36,6 +36,7 @@ _ACCESSOR_OPTIONS = {
     "BG_TOUCH_INTERVAL": "touch_interval",
 }
 REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob)
+_SETTING_OF = {GlobTooComplex: "BG_MAX_GLOB_EXPANSION", TooManyResults: "BG_MAX_GLOB_RESULTS"}
 
 _accessors: dict[tuple, Accessor] = {}
 _accessors_lock = threading.Lock()
@@ -59,6 +60,13 @@ def shared_accessor() -> Accessor:
     return accessor
 
 
+def refused(exc: Exception) -> DeferredError:
+    """The 400 answer to a refused pattern, naming the setting that holds the limit."""
+    setting = _SETTING_OF.get(type(exc))
+    where = f" (graphite-web setting {setting})" if setting else ""
+    return DeferredError(PatternRefused(f"{exc}{where}"))
+
+
 class Finder(BaseFinder):
     """Finds nodes and fetches series in a biggraphite_like store (thread-safe)."""
 
@@ -79,7 +87,7 @@ class Finder(BaseFinder):
             leaves = accessor.glob_metrics(query.pattern)
             branches = [] if query.leaves_only else accessor.glob_directories(query.pattern)
         except REFUSED as exc:
-            return DeferredError(PatternRefused(str(exc)))
+            return refused(exc)
         metadata = MetadataBatch(accessor, leaves)
         nodes = [BranchNode(path) for path in branches]
         nodes.extend(LeafNode(path, Reader(accessor, path, metadata)) for path in leaves)
@@ -96,7 +104,7 @@ class Finder(BaseFinder):
         try:
             matches = [(pattern, accessor.glob_metrics(pattern)) for pattern in patterns]
         except REFUSED as exc:
-            return DeferredError(PatternRefused(str(exc)))
+            return refused(exc)
         names = sorted({name for _, found in matches for name in found})
         series = read_series(accessor, names, start_time, end_time, now)
         results = []
