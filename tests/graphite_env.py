@@ -148,3 +148,45 @@ def directories_of(names: Iterable[str]) -> list[str]:
         for end in range(1, len(parts)):
             result.add(".".join(parts[:end]))
     return sorted(result)
+
+
+def serve(host: str = "127.0.0.1", port: int = 0) -> None:
+    """Run graphite-web's WSGI application (graphite.wsgi) on host:port, as an operator's
+    web server would, after creating its database tables; prints one JSON line with the
+    port and the settings in effect, then serves until killed.
+
+    Settings come from the environment (DJANGO_SETTINGS_MODULE=graphite.settings,
+    GRAPHITE_SETTINGS_MODULE naming a local_settings module).
+    """
+    import json
+    import socketserver
+    import sys
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from django.conf import settings
+    from django.core.management import call_command
+    from graphite.wsgi import application
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+    class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = make_server(host, port, application, server_class=ThreadingServer, handler_class=QuietHandler)
+    facts = {name: getattr(settings, name, None) for name in
+             ("STORAGE_FINDERS", "BG_STORE", "STATIC_ROOT", "MIDDLEWARE", "BG_MAX_GLOB_RESULTS")}
+    print(json.dumps({"port": server.server_port, **facts}, default=list), flush=True)
+    sys.stdout.flush()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] != ["serve"]:
+        raise SystemExit("usage: python -m tests.graphite_env serve")
+    serve()
