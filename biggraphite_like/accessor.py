@@ -10,22 +10,23 @@ import dataclasses
 import math
 import threading
 import time
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.downsampling import Downsampler
-from biggraphite_like.errors import InvalidMetricName, InvalidPoint, MetricNotFound
+from biggraphite_like.errors import InvalidMetricName, InvalidPoint, MetricNotFound, StoreError
 from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata, make_metric
-from biggraphite_like.stores.base import StageTable, Store
+from biggraphite_like.stores.base import ScanPage, StageTable, Store
 from biggraphite_like.stores.registry import open_store
 
 MAX_TIMESTAMP = 2**32 - 1  # whisper stores timestamps as unsigned 32-bit integers
 DEFAULT_TOUCH_INTERVAL = 3600  # seconds between two updates of a metric's updated_on / read_on
 DEFAULT_CACHE_TTL = 300  # seconds a metric's metadata is trusted without reading it again
 MAX_REPORTED_ERRORS = 100
+MAX_DIRECTORY_ROUNDS = 10  # write-then-check rounds before giving up on a directory that keeps vanishing
 
 
 @dataclasses.dataclass
@@ -78,6 +79,9 @@ class Accessor:
         self._cache: dict[str, tuple[Metric, float]] = {}
         self._touched: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
+        self.directories_restored = 0  # ancestors found missing right after a creation, and re-created
+        # Test-only: called between writing names and checking their ancestors, to widen the race window.
+        self._race_hook: Callable[[Sequence[str]], None] | None = None
 
     @classmethod
     def from_url(cls, url: str, **options) -> "Accessor":
@@ -102,11 +106,46 @@ class Accessor:
         now = int(time.time()) if now is None else now
         metrics = [make_metric(name, metadata, now) for name, metadata in specs]
         self.store.create_metrics(metrics)
+        self._check_ancestors([m.name for m in metrics], set())
         expires = time.monotonic() + self.cache_ttl
         with self._lock:
             for metric in metrics:
                 self._cache[metric.name] = (metric, expires)
         return metrics
+
+    def create_directories(self, names: Sequence[str]) -> None:
+        """Create directories and their ancestors so that a concurrent cleanup cannot leave a gap."""
+        normalized = [names_mod.normalize(n) for n in names]
+        if normalized:
+            self.store.create_directories(normalized)
+            self._check_ancestors(normalized, set(normalized))
+
+    def _check_ancestors(self, names: Sequence[str], also: set[str]) -> None:
+        """The creation side of the race protocol with directory cleanup (BigGraphite #204).
+
+        Called after names (metrics or directories) were written: reads which of their
+        ancestors (and of `also`) exist and writes the missing ones again, then checks what
+        it wrote the same way, until a check finds nothing missing. Every write of a name is
+        thus followed by a check of its parent; `biggraphite_like.maintenance.directories`
+        explains why this, with the cleaner's delete-then-recheck, never orphans a name.
+        """
+        wanted = {a for n in names for a in names_mod.ancestors(n)} | also
+        for _ in range(MAX_DIRECTORY_ROUNDS):
+            if not wanted:
+                return
+            if self._race_hook is not None:
+                self._race_hook(sorted(wanted))
+            missing = wanted - self.store.existing_directories(sorted(wanted))
+            if not missing:
+                return
+            self.store.create_directories(sorted(missing))
+            with self._lock:
+                self.directories_restored += len(missing)
+            wanted = missing | {a for n in missing for a in names_mod.ancestors(n)}
+        raise StoreError(
+            f"directories {sorted(wanted)[:5]} vanished {MAX_DIRECTORY_ROUNDS} times in a row right after"
+            " being created: is a cleanup job deleting directories without the re-check protocol?"
+        )
 
     def get_metric(self, name: str) -> Metric | None:
         """The metric of that name, or None."""

@@ -1,4 +1,4 @@
-"""`bgl`: the operator's command line (schema, write, list, read, info)."""
+"""`bgl`: the operator's command line (schema, write, list, read, info, and maintenance jobs)."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +14,14 @@ from biggraphite_like import settings
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor, WriteResult, check_point
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange
+from biggraphite_like.maintenance import metrics_file
+from biggraphite_like.maintenance.clean import HELP as CLEAN_HELP
+from biggraphite_like.maintenance.clean import InvalidMaintenanceOption, clean
+from biggraphite_like.maintenance.delete import delete
+from biggraphite_like.maintenance.import_whisper import import_whisper
+from biggraphite_like.maintenance.progress import format_summary
+from biggraphite_like.maintenance.repair import repair
+from biggraphite_like.maintenance.usage import disk_usage, statistics
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.retention import parse_duration
 
@@ -198,6 +206,104 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _finish_job(args: argparse.Namespace, job: str, counters: dict, out: TextIO, help_texts: dict | None = None) -> None:
+    """Print a job's summary line and write its Prometheus text file if asked."""
+    out.write(format_summary(job, counters, getattr(args, "dry_run", False)) + "\n")
+    path = getattr(args, "metrics_file", None)
+    if path:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise InvalidMaintenanceOption(f"--metrics-file {path}: directory {os.path.dirname(os.path.abspath(path))} does not exist")
+        metrics_file.write(path, job.replace("-", "_"), counters, help_texts)
+
+
+def cmd_clean(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    max_age = parse_duration(args.max_age, "max age") if args.max_age is not None else None
+    accessor = _open(args)
+    report = clean(accessor, max_age=max_age, shard=args.shard, nshards=args.nshards, dry_run=args.dry_run,
+                   progress_stream=err)
+    _finish_job(args, "clean", report.counters(), out, CLEAN_HELP)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    accessor = _open(args)
+    report = delete(accessor, args.glob, recursive=args.recursive, dry_run=args.dry_run)
+    for name in report.metrics:
+        out.write(name + "\n")
+    if report.matched_directories and not args.recursive:
+        err.write(
+            f"bgl delete: {args.glob!r} matches {len(report.matched_directories)} director"
+            f"{'y' if len(report.matched_directories) == 1 else 'ies'} (e.g. {report.matched_directories[0]}):"
+            " only metrics were deleted; use --recursive to delete everything beneath them\n"
+        )
+    if not report.metrics and not (args.recursive and report.matched_directories):
+        err.write(f"bgl delete: nothing matches {args.glob!r}\n")
+    _finish_job(args, "delete", report.counters(), err)
+    return 0
+
+
+def cmd_repair(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    accessor = _open(args)
+    report = repair(accessor, shard=args.shard, nshards=args.nshards, dry_run=args.dry_run, progress_stream=err)
+    for kind, names in report.examples.items():
+        out.write(f"{kind}: {', '.join(names)}{' ...' if len(names) >= 20 else ''}\n")
+    _finish_job(args, "repair", report.counters(), out)
+    return 0
+
+
+def cmd_import_whisper(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    accessor = _open(args)
+    if accessor.store.url.startswith("sqlite:") and not args.dry_run:
+        accessor.syncdb()  # the embedded store sets itself up on first use
+    report = import_whisper(accessor, args.directory, prefix=args.prefix, jobs=args.jobs, dry_run=args.dry_run,
+                            progress_stream=err, err=err)
+    _finish_job(args, "import-whisper", report.counters(), out)
+    return 1 if report.files_failed else 0
+
+
+def _human_bytes(count: int) -> str:
+    for unit in ("B", "K", "M", "G", "T"):
+        if count < 1024 or unit == "T":
+            return f"{count:.0f}{unit}" if unit == "B" else f"{count:.1f}{unit}"
+        count /= 1024
+    raise AssertionError
+
+
+def cmd_du(args: argparse.Namespace, out: TextIO) -> int:
+    accessor = _open(args)
+    rows, total = disk_usage(accessor, args.glob)
+    if args.format == "json":
+        document = {"entries": [dataclasses.asdict(r) for r in rows], "total": dataclasses.asdict(total)}
+        out.write(json.dumps(document, indent=2) + "\n")
+        return 0
+    out.write(f"{'BYTES':>10} {'METRICS':>9} {'POINTS':>12}  NAME\n")
+    for row in [*rows, total]:
+        name = row.name + ("/" if row.kind == "directory" else "")
+        out.write(f"{_human_bytes(row.bytes):>10} {row.metrics:>9} {row.points:>12}  {name}\n")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    accessor = _open(args)
+    facts = statistics(accessor, progress_stream=err)
+    if args.format == "json":
+        out.write(json.dumps(facts, indent=2) + "\n")
+        return 0
+    for key, value in facts.items():
+        if isinstance(value, dict):
+            out.write(f"{key}:\n")
+            for inner, count in value.items():
+                out.write(f"  {inner}: {count}\n")
+        else:
+            out.write(f"{key}: {value}\n")
+    return 0
+
+
+def _add_shard_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard", type=int, default=0, metavar="N", help="which shard to work on, 0..M-1 (default 0)")
+    p.add_argument("--nshards", type=int, default=1, metavar="M", help="how many shards the work is split in (default 1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bgl", description="Operate a biggraphite_like store.")
     parser.add_argument(
@@ -234,6 +340,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="show a metric's metadata as JSON")
     p.add_argument("name", metavar="NAME")
+
+    p = sub.add_parser("clean", help="remove stale metrics, empty directories and expired points")
+    p.add_argument("--max-age", metavar="DURATION",
+                   help="remove metrics not written for this long, like 30d (default: their whole retention)")
+    p.add_argument("--dry-run", action="store_true", help="count what would be removed, change nothing")
+    _add_shard_options(p)
+    p.add_argument("--metrics-file", metavar="PATH", help="write the run's counters there (Prometheus text format)")
+
+    p = sub.add_parser("delete", help="delete metrics matching a glob, their points, and directories left empty")
+    p.add_argument("--recursive", action="store_true", help="also delete everything beneath matching directories")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted, change nothing")
+    p.add_argument("--metrics-file", metavar="PATH", help="write the run's counters there (Prometheus text format)")
+    p.add_argument("glob", metavar="GLOB")
+
+    p = sub.add_parser("repair", help="re-create missing directories, remove invalid metadata rows")
+    p.add_argument("--dry-run", action="store_true", help="report what would change, change nothing")
+    _add_shard_options(p)
+    p.add_argument("--metrics-file", metavar="PATH", help="write the run's counters there (Prometheus text format)")
+
+    p = sub.add_parser("import-whisper", help="import a tree of whisper files")
+    p.add_argument("--prefix", metavar="P", help="prepend P. to every metric name")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="parallel processes (default 1)")
+    p.add_argument("--dry-run", action="store_true", help="read and check the files, write nothing")
+    p.add_argument("--metrics-file", metavar="PATH", help="write the run's counters there (Prometheus text format)")
+    p.add_argument("directory", metavar="DIR")
+
+    p = sub.add_parser("du", help="metrics, points capacity and whisper-equivalent bytes per metric or directory")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("glob", metavar="GLOB", nargs="?", default="*", help="what to measure (default: top level, *)")
+
+    p = sub.add_parser("stats", help="store facts and counts an operator can act on")
+    p.add_argument("--format", choices=["text", "json"], default="text")
     return parser
 
 
@@ -269,6 +407,18 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
             return cmd_read(args, stdout)
         if args.command == "info":
             return cmd_info(args, stdout)
+        if args.command == "clean":
+            return cmd_clean(args, stdout, stderr)
+        if args.command == "delete":
+            return cmd_delete(args, stdout, stderr)
+        if args.command == "repair":
+            return cmd_repair(args, stdout, stderr)
+        if args.command == "import-whisper":
+            return cmd_import_whisper(args, stdout, stderr)
+        if args.command == "du":
+            return cmd_du(args, stdout)
+        if args.command == "stats":
+            return cmd_stats(args, stdout, stderr)
     except BglError as exc:
         stderr.write(f"bgl {args.command}: error: {exc}\n")
         return 1

@@ -1,0 +1,146 @@
+"""`bgl clean`: remove stale metrics and their points, empty directories, expired points.
+
+A metric is stale when its `updated_on` (set at creation and refreshed by every write,
+at most once per touch interval, see `Accessor.touch`) is older than `max_age`; without
+`max_age`, when it is older than the metric's whole retention (no point it holds could
+still be read). Stale metrics are read again just before they are deleted, so a metric
+written since the scan stays. Directories are removed bottom-up when nothing is left
+beneath them, with the race protocol of `directories` (a metric created meanwhile keeps
+its parents). Points past their stage's retention are expired on stores without TTL.
+
+Work is split like the store scans: shard k of n cleans the metrics and directories of
+its shard (run the n shards in parallel, on several machines if need be); shard 0 also
+expires points. A run's counters end up in a `CleanReport`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Sequence, TextIO
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.accessor import DEFAULT_TOUCH_INTERVAL, Accessor
+from biggraphite_like.errors import BglError
+from biggraphite_like.maintenance.directories import PruneResult, live_directories, prune_empty_directories
+from biggraphite_like.maintenance.progress import Progress
+from biggraphite_like.metric import Metric
+
+PAGE_SIZE = 1000
+
+
+class InvalidMaintenanceOption(BglError, ValueError):
+    """A maintenance job was given an option it cannot work with (shards, ages)."""
+
+
+@dataclasses.dataclass
+class CleanReport:
+    """Counters of one `clean` run (also written to the Prometheus text file)."""
+
+    metrics_scanned: int = 0
+    metrics_removed: int = 0
+    directories_scanned: int = 0
+    directories_removed: int = 0
+    directories_restored: int = 0
+    points_expired: int = 0
+    duration_seconds: float = 0.0
+
+    def counters(self) -> dict[str, int | float]:
+        return dataclasses.asdict(self)
+
+
+HELP = {
+    "metrics_scanned": "metrics looked at",
+    "metrics_removed": "stale metrics removed with their points",
+    "directories_scanned": "directories looked at",
+    "directories_removed": "empty directories removed",
+    "directories_restored": "directories removed then re-created because a metric appeared beneath",
+    "points_expired": "points removed past their stage's retention",
+    "duration_seconds": "duration of the run",
+}
+
+
+def check_shard(shard: int, nshards: int) -> None:
+    if nshards < 1 or not 0 <= shard < nshards:
+        raise InvalidMaintenanceOption(f"--shard {shard} --nshards {nshards}: need nshards >= 1 and 0 <= shard < nshards")
+
+
+def _estimate(accessor: Accessor, key: str, nshards: int) -> int | None:
+    """How many rows a shard scan will see, when the store can say cheaply (for the progress bar)."""
+    try:
+        value = accessor.store.stats().get(key)
+    except BglError:
+        return None
+    return -(-int(value) // nshards) if isinstance(value, int) else None
+
+
+def clean(
+    accessor: Accessor,
+    max_age: int | None = None,
+    now: int | None = None,
+    shard: int = 0,
+    nshards: int = 1,
+    dry_run: bool = False,
+    progress_stream: TextIO | None = None,
+    page_size: int = PAGE_SIZE,
+    race_hook: Callable[[Sequence[str]], None] | None = None,
+) -> CleanReport:
+    """Clean one shard of the store (see module docstring); dry_run changes nothing."""
+    check_shard(shard, nshards)
+    if max_age is not None and max_age < DEFAULT_TOUCH_INTERVAL:
+        raise InvalidMaintenanceOption(
+            f"max age {max_age}s is shorter than the interval at which writers refresh a metric's"
+            f" updated_on ({DEFAULT_TOUCH_INTERVAL}s): metrics still written would be removed; use at least 1h"
+        )
+    started = time.monotonic()
+    now = int(time.time()) if now is None else now
+    report = CleanReport()
+    store = accessor.store
+
+    def is_stale(metric: Metric) -> bool:
+        age = max_age if max_age is not None else metric.retention.duration
+        return metric.updated_on < now - age
+
+    progress = Progress("clean: metrics", _estimate(accessor, "metrics", nshards), progress_stream)
+    removed_names: list[str] = []
+    survivors: list[str] = []  # dry run only: what stays, to tell which directories would go
+    for page in accessor.scan_metrics(shard, nshards, page_size=page_size):
+        report.metrics_scanned += len(page.items)
+        stale = [m.name for m in page.items if is_stale(m)]
+        if dry_run:
+            survivors.extend(m.name for m in page.items if not is_stale(m))
+            removed_names.extend(stale)
+        elif stale:
+            # read again: a write since the scan refreshed updated_on
+            still = [m.name for m in store.get_metrics(stale).values() if is_stale(m)]
+            if still:
+                accessor.delete_metrics(still)
+                removed_names.extend(still)
+        progress.advance(len(page.items))
+    report.metrics_removed = len(removed_names)
+    progress.close()
+
+    if not dry_run and shard == 0:
+        report.points_expired = accessor.expire(now)
+
+    progress = Progress("clean: directories", _estimate(accessor, "directories", nshards), progress_stream)
+    if dry_run:
+        if nshards > 1:  # directories of this shard may hold metrics of any shard
+            survivors = [m.name for p in accessor.scan_metrics(page_size=page_size) for m in p.items if not is_stale(m)]
+        live = live_directories(survivors)
+        for page in accessor.scan_directories(shard, nshards, page_size=page_size):
+            report.directories_scanned += len(page.items)
+            report.directories_removed += sum(1 for d in page.items if d not in live)
+            progress.advance(len(page.items))
+    else:
+        pruned = PruneResult()
+        for page in accessor.scan_directories(shard, nshards, page_size=page_size):
+            report.directories_scanned += len(page.items)
+            pruned.add(prune_empty_directories(accessor, page.items, known_to_exist=True, race_hook=race_hook))
+            progress.advance(len(page.items))
+        # parents of the metrics this run removed may belong to another shard's directories
+        parents = {names_mod.parent(n) for n in removed_names} - {""}
+        pruned.add(prune_empty_directories(accessor, parents, race_hook=race_hook))
+        report.directories_removed, report.directories_restored = pruned.removed, pruned.restored
+    progress.close()
+    report.duration_seconds = round(time.monotonic() - started, 3)
+    return report

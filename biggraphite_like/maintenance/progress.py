@@ -1,0 +1,75 @@
+"""Progress of a long job on a terminal, and the summary printed when it ends.
+
+The bar is drawn on stderr only when stderr is a terminal (redrawn at most 10 times a
+second, on one line with carriage returns); pipes and log files get the summary alone.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Mapping, TextIO
+
+_REDRAW_SECONDS = 0.1
+_BAR_WIDTH = 30
+
+
+class Progress:
+    """Counts units of work done, out of a total when it is known."""
+
+    def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
+                 enabled: bool | None = None):
+        self.label = label
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        if enabled is None:
+            isatty = getattr(self.stream, "isatty", None)
+            enabled = bool(isatty and isatty())
+        self.enabled = enabled
+        self.done = 0
+        self.started = time.monotonic()
+        self._drawn = 0.0
+        self._width = 0
+
+    def advance(self, count: int = 1, label: str | None = None) -> None:
+        self.done += count
+        if label is not None:
+            self.label = label
+        if self.enabled:
+            now = time.monotonic()
+            if now - self._drawn >= _REDRAW_SECONDS:
+                self._drawn = now
+                self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        elapsed = now - self.started
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        if self.total:
+            fraction = min(self.done / self.total, 1.0)
+            filled = int(fraction * _BAR_WIDTH)
+            bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
+            text = f"{self.label} [{bar}] {self.done}/{self.total} {fraction:4.0%} {rate:,.0f}/s"
+        else:
+            text = f"{self.label} {self.done} {rate:,.0f}/s"
+        padding = " " * max(0, self._width - len(text))
+        self._width = len(text)
+        self.stream.write(f"\r{text}{padding}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Draw the final state and end the line (terminal only)."""
+        if self.enabled:
+            self._draw(time.monotonic())
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def format_summary(job: str, counters: Mapping[str, int | float], dry_run: bool = False) -> str:
+    """`bgl JOB: a=1, b=2, duration=1.2s` (one line a job, stable order: the mapping's)."""
+    parts = []
+    for key, value in counters.items():
+        if key == "duration_seconds":
+            parts.append(f"duration {value:.1f}s")
+        else:
+            parts.append(f"{key.replace('_', ' ')} {value}")
+    prefix = f"bgl {job} (dry run, nothing changed)" if dry_run else f"bgl {job}"
+    return f"{prefix}: " + ", ".join(parts)

@@ -1,0 +1,101 @@
+"""`bgl repair`: make the metadata tables consistent again, and say what changed.
+
+What "consistent" means for our schema, and what repair does about each breach:
+
+1. Every ancestor of a metric is a directory. A missing one (a crash between writes on a
+   store without transactions, a cleanup by an older version without the race protocol,
+   rows edited by hand) hides the metric from globs: repair re-creates it.
+2. Every directory's parent is a directory. A directory whose parent is missing is
+   re-created with its ancestors when a metric lives beneath it (rule 1), and otherwise
+   left to `bgl clean`, which removes empty directories.
+3. Every directory name is a valid, normalised metric name (`names.normalize` returns it
+   unchanged). Any other row can only come from outside this code (hand edits, another
+   tool), matches no glob as expected, and can hold nothing: repair deletes it.
+4. Every metric name is valid and normalised. A metric row with a bad name cannot be
+   written to or read by name: repair deletes it with its points.
+
+Metric rows whose stored metadata cannot be parsed make the store's scan fail with the
+store's error: such rows need a store-level fix (see the README) and are reported, not
+guessed at. Work is sharded like the store scans; `dry_run` only counts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TextIO
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.errors import InvalidMetricName
+from biggraphite_like.maintenance.clean import _estimate, check_shard
+from biggraphite_like.maintenance.progress import Progress
+
+PAGE_SIZE = 1000
+MAX_LISTED = 20  # names listed per kind of change in the report
+
+
+@dataclasses.dataclass
+class RepairReport:
+    metrics_scanned: int = 0
+    directories_scanned: int = 0
+    directories_created: int = 0
+    directories_invalid_removed: int = 0
+    metrics_invalid_removed: int = 0
+    duration_seconds: float = 0.0
+    examples: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    def counters(self) -> dict[str, int | float]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "examples"}
+
+    def note(self, kind: str, names: list[str]) -> None:
+        listed = self.examples.setdefault(kind, [])
+        listed.extend(names[: MAX_LISTED - len(listed)])
+
+
+def _is_valid(name: str) -> bool:
+    try:
+        return names_mod.normalize(name) == name
+    except InvalidMetricName:
+        return False
+
+
+def repair(accessor: Accessor, shard: int = 0, nshards: int = 1, dry_run: bool = False,
+           progress_stream: TextIO | None = None, page_size: int = PAGE_SIZE) -> RepairReport:
+    """Repair one shard of the store (see module docstring)."""
+    check_shard(shard, nshards)
+    started = time.monotonic()
+    store = accessor.store
+    report = RepairReport()
+
+    progress = Progress("repair: metrics", _estimate(accessor, "metrics", nshards), progress_stream)
+    for page in accessor.scan_metrics(shard, nshards, page_size=page_size):
+        report.metrics_scanned += len(page.items)
+        invalid = [m.name for m in page.items if not _is_valid(m.name)]
+        if invalid:
+            report.metrics_invalid_removed += len(invalid)
+            report.note("invalid metric names removed", invalid)
+            if not dry_run:
+                store.delete_metrics(invalid)
+        wanted = sorted({a for m in page.items if m.name not in invalid for a in names_mod.ancestors(m.name)})
+        missing = sorted(set(wanted) - store.existing_directories(wanted)) if wanted else []
+        if missing:
+            report.directories_created += len(missing)
+            report.note("missing directories created", missing)
+            if not dry_run:
+                accessor.create_directories(missing)
+        progress.advance(len(page.items))
+    progress.close()
+
+    progress = Progress("repair: directories", _estimate(accessor, "directories", nshards), progress_stream)
+    for page in accessor.scan_directories(shard, nshards, page_size=page_size):
+        report.directories_scanned += len(page.items)
+        invalid = [d for d in page.items if not _is_valid(d)]
+        if invalid:
+            report.directories_invalid_removed += len(invalid)
+            report.note("invalid directory names removed", invalid)
+            if not dry_run:
+                store.delete_directories(invalid)
+        progress.advance(len(page.items))
+    progress.close()
+    report.duration_seconds = round(time.monotonic() - started, 3)
+    return report

@@ -1,0 +1,115 @@
+"""`bgl du` and `bgl stats`: how much the store holds, and what an operator can act on.
+
+`du` answers like `du` over a whisper tree: for each metric or directory a glob matches,
+the metrics beneath it, the points their retentions can hold (capacity, whatever is
+written yet) and the bytes whisper files of those retentions would take (16 bytes of
+header, 12 per archive, 12 per point): the size the data would have on whisper, and an
+upper bound of what it costs here before compression.
+
+`stats` adds to the store's own facts (`Store.stats()`) the counts found by scanning:
+metrics, directories, metrics by time since their last write (stale buckets), by
+retention and by aggregation method.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from typing import TextIO
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.maintenance.progress import Progress
+from biggraphite_like.metric import Metric
+from biggraphite_like.retention import Retention
+
+MAX_NAMES = 10_000_000  # names `du` may gather (above the interactive glob limit)
+WHISPER_HEADER_BYTES = 16
+WHISPER_ARCHIVE_INFO_BYTES = 12
+WHISPER_POINT_BYTES = 12
+# (label, upper bound in seconds) of the buckets of time since a metric's last write
+AGE_BUCKETS = [("<1h", 3600), ("1h-1d", 86400), ("1d-7d", 7 * 86400), ("7d-30d", 30 * 86400),
+               ("30d-1y", 365 * 86400), (">=1y", None)]
+
+
+def capacity(retention: Retention) -> int:
+    """Points a metric of this retention can hold."""
+    return sum(stage.points for stage in retention.stages)
+
+
+def whisper_bytes(retention: Retention) -> int:
+    """Size of a whisper file of this retention."""
+    stages = retention.stages
+    return WHISPER_HEADER_BYTES + WHISPER_ARCHIVE_INFO_BYTES * len(stages) + WHISPER_POINT_BYTES * capacity(retention)
+
+
+@dataclasses.dataclass
+class Usage:
+    name: str
+    kind: str  # "metric" or "directory"
+    metrics: int = 0
+    points: int = 0
+    bytes: int = 0
+
+    def add(self, metric: Metric) -> None:
+        self.metrics += 1
+        self.points += capacity(metric.retention)
+        self.bytes += whisper_bytes(metric.retention)
+
+
+def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usage]:
+    """Usage of every metric and directory matching pattern (sorted), and their total.
+
+    A metric counts once in the total even when it lies beneath several matches.
+    """
+    store = accessor.store
+    glob = accessor.glob(pattern)
+    metric_names = store.glob_metrics(glob, MAX_NAMES)
+    directory_names = store.glob_directories(glob, MAX_NAMES)
+    directories = {n: Usage(n, "directory") for n in directory_names}
+    beneath = store.glob_metrics(accessor.glob(pattern.rstrip(".") + ".**"), MAX_NAMES) if directories else []
+    wanted = sorted(set(metric_names) | set(beneath))
+    total = Usage("total", "total")
+    metric_rows = {n: Usage(n, "metric") for n in metric_names}
+    for start in range(0, len(wanted), 1000):
+        for name, metric in store.get_metrics(wanted[start:start + 1000]).items():
+            total.add(metric)
+            if name in metric_rows:
+                metric_rows[name].add(metric)
+            for ancestor in names_mod.ancestors(name):
+                if ancestor in directories:
+                    directories[ancestor].add(metric)
+    result = sorted([*metric_rows.values(), *directories.values()], key=lambda u: (u.name, u.kind))
+    return result, total
+
+
+def statistics(accessor: Accessor, now: int | None = None, progress_stream: TextIO | None = None) -> dict:
+    """The store's facts plus counts from a full scan (see module docstring)."""
+    now = int(time.time()) if now is None else now
+    facts = dict(accessor.store.stats())
+    ages = collections.Counter({label: 0 for label, _ in AGE_BUCKETS})
+    retentions: collections.Counter = collections.Counter()
+    aggregators: collections.Counter = collections.Counter()
+    metrics = points = 0
+    total = facts.get("metrics") if isinstance(facts.get("metrics"), int) else None
+    progress = Progress("stats: metrics", total, progress_stream)
+    for page in accessor.scan_metrics():
+        for metric in page.items:
+            metrics += 1
+            points += capacity(metric.retention)
+            retentions[str(metric.retention)] += 1
+            aggregators[metric.metadata.aggregator.value] += 1
+            age = now - metric.updated_on
+            ages[next(label for label, bound in AGE_BUCKETS if bound is None or age < bound)] += 1
+        progress.advance(len(page.items))
+    progress.close()
+    directories = sum(len(page.items) for page in accessor.scan_directories())
+    return {
+        "store": facts,
+        "metrics": metrics,
+        "directories": directories,
+        "points_capacity": points,
+        "metrics_by_time_since_update": dict(ages),
+        "metrics_by_retention": dict(retentions.most_common()),
+        "metrics_by_aggregation": dict(aggregators.most_common()),
+    }

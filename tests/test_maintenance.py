@@ -1,0 +1,416 @@
+"""Maintenance jobs over the Store interface, run against every store kind.
+
+The race tests run the real creator (`Accessor.create_metrics`) and the real cleaner
+(`clean`) concurrently, in threads and in processes sharing one store, with test hooks
+that widen the windows between a check and the write after it; a negative control shows
+the same schedule orphans metrics when the protocol is switched off.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import random
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from biggraphite_like import names
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.errors import InvalidGlob
+from biggraphite_like.maintenance import directories as directories_mod
+from biggraphite_like.maintenance import metrics_file
+from biggraphite_like.maintenance.clean import InvalidMaintenanceOption, clean
+from biggraphite_like.maintenance.delete import delete
+from biggraphite_like.maintenance.directories import prune_empty_directories
+from biggraphite_like.maintenance.progress import Progress, format_summary
+from biggraphite_like.maintenance.repair import repair
+from biggraphite_like.maintenance.usage import disk_usage, statistics, whisper_bytes
+from biggraphite_like.metric import MetricMetadata
+
+NOW = 1_700_000_000
+DAY = 86400
+META = MetricMetadata.create("10s:10m,60s:1h,300s:1d", "average", 0.5)
+TEN_YEARS = 3650 * DAY
+
+
+def all_metrics(accessor) -> list[str]:
+    return sorted(m.name for page in accessor.scan_metrics() for m in page.items)
+
+
+def all_directories(accessor) -> list[str]:
+    return sorted(d for page in accessor.scan_directories() for d in page.items)
+
+
+def assert_consistent(accessor, allow_empty: bool = False) -> None:
+    """Every metric has all its ancestors; (unless allowed) every directory has a child."""
+    metrics = all_metrics(accessor)
+    directories = set(all_directories(accessor))
+    orphans = [m for m in metrics if not set(names.ancestors(m)) <= directories]
+    assert not orphans, f"metrics missing an ancestor directory: {orphans[:10]}"
+    if not allow_empty:
+        empty = directories - accessor.store.directories_with_children(sorted(directories))
+        assert not empty, f"empty directories left: {sorted(empty)[:10]}"
+
+
+def orphans_of(accessor) -> list[str]:
+    directories = set(all_directories(accessor))
+    return [m for m in all_metrics(accessor) if not set(names.ancestors(m)) <= directories]
+
+
+# -- the race protocol, one step at a time ---------------------------------------------------
+def test_creator_restores_ancestors_deleted_right_after_its_write(accessor):
+    """W2/W3: a cleaner deletes the parent between the creator's write and its check."""
+    deleted = []
+
+    def cleaner_strikes(wanted):
+        if not deleted:
+            accessor.store.delete_directories(["a.b", "a"])
+            deleted.append(wanted)
+
+    accessor._race_hook = cleaner_strikes
+    accessor.create_metrics([("a.b.c", META)], now=NOW)
+    assert deleted == [["a", "a.b"]]
+    assert accessor.directories_restored == 2
+    assert accessor.glob_directories("a.*") == ["a.b"]
+    assert_consistent(accessor)
+
+
+def test_cleaner_restores_a_directory_that_gained_a_child(store_url, accessor):
+    """C3/C4: a metric is created between the cleaner's emptiness check and its delete."""
+    accessor.store.create_directories(["x.y", "x.z"])
+    creator = Accessor.from_url(store_url)
+
+    def creator_strikes(empty):
+        if "x.y" in empty:
+            creator.create_metrics([("x.y.m", META)], now=NOW)
+
+    result = prune_empty_directories(accessor, ["x.y", "x.z"], race_hook=creator_strikes)
+    assert (result.removed, result.restored) == (1, 1)  # x.z removed, x.y deleted and restored
+    assert all_directories(accessor) == ["x", "x.y"]
+    assert_consistent(accessor)
+    creator.close()
+
+
+def test_prune_goes_bottom_up_and_keeps_busy_parents(accessor):
+    accessor.create_metrics([("p.keep.m", META)], now=NOW)
+    accessor.store.create_directories(["p.e1.e2.e3", "q.r.s"])
+    result = prune_empty_directories(accessor, ["p.e1.e2.e3", "q.r.s", "not.there"])
+    assert result.removed == 6  # p.e1.e2.e3, p.e1.e2, p.e1, q.r.s, q.r, q
+    assert all_directories(accessor) == ["p", "p.keep"]
+
+
+# -- the race protocol under real concurrency -------------------------------------------------
+def _creator_cycle(accessor: Accessor, prefix: str, count: int, rng: random.Random) -> list[str]:
+    """Leave a directory empty (its metric deleted), then create a new metric in it, many times."""
+    created = []
+    for index in range(count):
+        directory = f"{prefix}.d{index % 7}.e{index}"
+        accessor.create_metrics([(f"{directory}.old", META)], now=NOW)
+        accessor.delete_metrics([f"{directory}.old"])  # the directory is now empty: the cleaner's prey
+        time.sleep(rng.uniform(0, 0.002))
+        accessor.create_metrics([(f"{directory}.new", META)], now=NOW)
+        created.append(f"{directory}.new")
+    return created
+
+
+def _run_race(store_url: str, rounds: int, per_round: int, protocol: bool, seed: int) -> tuple[int, int, list[str]]:
+    """Creators and a looping cleaner in threads; returns (cleaner restores, creator restores, orphans)."""
+    rng = random.Random(seed)
+    cleaner_restored = creator_restored = 0
+    for round_index in range(rounds):
+        creators = [Accessor.from_url(store_url) for _ in range(2)]
+        cleaner = Accessor.from_url(store_url)
+        for creator in creators:
+            creator._race_hook = lambda wanted: time.sleep(rng.uniform(0, 0.002))
+            if not protocol:
+                creator._check_ancestors = lambda names, also: None
+        stop = threading.Event()
+        restored = []
+
+        def clean_loop():
+            while not stop.is_set():
+                report = clean(cleaner, max_age=TEN_YEARS, now=NOW,
+                               race_hook=lambda empty: time.sleep(rng.uniform(0, 0.003)))
+                restored.append(report.directories_restored)
+
+        threads = [threading.Thread(target=clean_loop)]
+        threads += [threading.Thread(target=_creator_cycle, args=(c, f"r{round_index}.c{i}", per_round, random.Random(i)))
+                    for i, c in enumerate(creators)]
+        for thread in threads[1:]:
+            thread.start()
+        threads[0].start()
+        for thread in threads[1:]:
+            thread.join()
+        stop.set()
+        threads[0].join()
+        cleaner_restored += sum(restored)
+        creator_restored += sum(c.directories_restored for c in creators)
+        for accessor in (*creators, cleaner):
+            accessor.close()
+    checker = Accessor.from_url(store_url)
+    orphans = orphans_of(checker)
+    checker.close()
+    return cleaner_restored, creator_restored, orphans
+
+
+def test_creation_and_cleanup_race_in_threads(store_url, accessor):
+    cleaner_restored, creator_restored, orphans = _run_race(store_url, rounds=6, per_round=25, protocol=True, seed=1)
+    assert orphans == []
+    # the windows were real: both sides of the protocol had to repair something
+    assert cleaner_restored + creator_restored > 0
+    clean(accessor, max_age=TEN_YEARS, now=NOW)  # a quiet pass after the storm leaves no empty directory
+    assert_consistent(accessor)
+    assert len(all_metrics(accessor)) == 6 * 2 * 25
+
+
+def test_race_negative_control_orphans_without_the_protocol(store_url, accessor, monkeypatch):
+    """The same schedule with both checks switched off loses parents: the race test can fail."""
+    monkeypatch.setattr(directories_mod, "_restore_repopulated", lambda accessor, deleted: set())
+    _, _, orphans = _run_race(store_url, rounds=4, per_round=25, protocol=False, seed=2)
+    assert orphans, "expected the unprotected schedule to orphan at least one metric"
+
+
+def _process_creator(store_url: str, prefix: str, count: int, seed: int) -> None:
+    accessor = Accessor.from_url(store_url)
+    rng = random.Random(seed)
+    accessor._race_hook = lambda wanted: time.sleep(rng.uniform(0, 0.002))
+    _creator_cycle(accessor, prefix, count, rng)
+    accessor.close()
+
+
+def _process_cleaner(store_url: str, stop, seed: int, queue) -> None:
+    accessor = Accessor.from_url(store_url)
+    rng = random.Random(seed)
+    passes = restored = 0
+    while not stop.is_set() or passes == 0:
+        report = clean(accessor, max_age=TEN_YEARS, now=NOW, race_hook=lambda empty: time.sleep(rng.uniform(0, 0.003)))
+        passes += 1
+        restored += report.directories_restored
+    queue.put((passes, restored))
+    accessor.close()
+
+
+def test_creation_and_cleanup_race_in_processes(store_url, accessor):
+    context = multiprocessing.get_context("spawn")
+    stop, queue = context.Event(), context.Queue()
+    cleaners = [context.Process(target=_process_cleaner, args=(store_url, stop, s, queue)) for s in (1, 2)]
+    creators = [context.Process(target=_process_creator, args=(store_url, f"p{i}", 60, i)) for i in range(3)]
+    for process in creators + cleaners:
+        process.start()
+    for process in creators:
+        process.join(120)
+        assert process.exitcode == 0
+    stop.set()
+    results = [queue.get(timeout=60) for _ in cleaners]
+    for process in cleaners:
+        process.join(60)
+        assert process.exitcode == 0
+    assert all(passes >= 1 for passes, _ in results)
+    assert sum(restored for _, restored in results) > 0  # the cleaners really raced the creators
+    assert orphans_of(accessor) == []
+    assert len(all_metrics(accessor)) == 3 * 60
+    clean(accessor, max_age=TEN_YEARS, now=NOW)
+    assert_consistent(accessor)
+
+
+# -- clean ---------------------------------------------------------------------------------
+def _populate(accessor):
+    """12 fresh metrics, 8 stale (not written for 40 days) in their own subtrees."""
+    fresh = [f"live.h{i}.cpu" for i in range(6)] + [f"mixed.h{i}.fresh" for i in range(6)]
+    stale = [f"dead.h{i}.cpu" for i in range(4)] + [f"mixed.h{i}.stale" for i in range(4)]
+    accessor.create_metrics([(n, META) for n in stale], now=NOW - 40 * DAY)
+    accessor.create_metrics([(n, META) for n in fresh], now=NOW - 40 * DAY)
+    # writes keep updated_on fresh (through Accessor.touch)
+    result = accessor.insert_points({n: [(NOW - 60, 1.0)] for n in fresh}, now=NOW)
+    assert result.stored == len(fresh)
+    return fresh, stale
+
+
+def test_clean_removes_stale_metrics_and_empty_directories(accessor):
+    fresh, stale = _populate(accessor)
+    report = clean(accessor, max_age=30 * DAY, now=NOW)
+    assert report.metrics_scanned == 20
+    assert report.metrics_removed == 8
+    assert all_metrics(accessor) == sorted(fresh)
+    assert report.directories_removed == 5  # dead.h0..h3, dead
+    assert report.directories_restored == 0
+    assert set(all_directories(accessor)) == {d for n in fresh for d in names.ancestors(n)}
+    assert_consistent(accessor)
+    again = clean(accessor, max_age=30 * DAY, now=NOW)
+    assert (again.metrics_removed, again.directories_removed) == (0, 0)
+
+
+def test_clean_keeps_a_metric_written_since_the_scan(accessor, store_url):
+    accessor.create_metrics([("s.a", META), ("s.b", META)], now=NOW - 40 * DAY)
+    writer = Accessor.from_url(store_url)
+    pages = accessor.scan_metrics
+
+    def scan_then_write(*args, **kwargs):
+        for page in pages(*args, **kwargs):
+            writer.insert_points({"s.a": [(NOW - 30, 2.0)]}, now=NOW)  # after the scan read s.a as stale
+            yield page
+
+    accessor.scan_metrics = scan_then_write
+    report = clean(accessor, max_age=30 * DAY, now=NOW)
+    assert report.metrics_removed == 1
+    assert all_metrics(accessor) == ["s.a"]
+    writer.close()
+
+
+def test_clean_default_age_is_the_retention(accessor):
+    accessor.create_metrics([("old.m", META)], now=NOW - 2 * DAY)  # META keeps one day
+    accessor.create_metrics([("young.m", META)], now=NOW - DAY // 2)
+    report = clean(accessor, now=NOW)
+    assert report.metrics_removed == 1
+    assert all_metrics(accessor) == ["young.m"]
+
+
+def test_clean_expires_points(accessor):
+    accessor.create_metrics([("e.m", META)], now=NOW)
+    accessor.insert_points({"e.m": [(NOW - 10 * k, 1.0) for k in range(30)]}, now=NOW)
+    assert clean(accessor, max_age=TEN_YEARS, now=NOW).points_expired == 0
+    report = clean(accessor, max_age=TEN_YEARS, now=NOW + 2 * DAY)
+    if accessor.store.url.startswith("sqlite"):
+        assert report.points_expired > 0  # stores with TTL expire by themselves and report 0
+    assert accessor.fetch(["e.m"], NOW - 600, NOW, NOW + 2 * DAY)["e.m"] is None
+
+
+def test_clean_shards_together_equal_one_run(accessor):
+    fresh, stale = _populate(accessor)
+    reports = [clean(accessor, max_age=30 * DAY, now=NOW, shard=k, nshards=3, page_size=2) for k in range(3)]
+    assert sum(r.metrics_scanned for r in reports) == 20
+    assert sum(r.metrics_removed for r in reports) == 8
+    assert all_metrics(accessor) == sorted(fresh)
+    assert_consistent(accessor)
+
+
+def test_clean_dry_run_counts_without_changing(accessor):
+    fresh, stale = _populate(accessor)
+    before = (all_metrics(accessor), all_directories(accessor))
+    dry = clean(accessor, max_age=30 * DAY, now=NOW, dry_run=True)
+    assert (all_metrics(accessor), all_directories(accessor)) == before
+    real = clean(accessor, max_age=30 * DAY, now=NOW)
+    assert (dry.metrics_removed, dry.directories_removed) == (real.metrics_removed, real.directories_removed) == (8, 5)
+
+
+@pytest.mark.parametrize("kwargs", [{"max_age": 60}, {"shard": 3, "nshards": 3}, {"nshards": 0}])
+def test_clean_refuses_bad_options(accessor, kwargs):
+    with pytest.raises(InvalidMaintenanceOption):
+        clean(accessor, now=NOW, **kwargs)
+
+
+# -- delete --------------------------------------------------------------------------------
+def test_delete_then_rewrite_reads_only_new_points(accessor, store_url):
+    accessor.create_metrics([("d.a.m", META), ("d.b.m", META)], now=NOW)
+    old = [(NOW - 10 * k, 100.0 + k) for k in range(400)]  # reaches stage 1 and 2 by propagation
+    accessor.insert_points({"d.a.m": old}, now=NOW)
+    report = delete(accessor, "d.a.*")
+    assert report.metrics == ["d.a.m"]
+    assert report.directories_removed == 1
+    assert accessor.glob_directories("d.*") == ["d.b"]
+    # written again, by this accessor and by another one that still caches the metric
+    other = Accessor.from_url(store_url)
+    other.get_metric("d.b.m")
+    new = [(NOW - 10 * k, 1.0) for k in range(15)]  # the last 150 s: some minutes propagate
+    accessor.insert_points({"d.a.m": new}, now=NOW, create=META)
+    for start in (NOW - 600, NOW - 3600, NOW - DAY):  # stages 0, 1 and 2
+        series = accessor.fetch(["d.a.m"], start, NOW, NOW)["d.a.m"]
+        known = [v for v in series.values_list() if v is not None]
+        assert known and set(known) == {1.0}, (start, known)  # none of the 100.0 + k of before
+    delete(accessor, "d.b.m")
+    other.insert_points({"d.b.m": [(NOW - 5, 2.0)]}, now=NOW, create=META)
+    assert [v for v in accessor.fetch(["d.b.m"], NOW - 600, NOW, NOW)["d.b.m"].values_list() if v is not None] == [2.0]
+    assert_consistent(accessor)
+    other.close()
+
+
+def test_delete_without_recursive_only_deletes_metrics(accessor):
+    accessor.create_metrics([("t.a", META), ("t.a.b", META), ("t.a.c.d", META)], now=NOW)
+    report = delete(accessor, "t.a")
+    assert report.metrics == ["t.a"]
+    assert report.matched_directories == ["t.a"]
+    assert all_metrics(accessor) == ["t.a.b", "t.a.c.d"]
+    report = delete(accessor, "t.a", recursive=True)
+    assert report.metrics == ["t.a.b", "t.a.c.d"]
+    assert all_metrics(accessor) == []
+    assert all_directories(accessor) == []
+
+
+def test_delete_dry_run_and_bad_glob(accessor):
+    accessor.create_metrics([("u.a", META), ("u.b", META)], now=NOW)
+    assert delete(accessor, "u.*", dry_run=True).metrics == ["u.a", "u.b"]
+    assert all_metrics(accessor) == ["u.a", "u.b"]
+    with pytest.raises(InvalidGlob):
+        delete(accessor, "..")
+
+
+# -- repair --------------------------------------------------------------------------------
+def test_repair_recreates_missing_directories_and_drops_invalid_rows(accessor):
+    accessor.create_metrics([("r.a.b.m", META), ("r.c", META)], now=NOW)
+    accessor.store.delete_directories(["r.a", "r"])  # a crash or an old cleaner lost them
+    accessor.store.create_directories(["bad name.x"])  # not a valid name: only a hand edit makes this
+    dry = repair(accessor, dry_run=True)
+    assert (dry.directories_created, dry.directories_invalid_removed) == (2, 2)
+    assert "r.a.b" in all_directories(accessor) and "r" not in all_directories(accessor)
+    report = repair(accessor)
+    assert (report.directories_created, report.directories_invalid_removed) == (2, 2)
+    assert report.examples["missing directories created"] == ["r", "r.a"]
+    assert all_directories(accessor) == ["r", "r.a", "r.a.b"]
+    assert_consistent(accessor)
+    assert repair(accessor).directories_created == 0
+
+
+# -- du and stats --------------------------------------------------------------------------
+def test_disk_usage_and_statistics(accessor):
+    other = MetricMetadata.create("60s:1d", "sum", 0)
+    accessor.create_metrics([("v.a.x", META), ("v.a.y", META), ("v.b", other)], now=NOW - 3 * DAY)
+    accessor.create_metrics([("w", META)], now=NOW)
+    rows, total = disk_usage(accessor, "*")
+    by_name = {(r.name, r.kind): r for r in rows}
+    capacity = 60 + 60 + 288
+    assert by_name[("v", "directory")].metrics == 3
+    assert by_name[("v", "directory")].points == 2 * capacity + 1440
+    assert by_name[("v", "directory")].bytes == 2 * whisper_bytes(META.retention) + whisper_bytes(other.retention)
+    assert by_name[("w", "metric")].points == capacity
+    assert total.metrics == 4
+    assert whisper_bytes(META.retention) == 16 + 3 * 12 + 12 * capacity  # whisper.create's file size
+    rows, total = disk_usage(accessor, "v.a")
+    assert [(r.name, r.kind, r.metrics) for r in rows] == [("v.a", "directory", 2)]
+    facts = statistics(accessor, now=NOW)
+    assert (facts["metrics"], facts["directories"]) == (4, 2)
+    assert facts["metrics_by_time_since_update"]["<1h"] == 1
+    assert facts["metrics_by_time_since_update"]["1d-7d"] == 3
+    assert facts["metrics_by_retention"] == {str(META.retention): 3, str(other.retention): 1}
+    assert facts["metrics_by_aggregation"] == {"average": 3, "sum": 1}
+
+
+# -- reporting helpers ---------------------------------------------------------------------
+def test_metrics_file_is_written_atomically(tmp_path):
+    path = tmp_path / "clean.prom"
+    path.write_text("old\n")
+    metrics_file.write(str(path), "clean", {"metrics_removed": 3, "duration_seconds": 1.5}, {"metrics_removed": "gone"})
+    text = path.read_text()
+    assert "# HELP bgl_clean_metrics_removed gone\n# TYPE bgl_clean_metrics_removed gauge\nbgl_clean_metrics_removed 3.0\n" in text
+    assert "bgl_clean_duration_seconds 1.5" in text
+    assert "bgl_clean_last_run_timestamp_seconds" in text
+    assert [p.name for p in tmp_path.iterdir()] == ["clean.prom"]  # no temporary left behind
+
+
+def test_progress_draws_only_on_a_terminal(tmp_path):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Terminal()
+    progress = Progress("job", total=10, stream=stream)
+    progress.advance(5)
+    progress.close()
+    assert "\rjob [" in stream.getvalue() and "5/10" in stream.getvalue()
+    plain = io.StringIO()
+    Progress("job", total=10, stream=plain).advance(5)
+    assert plain.getvalue() == ""
+    assert format_summary("clean", {"metrics_removed": 2, "duration_seconds": 0.25}) == (
+        "bgl clean: metrics removed 2, duration 0.2s")
