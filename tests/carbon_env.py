@@ -195,3 +195,17 @@ class CarbonCache:
 def carbon_self_metric(name: str) -> str:
     """Glob of a carbon-cache self-metric (any host, any instance)."""
     return f"carbon.agents.*.{name}"
+
+
+def carbonlink_request(port: int, request: dict, timeout: float = 30.0) -> dict:
+    """One CarbonLink request (graphite-web's cache query protocol) and its answer."""
+    payload = pickle.dumps(request, protocol=2)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(struct.pack("!L", len(payload)) + payload)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack("!L", data[:4])[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("carbon closed the CarbonLink connection")
+            data += chunk
+    return pickle.loads(data[4:])
