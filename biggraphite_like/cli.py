@@ -209,11 +209,17 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
 def _finish_job(args: argparse.Namespace, job: str, counters: dict, out: TextIO, help_texts: dict | None = None) -> None:
     """Print a job's summary line and write its Prometheus text file if asked."""
     out.write(format_summary(job, counters, getattr(args, "dry_run", False)) + "\n")
+    if getattr(args, "metrics_file", None):
+        metrics_file.write(args.metrics_file, job.replace("-", "_"), counters, help_texts)
+
+
+def _check_metrics_file(args: argparse.Namespace) -> None:
+    """Refuse an unwritable --metrics-file before the job runs, not after."""
     path = getattr(args, "metrics_file", None)
     if path:
-        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise InvalidMaintenanceOption(f"--metrics-file {path}: directory {os.path.dirname(os.path.abspath(path))} does not exist")
-        metrics_file.write(path, job.replace("-", "_"), counters, help_texts)
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+            raise InvalidMaintenanceOption(f"--metrics-file {path}: directory {directory} does not exist or is not writable")
 
 
 def cmd_clean(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -407,6 +413,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
             return cmd_read(args, stdout)
         if args.command == "info":
             return cmd_info(args, stdout)
+        _check_metrics_file(args)
         if args.command == "clean":
             return cmd_clean(args, stdout, stderr)
         if args.command == "delete":

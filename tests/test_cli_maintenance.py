@@ -1,0 +1,230 @@
+"""The maintenance subcommands of `bgl`, run as real processes against a real SQLite file.
+
+`bgl clean` on 100,000 metrics runs under a pseudo-terminal to check the progress bar is
+drawn there (and only there); every subcommand is run on bad input to check the error
+names the problem and the exit status is not zero.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.metric import MetricMetadata
+
+BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
+DAY = 86400
+META = MetricMetadata.create("60s:1d", "average", 0.5)
+
+
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    environment = dict(os.environ)
+    for variable in ("BGL_STORE", "XDG_DATA_HOME"):
+        environment.pop(variable, None)
+    environment["BGL_DATA_DIR"] = str(tmp_path / "data")
+    environment["HOME"] = str(tmp_path / "home")
+    return environment
+
+
+@pytest.fixture
+def url(tmp_path) -> str:
+    return f"sqlite://{tmp_path / 'bgl.db'}"
+
+
+@pytest.fixture
+def store(url):
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    yield accessor
+    accessor.close()
+
+
+def bgl(env, url, *args, stdin=None) -> subprocess.CompletedProcess:
+    return subprocess.run([BGL, "--store", url, *args], input=stdin, env=env, capture_output=True, text=True, timeout=120)
+
+
+def ok(process):
+    assert process.returncode == 0, (process.args, process.stdout, process.stderr)
+    return process
+
+
+def fails(process, *fragments):
+    assert process.returncode != 0, (process.args, process.stdout, process.stderr)
+    for fragment in fragments:
+        assert fragment in process.stderr, (fragment, process.stderr)
+    return process
+
+
+def run_in_pty(env, args) -> tuple[int, str, str]:
+    """Run bgl with stderr on a pseudo-terminal; returns (status, stdout, terminal output)."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen([BGL, *args], stdout=subprocess.PIPE, stderr=slave, env=env, text=True)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the other side is closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    stdout = process.stdout.read()
+    status = process.wait(timeout=300)
+    reader.join(30)
+    os.close(master)
+    return status, stdout, b"".join(chunks).decode(errors="replace")
+
+
+# -- clean -----------------------------------------------------------------------------------
+def test_clean_100k_metrics_with_progress_on_a_terminal(tmp_path, env, url, store):
+    now = int(time.time())
+    stale = [f"stale.h{i // 100:03d}.m{i % 100:02d}" for i in range(10_000)]
+    live = [f"live.h{i // 100:03d}.m{i % 100:02d}" for i in range(90_000)]
+    store.create_metrics([(n, META) for n in stale], now=now - 40 * DAY)
+    store.create_metrics([(n, META) for n in live], now=now)
+    prom = tmp_path / "clean.prom"
+    status, stdout, terminal = run_in_pty(
+        env, ["--store", url, "clean", "--max-age", "30d", "--metrics-file", str(prom)])
+    assert status == 0, terminal
+    assert "\rclean: metrics [" in terminal and "100000/100000" in terminal  # the bar, drawn on the terminal
+    assert "clean: directories [" in terminal
+    assert ("metrics scanned 100000, metrics removed 10000, directories scanned 1002, directories removed 101,"
+            " directories restored 0, points expired 0") in stdout
+    text = prom.read_text()
+    assert "bgl_clean_metrics_removed 10000.0" in text and "bgl_clean_directories_removed 101.0" in text
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    check = Accessor.from_url(url)
+    assert check.glob_metrics("stale.**") == [] and len(check.glob_metrics("live.*.*")) == 90_000
+    assert check.glob_directories("*") == ["live"]
+    # not a terminal: no bar, only the summary
+    piped = ok(bgl(env, url, "clean", "--max-age", "30d"))
+    assert "[" not in piped.stderr and "metrics scanned 90000, metrics removed 0" in piped.stdout
+
+
+def test_clean_dry_run_and_shards(env, url, store):
+    now = int(time.time())
+    store.create_metrics([(f"s.a{i}", META) for i in range(5)], now=now - 40 * DAY)
+    store.create_metrics([(f"s.b{i}", META) for i in range(5)], now=now)
+    dry = ok(bgl(env, url, "clean", "--max-age", "30d", "--dry-run"))
+    assert "bgl clean (dry run, nothing changed): metrics scanned 10, metrics removed 5" in dry.stdout
+    assert len(ok(bgl(env, url, "list", "s.*")).stdout.split()) == 10
+    removed = 0
+    for shard in range(2):
+        out = ok(bgl(env, url, "clean", "--max-age", "30d", "--shard", str(shard), "--nshards", "2")).stdout
+        removed += int(out.split("metrics removed ")[1].split(",")[0])
+    assert removed == 5
+    assert ok(bgl(env, url, "list", "s.*")).stdout.split() == [f"s.b{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-age", "5x"], "invalid unit 'x' in max age '5x'"),
+    (["--max-age", "ten"], "invalid max age 'ten'"),
+    (["--max-age", "10m"], "shorter than the interval"),
+    (["--shard", "2", "--nshards", "2"], "need nshards >= 1 and 0 <= shard < nshards"),
+    (["--metrics-file", "/nonexistent/dir/clean.prom"], "directory /nonexistent/dir does not exist"),
+])
+def test_clean_bad_input(env, url, store, args, message):
+    fails(bgl(env, url, "clean", *args), "bgl clean: error: ", message)
+
+
+def test_maintenance_on_a_store_without_schema(env, tmp_path):
+    url = f"sqlite://{tmp_path / 'missing.db'}"
+    for command in (["clean"], ["repair"], ["du"], ["stats"], ["delete", "a.b"]):
+        fails(bgl(env, url, *command), f"bgl {command[0]}: error: ", "syncdb")
+
+
+# -- delete ----------------------------------------------------------------------------------
+def test_delete_then_rewrite_reads_only_new_points(env, url, store):
+    now = int(time.time())
+    lines = "".join(f"app.x.m {100 + k} {now - 60 * k}\napp.y.m 1 {now}\n" for k in range(30))
+    ok(bgl(env, url, "write", "--retention", "60s:1d", "-", stdin=lines))
+    deleted = ok(bgl(env, url, "delete", "app.x.*"))
+    assert deleted.stdout.split() == ["app.x.m"]
+    assert "metrics removed 1" in deleted.stderr and "directories removed 1" in deleted.stderr
+    assert ok(bgl(env, url, "list", "--directories", "app.*")).stdout.split() == ["app.y"]
+    ok(bgl(env, url, "write", "--retention", "60s:1d", "app.x.m", "5", str(now)))
+    values = json.loads(ok(bgl(env, url, "read", "--from", "-1h", "--now", str(now), "app.x.m")).stdout)["values"]
+    assert [v for v in values if v is not None] == [5.0]
+
+
+def test_delete_directory_needs_recursive(env, url, store):
+    store.create_metrics([("t.a", META), ("t.a.b", META), ("t.a.c.d", META)])
+    first = ok(bgl(env, url, "delete", "t.a"))
+    assert first.stdout.split() == ["t.a"]
+    assert "matches 1 directory (e.g. t.a): only metrics were deleted; use --recursive" in first.stderr
+    dry = ok(bgl(env, url, "delete", "--recursive", "--dry-run", "t.*"))
+    assert dry.stdout.split() == ["t.a.b", "t.a.c.d"] and "dry run, nothing changed" in dry.stderr
+    assert ok(bgl(env, url, "delete", "--recursive", "t.*")).stdout.split() == ["t.a.b", "t.a.c.d"]
+    assert ok(bgl(env, url, "list", "--directories", "**")).stdout == ""
+    nothing = ok(bgl(env, url, "delete", "no.such.*"))
+    assert "nothing matches 'no.such.*'" in nothing.stderr
+
+
+@pytest.mark.parametrize("pattern, message", [
+    (".", "glob pattern '.' is empty"),
+    ("{}", "is empty once braces are expanded"),
+    ("{a,b}" * 20, "alternatives"),
+])
+def test_delete_bad_glob(env, url, store, pattern, message):
+    fails(bgl(env, url, "delete", pattern), "bgl delete: error: ", message)
+
+
+# -- repair ----------------------------------------------------------------------------------
+def test_repair_reports_what_it_changed(env, url, store):
+    store.create_metrics([("r.a.b.m", META), ("r.c", META)])
+    store.store.delete_directories(["r.a", "r"])
+    dry = ok(bgl(env, url, "repair", "--dry-run"))
+    assert "missing directories created: r, r.a" in dry.stdout and "dry run" in dry.stdout
+    assert ok(bgl(env, url, "list", "--directories", "*")).stdout == ""
+    done = ok(bgl(env, url, "repair"))
+    assert "directories created 2" in done.stdout
+    assert ok(bgl(env, url, "list", "--directories", "**")).stdout.split() == ["r", "r.a", "r.a.b"]
+    assert "directories created 0" in ok(bgl(env, url, "repair", "--nshards", "2", "--shard", "1")).stdout
+    fails(bgl(env, url, "repair", "--shard", "-1"), "bgl repair: error: ")
+
+
+# -- import-whisper ----------------------------------------------------------------------------
+def test_import_whisper_bad_input(env, url, tmp_path):
+    fails(bgl(env, url, "import-whisper", str(tmp_path / "nowhere")), "bgl import-whisper: error: ",
+          f"{tmp_path / 'nowhere'} is not a directory")
+    (tmp_path / "w").mkdir()
+    fails(bgl(env, url, "import-whisper", "--jobs", "0", str(tmp_path / "w")), "--jobs 0: need at least one job")
+    fails(bgl(env, url, "import-whisper", "--prefix", "a b", str(tmp_path / "w")), "contains whitespace")
+
+
+# -- du and stats --------------------------------------------------------------------------------
+def test_du_and_stats(env, url, store):
+    now = int(time.time())
+    store.create_metrics([("v.a.x", META), ("v.a.y", META)], now=now - 3 * DAY)
+    store.create_metrics([("w", MetricMetadata.create("10s:1h", "sum", 0))], now=now)
+    text = ok(bgl(env, url, "du")).stdout.splitlines()
+    assert text[0].split() == ["BYTES", "METRICS", "POINTS", "NAME"]
+    assert text[1].split()[1:] == ["2", "2880", "v/"]
+    assert text[2].split()[1:] == ["1", "360", "w"]
+    assert text[-1].split()[1:] == ["3", "3240", "total"]
+    document = json.loads(ok(bgl(env, url, "du", "--format", "json", "v.*")).stdout)
+    assert document["entries"] == [{"name": "v.a", "kind": "directory", "metrics": 2, "points": 2880,
+                                    "bytes": 2 * (16 + 12 + 12 * 1440)}]
+    facts = json.loads(ok(bgl(env, url, "stats", "--format", "json")).stdout)
+    assert (facts["metrics"], facts["directories"], facts["store"]["store"]) == (3, 2, "sqlite")
+    assert facts["metrics_by_time_since_update"]["1d-7d"] == 2
+    assert facts["metrics_by_retention"] == {"1440*60s": 2, "360*10s": 1}
+    stats_text = ok(bgl(env, url, "stats")).stdout
+    assert "metrics: 3" in stats_text and "  1d-7d: 2" in stats_text
+    fails(bgl(env, url, "du", "{}"), "bgl du: error: ")
+    assert bgl(env, url, "stats", "--format", "xml").returncode == 2  # argparse: invalid choice
