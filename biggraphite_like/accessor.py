@@ -190,6 +190,8 @@ class Accessor:
         normalized = [names_mod.normalize(n) for n in names]
         self.store.delete_metrics(normalized)
         self._forget(normalized)
+        # what the downsampler remembers of their points must not outlive them
+        self._downsampler = Downsampler(self.store)
 
     def _forget(self, names: Iterable[str]) -> None:
         with self._lock:

@@ -20,16 +20,12 @@ from typing import Callable, Sequence, TextIO
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import DEFAULT_TOUCH_INTERVAL, Accessor
-from biggraphite_like.errors import BglError
 from biggraphite_like.maintenance.directories import PruneResult, live_directories, prune_empty_directories
-from biggraphite_like.maintenance.progress import Progress
+from biggraphite_like.maintenance.options import InvalidMaintenanceOption, check_shard
+from biggraphite_like.maintenance.progress import Progress, show_total
 from biggraphite_like.metric import Metric
 
 PAGE_SIZE = 1000
-
-
-class InvalidMaintenanceOption(BglError, ValueError):
-    """A maintenance job was given an option it cannot work with (shards, ages)."""
 
 
 @dataclasses.dataclass
@@ -59,20 +55,6 @@ HELP = {
 }
 
 
-def check_shard(shard: int, nshards: int) -> None:
-    if nshards < 1 or not 0 <= shard < nshards:
-        raise InvalidMaintenanceOption(f"--shard {shard} --nshards {nshards}: need nshards >= 1 and 0 <= shard < nshards")
-
-
-def _estimate(accessor: Accessor, key: str, nshards: int) -> int | None:
-    """How many rows a shard scan will see, when the store can say cheaply (for the progress bar)."""
-    try:
-        value = accessor.store.stats().get(key)
-    except BglError:
-        return None
-    return -(-int(value) // nshards) if isinstance(value, int) else None
-
-
 def clean(
     accessor: Accessor,
     max_age: int | None = None,
@@ -100,7 +82,8 @@ def clean(
         age = max_age if max_age is not None else metric.retention.duration
         return metric.updated_on < now - age
 
-    progress = Progress("clean: metrics", _estimate(accessor, "metrics", nshards), progress_stream)
+    progress = Progress("clean: metrics", stream=progress_stream)
+    show_total(progress, accessor.store, "metrics", nshards)
     removed_names: list[str] = []
     survivors: list[str] = []  # dry run only: what stays, to tell which directories would go
     for page in accessor.scan_metrics(shard, nshards, page_size=page_size):
@@ -122,7 +105,8 @@ def clean(
     if not dry_run and shard == 0:
         report.points_expired = accessor.expire(now)
 
-    progress = Progress("clean: directories", _estimate(accessor, "directories", nshards), progress_stream)
+    progress = Progress("clean: directories", stream=progress_stream)
+    show_total(progress, accessor.store, "directories", nshards)
     if dry_run:
         if nshards > 1:  # directories of this shard may hold metrics of any shard
             survivors = [m.name for p in accessor.scan_metrics(page_size=page_size) for m in p.items if not is_stale(m)]

@@ -30,6 +30,7 @@ import numpy as np
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import BglError
+from biggraphite_like.maintenance.options import check_jobs
 from biggraphite_like.maintenance.progress import Progress
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.stores.base import StageTable
@@ -183,10 +184,7 @@ def import_whisper(accessor: Accessor, root: str, prefix: str | None = None, job
                    now: int | None = None) -> ImportReport:
     """Import every whisper file under root (see module docstring); errors go to `err` as they come."""
     started = time.monotonic()
-    if jobs < 1:
-        from biggraphite_like.maintenance.clean import InvalidMaintenanceOption
-
-        raise InvalidMaintenanceOption(f"--jobs {jobs}: need at least one job")
+    check_jobs(jobs)
     if prefix:
         prefix = names_mod.normalize(prefix)
     now = int(time.time()) if now is None else now
@@ -204,7 +202,7 @@ def import_whisper(accessor: Accessor, root: str, prefix: str | None = None, job
             for message in errors:
                 report.errors.append(message)
                 if err is not None:
-                    err.write(f"\r\033[K" if progress.enabled else "")
+                    err.write("\r\033[K" if progress.enabled else "")
                     err.write(f"bgl import-whisper: skipped {message}\n")
             progress.advance(done)
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Mapping, TextIO
+from typing import TYPE_CHECKING, Mapping, TextIO
+
+if TYPE_CHECKING:
+    from biggraphite_like.stores.base import Store
 
 _REDRAW_SECONDS = 0.1
 _BAR_WIDTH = 30
@@ -61,6 +64,23 @@ class Progress:
             self._draw(time.monotonic())
             self.stream.write("\n")
             self.stream.flush()
+
+
+def show_total(progress: Progress, store: "Store", key: str, nshards: int = 1) -> None:
+    """Give a bar drawn on a terminal the row count `store.stats()[key]` (split over shards).
+
+    Only when the bar is drawn: on some stores `stats()` costs a scan.
+    """
+    if not progress.enabled:
+        return
+    from biggraphite_like.errors import BglError
+
+    try:
+        value = store.stats().get(key)
+    except BglError:  # a progress bar never fails a job: draw it without a total
+        return
+    if isinstance(value, int):
+        progress.total = -(-value // nshards)
 
 
 def format_summary(job: str, counters: Mapping[str, int | float], dry_run: bool = False) -> str:

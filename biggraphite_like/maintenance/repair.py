@@ -27,8 +27,8 @@ from typing import TextIO
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidMetricName
-from biggraphite_like.maintenance.clean import _estimate, check_shard
-from biggraphite_like.maintenance.progress import Progress
+from biggraphite_like.maintenance.options import check_shard
+from biggraphite_like.maintenance.progress import Progress, show_total
 
 PAGE_SIZE = 1000
 MAX_LISTED = 20  # names listed per kind of change in the report
@@ -67,7 +67,8 @@ def repair(accessor: Accessor, shard: int = 0, nshards: int = 1, dry_run: bool =
     store = accessor.store
     report = RepairReport()
 
-    progress = Progress("repair: metrics", _estimate(accessor, "metrics", nshards), progress_stream)
+    progress = Progress("repair: metrics", stream=progress_stream)
+    show_total(progress, accessor.store, "metrics", nshards)
     for page in accessor.scan_metrics(shard, nshards, page_size=page_size):
         report.metrics_scanned += len(page.items)
         invalid = [m.name for m in page.items if not _is_valid(m.name)]
@@ -86,7 +87,8 @@ def repair(accessor: Accessor, shard: int = 0, nshards: int = 1, dry_run: bool =
         progress.advance(len(page.items))
     progress.close()
 
-    progress = Progress("repair: directories", _estimate(accessor, "directories", nshards), progress_stream)
+    progress = Progress("repair: directories", stream=progress_stream)
+    show_total(progress, accessor.store, "directories", nshards)
     for page in accessor.scan_directories(shard, nshards, page_size=page_size):
         report.directories_scanned += len(page.items)
         invalid = [d for d in page.items if not _is_valid(d)]
