@@ -3,43 +3,48 @@
     STORAGE_FINDERS = ['graphite_plugin.Finder']
     BG_STORE = 'sqlite:///var/lib/bgl/bgl.db'   # else $BGL_STORE, else the CLI's default
 
-Globs use the accessor's glob engine (StandardFinder's semantics); `fetch` answers many
-patterns with one batched read; `get_index` scans the metrics table instead of
-walking `**`. The accessor is created on first use, once per process and store URL.
+Globs use the accessor's glob engine (StandardFinder's semantics), their answers kept
+BG_FIND_CACHE_TTL seconds; `fetch` answers many patterns with one batched read;
+`get_index` scans the metrics table instead of walking `**`. The accessor is created on
+first use, once per process, store URL and options.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
+from typing import Sequence
 
 from django.conf import settings
 from graphite.finders.utils import BaseFinder
 from graphite.node import BranchNode, LeafNode
 
-from biggraphite_like import glob as glob_mod
-from biggraphite_like.accessor import DEFAULT_CACHE_TTL, DEFAULT_TOUCH_INTERVAL, Accessor
+from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import GlobTooComplex, InvalidGlob, TooManyResults
 from biggraphite_like.settings import default_store_url
 from graphite_plugin.errors import DeferredError, PatternRefused
+from graphite_plugin.glob_cache import GlobCache
+from graphite_plugin.options import ACCESSOR_ARGUMENTS, OPTION_DEFAULTS
 from graphite_plugin.reader import MetadataBatch, Reader, read_series
 
-# The BG_* settings graphite-web's local_settings may hold, and their defaults.
-OPTION_DEFAULTS = {
-    "BG_MAX_GLOB_EXPANSION": glob_mod.DEFAULT_MAX_EXPANSION,  # alternatives a pattern may expand to
-    "BG_MAX_GLOB_RESULTS": glob_mod.DEFAULT_MAX_RESULTS,  # names one glob may match
-    "BG_CACHE_TTL": DEFAULT_CACHE_TTL,  # seconds metric metadata is trusted without reading it again
-    "BG_TOUCH_INTERVAL": DEFAULT_TOUCH_INTERVAL,  # seconds between two read_on updates of a metric
-}
-_ACCESSOR_OPTIONS = {
-    "BG_MAX_GLOB_EXPANSION": "max_glob_expansion",
-    "BG_MAX_GLOB_RESULTS": "max_glob_results",
-    "BG_CACHE_TTL": "cache_ttl",
-    "BG_TOUCH_INTERVAL": "touch_interval",
-}
 REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob)
 _SETTING_OF = {GlobTooComplex: "BG_MAX_GLOB_EXPANSION", TooManyResults: "BG_MAX_GLOB_RESULTS"}
 
-_accessors: dict[tuple, Accessor] = {}
-_accessors_lock = threading.Lock()
+_backends: dict[tuple, "Backend"] = {}
+_backends_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """What one process shares for one store and set of options: the accessor, the glob cache."""
+
+    accessor: Accessor
+    globs: GlobCache
+
+    def glob_metrics(self, pattern: str) -> Sequence[str]:
+        return self.globs.get("metrics", pattern, self.accessor.glob_metrics)
+
+    def glob_directories(self, pattern: str) -> Sequence[str]:
+        return self.globs.get("directories", pattern, self.accessor.glob_directories)
 
 
 def store_url() -> str:
@@ -47,17 +52,26 @@ def store_url() -> str:
     return getattr(settings, "BG_STORE", None) or default_store_url()
 
 
-def shared_accessor() -> Accessor:
-    """The process's accessor for the configured store and options (created once, lazily)."""
-    options = {_ACCESSOR_OPTIONS[k]: getattr(settings, k, default) for k, default in OPTION_DEFAULTS.items()}
+def shared_backend() -> Backend:
+    """The process's accessor and glob cache for the configured store and options
+    (created once, lazily, under a lock)."""
+    options = {k: getattr(settings, k, default) for k, default in OPTION_DEFAULTS.items()}
     key = (store_url(), *sorted(options.items()))
-    accessor = _accessors.get(key)
-    if accessor is None:
-        with _accessors_lock:
-            accessor = _accessors.get(key)
-            if accessor is None:
-                accessor = _accessors[key] = Accessor.from_url(key[0], **options)
-    return accessor
+    backend = _backends.get(key)
+    if backend is None:
+        with _backends_lock:
+            backend = _backends.get(key)
+            if backend is None:
+                accessor = Accessor.from_url(key[0], **{ACCESSOR_ARGUMENTS[k]: v for k, v in options.items()
+                                                        if k in ACCESSOR_ARGUMENTS})
+                globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]))
+                backend = _backends[key] = Backend(accessor, globs)
+    return backend
+
+
+def shared_accessor() -> Accessor:
+    """The process's accessor for the configured store and options."""
+    return shared_backend().accessor
 
 
 def refused(exc: Exception) -> DeferredError:
@@ -76,16 +90,17 @@ class Finder(BaseFinder):
 
     @property
     def accessor(self) -> Accessor:
-        return shared_accessor()
+        return shared_backend().accessor
 
     def find_nodes(self, query):
         """Sorted BranchNodes and LeafNodes matching query.pattern (a list, computed in
         graphite's worker thread); a name both metric and directory gives both nodes,
         as StandardFinder does; `leaves_only` skips the directory lookup."""
-        accessor = self.accessor
+        backend = shared_backend()
+        accessor = backend.accessor
         try:
-            leaves = accessor.glob_metrics(query.pattern)
-            branches = [] if query.leaves_only else accessor.glob_directories(query.pattern)
+            leaves = backend.glob_metrics(query.pattern)
+            branches = () if query.leaves_only else backend.glob_directories(query.pattern)
         except REFUSED as exc:
             return refused(exc)
         metadata = MetadataBatch(accessor, leaves)
@@ -100,13 +115,13 @@ class Finder(BaseFinder):
         Returns [{'pathExpression', 'path', 'name', 'time_info', 'values'}], leaves with
         nothing in range left out (as BaseFinder.fetch does).
         """
-        accessor = self.accessor
+        backend = shared_backend()
         try:
-            matches = [(pattern, accessor.glob_metrics(pattern)) for pattern in patterns]
+            matches = [(pattern, backend.glob_metrics(pattern)) for pattern in patterns]
         except REFUSED as exc:
             return refused(exc)
         names = sorted({name for _, found in matches for name in found})
-        series = read_series(accessor, names, start_time, end_time, now)
+        series = read_series(backend.accessor, names, start_time, end_time, now)
         results = []
         handed_out: set[str] = set()
         for pattern, found in matches:

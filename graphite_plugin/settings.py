@@ -22,24 +22,17 @@ from __future__ import annotations
 import os
 import sys
 
-from biggraphite_like import glob as _glob
-from biggraphite_like.accessor import DEFAULT_CACHE_TTL as _CACHE_TTL, DEFAULT_TOUCH_INTERVAL as _TOUCH_INTERVAL
 from biggraphite_like.settings import default_store_url as _default_store_url
 from graphite_plugin import compat as _compat
+from graphite_plugin.options import OPTION_DEFAULTS as _OPTION_DEFAULTS
 
 _compat.install()
 
 STORAGE_FINDERS = ("graphite_plugin.Finder",)
 BG_STORE = _default_store_url()
-BG_MAX_GLOB_EXPANSION = _glob.DEFAULT_MAX_EXPANSION
-BG_MAX_GLOB_RESULTS = _glob.DEFAULT_MAX_RESULTS
-BG_CACHE_TTL = _CACHE_TTL
-BG_TOUCH_INTERVAL = _TOUCH_INTERVAL
+globals().update(_OPTION_DEFAULTS)  # BG_MAX_GLOB_EXPANSION, BG_MAX_GLOB_RESULTS, BG_CACHE_TTL, ...
 
-__all__ = [
-    "STORAGE_FINDERS", "BG_STORE", "BG_MAX_GLOB_EXPANSION", "BG_MAX_GLOB_RESULTS",
-    "BG_CACHE_TTL", "BG_TOUCH_INTERVAL",
-]
+__all__ = ["STORAGE_FINDERS", "BG_STORE", *_OPTION_DEFAULTS]
 
 _content = os.path.join(sys.prefix, "webapp", "content")
 if os.path.isdir(_content):

@@ -276,7 +276,7 @@ def test_reader_matches_whisper(store_url, tmp_path):
 
 def test_one_accessor_per_process_under_threads(store_url):
     from graphite_plugin import Finder
-    from graphite_plugin.finder import _accessors, shared_accessor
+    from graphite_plugin.finder import _backends, shared_accessor
 
     with use_finders(PLUGIN, BG_STORE=store_url, BG_CACHE_TTL=17):  # a key no other test used
         seen, answers, errors = [], [], []
@@ -296,7 +296,37 @@ def test_one_accessor_per_process_under_threads(store_url):
         assert not errors
         assert len({id(a) for a in seen}) == 1 and seen[0].cache_ttl == 17
         assert all(a == answers[0] for a in answers) and len(answers[0]) == 6
-    assert sum(1 for key in _accessors if key[0] == store_url) >= 2
+    assert sum(1 for key in _backends if key[0] == store_url) >= 2
+
+
+def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
+    from graphite.finders.utils import FindQuery
+
+    from graphite_plugin import Finder
+    from graphite_plugin.finder import shared_backend
+
+    url = f"sqlite://{tmp_path / 'bgl.db'}"
+    writer = Accessor.from_url(url)
+    writer.syncdb()
+    metadata = MetricMetadata.create(RETENTION)
+    writer.create_metric("c.one", metadata)
+
+    def paths():
+        return [n.path for n in Finder().find_nodes(FindQuery("c.*", None, None))]
+
+    with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600):
+        assert paths() == ["c.one"]
+        writer.create_metric("c.two", metadata)
+        assert paths() == ["c.one"]  # answered from the cache
+        globs = shared_backend().globs
+        assert globs.hits >= 1
+        globs.clear()
+        assert paths() == ["c.one", "c.two"]
+    with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=0):
+        writer.create_metric("c.three", metadata)
+        assert paths() == ["c.one", "c.three", "c.two"]
+        assert shared_backend().globs.hits == 0
+    writer.close()
 
 
 # -- settings module and compat shim ---------------------------------------------------------
@@ -310,6 +340,7 @@ def test_settings_module(monkeypatch):
     exported = {name: getattr(plugin_settings, name) for name in plugin_settings.__all__}
     assert exported["STORAGE_FINDERS"] == ("graphite_plugin.Finder",)
     assert exported["BG_STORE"] == "sqlite:///srv/bgl/bgl.db"
+    assert exported["BG_FIND_CACHE_TTL"] == 60 and exported["BG_MAX_GLOB_RESULTS"] == 100_000
     assert exported["MIDDLEWARE"][-1] == "graphite_plugin.middleware.PatternRefusedMiddleware"
     assert exported["GRAPHITE_WEB_APP_SETTINGS_LOADED"] is True and "graphite.render" in exported["INSTALLED_APPS"]
     content = os.path.join(sys.prefix, "webapp", "content")

@@ -1,0 +1,27 @@
+"""The BG_* settings graphite-web's local_settings.py may hold, and their defaults.
+
+Django-free, so that `graphite_plugin.settings` can export them while Django's settings
+are being built.
+"""
+from __future__ import annotations
+
+from biggraphite_like import glob as _glob
+from biggraphite_like.accessor import DEFAULT_CACHE_TTL, DEFAULT_TOUCH_INTERVAL
+
+# BG_STORE (the store URL) has no fixed default: $BGL_STORE, else bgl's default store.
+OPTION_DEFAULTS: dict[str, float | int] = {
+    "BG_MAX_GLOB_EXPANSION": _glob.DEFAULT_MAX_EXPANSION,  # alternatives a pattern may expand to
+    "BG_MAX_GLOB_RESULTS": _glob.DEFAULT_MAX_RESULTS,  # names one glob may match
+    "BG_CACHE_TTL": DEFAULT_CACHE_TTL,  # seconds metric metadata is trusted without reading it again
+    "BG_TOUCH_INTERVAL": DEFAULT_TOUCH_INTERVAL,  # seconds between two read_on updates of a metric
+    "BG_FIND_CACHE_TTL": 60,  # seconds a glob's answer is reused (0: never); new metrics show up that late
+    "BG_FIND_CACHE_SIZE": 10_000,  # glob answers kept (least recently used dropped first)
+}
+
+# The Accessor argument each accessor option becomes.
+ACCESSOR_ARGUMENTS = {
+    "BG_MAX_GLOB_EXPANSION": "max_glob_expansion",
+    "BG_MAX_GLOB_RESULTS": "max_glob_results",
+    "BG_CACHE_TTL": "cache_ttl",
+    "BG_TOUCH_INTERVAL": "touch_interval",
+}
