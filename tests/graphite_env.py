@@ -94,9 +94,19 @@ def use_finders(finders: list[str], **overrides: object) -> Iterator[object]:
     try:
         with override_settings(STORAGE_FINDERS=finders, **overrides):
             STORE.__init__()
+            forget_carbonlink()
             yield STORE
     finally:
         STORE.__init__()
+        forget_carbonlink()
+
+
+def forget_carbonlink() -> None:
+    """Drop graphite-web's CarbonLink pool: the next query builds it from CARBONLINK_HOSTS
+    as they are then (graphite keeps one pool per process, built on first use)."""
+    from graphite.carbonlink import GlobalCarbonLinkPool
+
+    GlobalCarbonLinkPool._ThreadSafeSingleton__instance = None
 
 
 def standard_find(root_dir: str | os.PathLike[str], pattern: str) -> tuple[list[str], list[str]]:

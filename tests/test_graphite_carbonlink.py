@@ -1,0 +1,83 @@
+"""Points still in a real carbon-cache are merged into our series as graphite-web merges
+them into whisper's (CARBONLINK_HOSTS set).
+
+carbon-cache (stock `carbon-cache.py`, whisper database) runs with MIN_TIMESTAMP_LAG so
+that its writer leaves recent points in the cache, where only CarbonLink can see them.
+The same older points are in a whisper file and in our store; /render through
+StandardFinder and through our finder must then agree, cached points included, in the
+raw stage and in a coarser one (where graphite consolidates the cached points with the
+metric's aggregation method).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.metric import MetricMetadata
+from tests.carbon_env import WHISPER_LAUNCHER, CarbonCache
+from tests.graphite_env import setup_graphite_app, use_finders, whisper_path
+
+METRICS = {"cl.avg": "average", "cl.max": "max"}
+
+
+@pytest.fixture(scope="module")
+def carbon_and_data(tmp_path_factory):
+    setup_graphite_app()
+    import whisper
+
+    root = tmp_path_factory.mktemp("graphite-carbonlink")
+    now = int(time.time())
+    url = f"sqlite://{root / 'bgl.db'}"
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    whisper_dir = str(root / "reference")
+    for index, (name, method) in enumerate(METRICS.items()):
+        stored = [(now - 60 * age, float(index * 1000 + age)) for age in range(11, 100)]
+        path = whisper_path(whisper_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        whisper.create(path, [(60, 60), (300, 288)], 0.5, method)
+        whisper.update_many(path, stored, now=now)
+        accessor.insert_points({name: stored}, now=now, create=MetricMetadata.create("60s:1h,300s:1d", method, 0.5))
+    accessor.close()
+    carbon = CarbonCache(root / "carbon", store_url=None, database="whisper", launcher=WHISPER_LAUNCHER,
+                         settings={"MIN_TIMESTAMP_LAG": 10 ** 8})  # the writer leaves every point in the cache
+    carbon.start()
+    try:
+        cached = [(name, now - 60 * age, float(500 + index * 10 + age))
+                  for index, name in enumerate(METRICS) for age in range(0, 10)]
+        carbon.send_plaintext(cached)
+        yield carbon, whisper_dir, url, now, cached
+    finally:
+        carbon.kill()
+
+
+def render(form: dict) -> list:
+    from django.test import Client
+
+    response = Client(raise_request_exception=False).post("/render", form)
+    assert response.status_code == 200, response.content[:500]
+    return json.loads(response.content)
+
+
+def test_cached_points_merged_like_whisper_reader(carbon_and_data):
+    carbon, whisper_dir, url, now, cached = carbon_and_data
+    hosts = [f"127.0.0.1:{carbon.query_port}"]
+    forms = [{"target": list(METRICS), "format": "json", "from": start, "now": str(now)} for start in ("-30min", "-3h")]
+    with use_finders(["graphite.finders.standard.StandardFinder"], STANDARD_DIRS=[whisper_dir],
+                     CARBONLINK_HOSTS=hosts):
+        expected = [render(form) for form in forms]
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=hosts):
+        actual = [render(form) for form in forms]
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=[]):
+        without = render(forms[0])
+    assert actual == expected
+    raw = {series["target"]: dict((t, v) for v, t in series["datapoints"]) for series in actual[0]}
+    for name, timestamp, value in cached:  # every cached point is in the answer
+        assert raw[name][timestamp - timestamp % 60] == value
+    assert all(v is None for series in without for v, t in series["datapoints"] if t > now - 600)
+    coarse = {series["target"]: series["datapoints"] for series in actual[1]}
+    assert {b[1] - a[1] for a, b in zip(coarse["cl.max"], coarse["cl.max"][1:])} == {300}
