@@ -138,7 +138,10 @@ def test_schema_errors(session):
     invalid(session, "SELEC * FROM dup", exc=SyntaxException)
     assert "No PRIMARY KEY" in invalid(session, "CREATE TABLE nopk (k int, v int)")
     assert "Unknown property 'bogus'" in invalid(session, "CREATE TABLE t_opt (k int PRIMARY KEY) WITH bogus = 1",
-                                                 exc=ConfigurationException)
+                                                 exc=SyntaxException)
+    assert "are not understood by LeveledCompactionStrategy" in invalid(
+        session, "CREATE TABLE t_opt (k int PRIMARY KEY) WITH compaction = {'class': 'LeveledCompactionStrategy', "
+                 "'compaction_window_size': '1'}", exc=ConfigurationException)
     assert "non-frozen collection" in invalid(session, "CREATE TABLE t_col (k map<text, text> PRIMARY KEY)")
     session.execute("DROP TABLE dup")
     session.execute("DROP TABLE IF EXISTS dup")

@@ -299,7 +299,7 @@ class InsertPlan(WritePlan):
         ttl = self.ttl_of(values)
         expires = now + ttl if ttl else None
         part = t.partition(pk)
-        row = part.row(ck, t.ck_sort_key(ck))
+        row = part.row(ck, t.ck_sort_key)
         row.write_marker(ts, expires, ttl)
         for name, v in regular:
             if v is UNSET:
@@ -353,8 +353,7 @@ class UpdatePlan(WritePlan):
         for pk in self.partition_keys(values):
             part = t.partition(pk)
             for ck in self.clustering_keys(values):
-                skey = t.ck_sort_key(ck)
-                row = part.row(ck, skey)
+                row = part.row(ck, t.ck_sort_key)
                 for col, kind, v in resolved:
                     if kind == "set":
                         if v is UNSET:
@@ -364,7 +363,7 @@ class UpdatePlan(WritePlan):
                         else:
                             row.write_cell(col.name, v, ts, expires, ttl)
                         continue
-                    live = row.live_cells(part.deletion_for(skey), now) or {}
+                    live = row.live_cells(part.deletion_for(t.ck_sort_key(ck)), now) or {}
                     cur = col.type.deserialize((live.get(col.name) or (None,))[0])
                     if kind == "element":
                         k, val = v
@@ -438,13 +437,13 @@ class DeletePlan(WritePlan):
             part = t.partition(pk)
             if self.cols:
                 for ck in self.clustering_keys(values):
-                    row = part.row(ck, t.ck_sort_key(ck))
+                    row = part.row(ck, t.ck_sort_key)
                     for col in self.cols:
                         row.write_cell(col.name, None, ts, None, 0)
                 continue
             if full and t.clustering:
                 for ck in self.clustering_keys(values):
-                    part.row(ck, t.ck_sort_key(ck)).delete(ts)
+                    part.row(ck, t.ck_sort_key).delete(ts)
                 continue
             if not t.clustering or (self.ck_count == 0 and self.slice_col is None):
                 part.delete(ts)

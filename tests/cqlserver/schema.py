@@ -14,7 +14,7 @@ from typing import Any
 
 from cassandra.murmur3 import murmur3
 
-from .errors import ConfigurationError, InvalidRequest
+from .errors import ConfigurationError, CQLSyntaxError, InvalidRequest
 from .storage import Desc, Partition
 from .types import CQLType
 
@@ -47,7 +47,16 @@ _INT_OPTIONS = {"default_time_to_live", "gc_grace_seconds", "max_index_interval"
                 "memtable_flush_period_in_ms", "min_index_interval"}
 _FLOAT_OPTIONS = {"bloom_filter_fp_chance", "crc_check_chance"}
 _MAP_OPTIONS = {"caching", "compaction", "compression", "extensions"}
-_LEGACY_OPTIONS = {"dclocal_read_repair_chance", "read_repair_chance"}
+_COMPACTION_COMMON = {"class", "enabled", "tombstone_threshold", "tombstone_compaction_interval",
+                      "unchecked_tombstone_compaction", "only_purge_repaired_tombstones", "log_all",
+                      "provide_overlapping_tombstones", "min_threshold", "max_threshold"}
+_COMPACTION_OPTIONS = {
+    "SizeTieredCompactionStrategy": {"bucket_high", "bucket_low", "min_sstable_size"},
+    "LeveledCompactionStrategy": {"sstable_size_in_mb", "fanout_size", "single_sstable_uplevel"},
+    "TimeWindowCompactionStrategy": {"compaction_window_unit", "compaction_window_size", "timestamp_resolution",
+                                     "expired_sstable_check_frequency_seconds",
+                                     "unsafe_aggressive_sstable_expiration", "split_during_flush"},
+}
 MAX_TTL = 630720000
 
 
@@ -99,17 +108,16 @@ def table_options(raw: dict, base: dict | None = None) -> dict:
     opts = dict(base) if base is not None else {k: (dict(v) if isinstance(v, dict) else v)
                                                 for k, v in TABLE_DEFAULTS.items()}
     for name, lit in raw.items():
-        if name in _LEGACY_OPTIONS:
-            continue
         if name not in TABLE_DEFAULTS or name == "extensions":
-            raise ConfigurationError(f"Unknown property '{name}'")
+            raise CQLSyntaxError(f"Unknown property '{name}'")
         value = _option_value(name, lit)
         if name == "compaction":
             cls = value.get("class")
             if not cls:
                 raise ConfigurationError("Missing sub-option 'class' for the 'compaction' option.")
             if "." not in cls:
-                value["class"] = "org.apache.cassandra.db.compaction." + cls
+                cls = value["class"] = "org.apache.cassandra.db.compaction." + cls
+            _check_compaction(cls, value)
         if name == "compression" and "class" in value and "." not in value["class"]:
             value["class"] = "org.apache.cassandra.io.compress." + value["class"]
         if name == "default_time_to_live":
@@ -121,6 +129,22 @@ def table_options(raw: dict, base: dict | None = None) -> dict:
             raise ConfigurationError(f"gc_grace_seconds must be non-negative (got {value})")
         opts[name] = value
     return opts
+
+
+def _check_compaction(cls: str, value: dict) -> None:
+    short = cls.rsplit(".", 1)[-1]
+    if not cls.startswith("org.apache.cassandra.db.compaction.") or short not in _COMPACTION_OPTIONS:
+        raise ConfigurationError(f"Unable to find compaction strategy class '{cls}'")
+    unknown = sorted(set(value) - _COMPACTION_COMMON - _COMPACTION_OPTIONS[short])
+    if unknown:
+        raise ConfigurationError(f"Properties specified {unknown} are not understood by {short}")
+    if short == "TimeWindowCompactionStrategy":
+        unit = value.get("compaction_window_unit", "DAYS")
+        if unit not in ("MINUTES", "HOURS", "DAYS"):
+            raise ConfigurationError(f"{unit} is not valid for compaction_window_unit (use MINUTES, HOURS or DAYS)")
+        size = value.get("compaction_window_size", "1")
+        if not str(size).isdigit() or int(size) < 1:
+            raise ConfigurationError(f"{size} must be greater than 1 for compaction_window_size")
 
 
 class Column:

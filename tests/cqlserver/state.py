@@ -100,7 +100,7 @@ def load_engine(engine: Any, data: dict) -> None:
                         tuple(t.ck_component_key(i, bytes.fromhex(x)) for i, x in enumerate(hi)), hi_, ts))
                 for ck_hex, marker, deleted_at, cells in pd["rows"]:
                     ck = tuple(bytes.fromhex(c) for c in ck_hex)
-                    row = part.row(ck, t.ck_sort_key(ck))
+                    row = part.row(ck, t.ck_sort_key)
                     row.marker = tuple(marker) if marker else None
                     row.deleted_at = deleted_at
                     for n, (v, ts, exp, ttl) in cells.items():

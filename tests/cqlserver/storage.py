@@ -155,11 +155,13 @@ class Partition:
         self.cks: list[tuple] = []  # clustering bytes, parallel to keys
         self.range_tombstones: list[tuple] = []  # (lo, lo_incl, hi, hi_incl, ts)
 
-    def row(self, ck: tuple, sort_key: Any) -> Row:
+    def row(self, ck: tuple, sort_key_of: Any) -> Row:
+        """The row at clustering ``ck``, created (and placed in order) if absent."""
         r = self.rows.get(ck)
         if r is None:
             r = Row()
             self.rows[ck] = r
+            sort_key = sort_key_of(ck)
             i = bisect_left(self.keys, sort_key)
             self.keys.insert(i, sort_key)
             self.cks.insert(i, ck)

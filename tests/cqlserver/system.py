@@ -107,7 +107,7 @@ def _put(table: Table, values: dict[str, Any]) -> None:
     pk = tuple(c.type.serialize(values[c.name]) for c in table.partition_key)
     ck = tuple(c.type.serialize(values[c.name]) for c in table.clustering)
     part = table.partition(pk)
-    row = part.row(ck, table.ck_sort_key(ck))
+    row = part.row(ck, table.ck_sort_key)
     row.write_marker(1, None, 0)
     for c in table.regular:
         v = values.get(c.name)
