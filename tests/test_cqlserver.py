@@ -228,6 +228,14 @@ def test_sasi_like_prefix_and_contains(session, names):
     assert sorted(got) == [("a.bb",), ("a.bc",)]
     ps = session.prepare("SELECT name FROM names WHERE parent LIKE ? LIMIT ?")
     assert len(list(session.execute(ps, ("a%", 2)))) == 2
+    # an overwritten or deleted value no longer matches
+    session.execute("UPDATE names SET c0 = 'zz' WHERE name = 'ab.x'")
+    session.execute("DELETE c1 FROM names WHERE name = 'a.cb'")
+    assert sorted(rows(session, "SELECT name FROM names WHERE c0 LIKE 'a%'")) == [("a.bb",), ("a.bc",), ("a.cb",)]
+    assert rows(session, "SELECT name FROM names WHERE c0 = 'zz'") == [("ab.x",)]
+    assert sorted(rows(session, "SELECT name FROM names WHERE c1 LIKE 'c%'")) == []
+    session.execute("UPDATE names SET c0 = 'ab' WHERE name = 'ab.x'")
+    session.execute("UPDATE names SET c1 = 'cb' WHERE name = 'a.cb'")
     # results of an index query come in token order, as Cassandra's
     tokens = [r[0] for r in session.execute("SELECT token(name) FROM names WHERE c0 LIKE 'a%'")]
     assert tokens == sorted(tokens)
@@ -464,6 +472,20 @@ def test_types_round_trip(session):
     assert tuple(got) == (-3, 2.0, datetime(2024, 5, 6, 7, 8, 9), {"it's": "ok"}, b"\xff", False)
     assert 'Invalid STRING constant (\'x\') for "i" of type int' in invalid(
         session, f"INSERT INTO ty (k, i) VALUES ({k2}, 'x')")
+
+
+def test_drop_all_forgets_keyspaces():
+    with CQLTestServer() as srv:
+        cluster, session = connect(srv)
+        session.execute("CREATE KEYSPACE gone WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE gone.t (k int PRIMARY KEY)")
+        session.execute("INSERT INTO gone.t (k) VALUES (1)")
+        srv.drop_all()
+        assert "Keyspace gone does not exist" in invalid(session, "SELECT * FROM gone.t")
+        session.execute("CREATE KEYSPACE gone WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE gone.t (k int PRIMARY KEY)")
+        assert rows(session, "SELECT * FROM gone.t") == []
+        cluster.shutdown()
 
 
 def test_statement_counts(server, session):

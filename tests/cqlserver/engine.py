@@ -331,6 +331,7 @@ class Engine:
             for t in ks.tables.values():
                 if stmt.name in t.indexes:
                     del t.indexes[stmt.name]
+                    t.refresh_index_data()
                     self.schema_changed()
                     return SchemaChange("UPDATED", "TABLE", ksn, t.name)
             if stmt.if_exists:
@@ -512,6 +513,7 @@ class Engine:
                 raise InvalidRequest(f"Index {name} is a duplicate of existing index {existing.name}")
         target = col.name if target_kind == "simple" else f"{target_kind}({col.name})"
         t.indexes[name] = Index(name, col.name, kind, class_name, options, target)
+        t.refresh_index_data()
         self.schema_changed()
         return SchemaChange("UPDATED", "TABLE", ks.name, t.name)
 

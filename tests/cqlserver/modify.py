@@ -301,6 +301,9 @@ class InsertPlan(WritePlan):
         part = t.partition(pk)
         row = part.row(ck, t.ck_sort_key)
         row.write_marker(ts, expires, ttl)
+        index_data = t.index_data
+        if index_data:
+            t.index_clustering(part, ck)
         for name, v in regular:
             if v is UNSET:
                 continue
@@ -308,6 +311,8 @@ class InsertPlan(WritePlan):
                 row.write_cell(name, None, ts, None, 0)
             else:
                 row.write_cell(name, v, ts, expires, ttl)
+                if index_data and name in index_data:
+                    index_data[name].add(v, part.key)
 
 
 class UpdatePlan(WritePlan):
@@ -354,6 +359,9 @@ class UpdatePlan(WritePlan):
             part = t.partition(pk)
             for ck in self.clustering_keys(values):
                 row = part.row(ck, t.ck_sort_key)
+                index_data = t.index_data
+                if index_data:
+                    t.index_clustering(part, ck)
                 for col, kind, v in resolved:
                     if kind == "set":
                         if v is UNSET:
@@ -362,6 +370,8 @@ class UpdatePlan(WritePlan):
                             row.write_cell(col.name, None, ts, None, 0)
                         else:
                             row.write_cell(col.name, v, ts, expires, ttl)
+                            if index_data and col.name in index_data:
+                                index_data[col.name].add(v, part.key)
                         continue
                     live = row.live_cells(part.deletion_for(t.ck_sort_key(ck)), now) or {}
                     cur = col.type.deserialize((live.get(col.name) or (None,))[0])

@@ -15,6 +15,7 @@ from typing import Any
 from cassandra.murmur3 import murmur3
 
 from .errors import ConfigurationError, CQLSyntaxError, InvalidRequest
+from .secondary import ColumnIndex
 from .storage import Desc, Partition
 from .types import CQLType
 
@@ -215,6 +216,7 @@ class Table:
         self._set_columns(columns)
         self.partitions: dict[bytes, Partition] = {}
         self.ring: list[tuple[int, bytes]] = []
+        self.index_data: dict[str, ColumnIndex] = {}
 
     def _set_columns(self, columns: list[Column]) -> None:
         self.columns = {c.name: c for c in columns}
@@ -268,6 +270,34 @@ class Table:
     def truncate(self) -> None:
         self.partitions.clear()
         self.ring.clear()
+        for ix in self.index_data.values():
+            ix.clear()
+
+    # -- secondary index candidates ------------------------------------------------
+    def refresh_index_data(self) -> None:
+        """(Re)build the candidate lookup of every indexed non-collection column."""
+        wanted = {i.column for i in self.indexes.values()}
+        self.index_data = {}
+        for name in wanted:
+            col = self.columns.get(name)
+            if col is None or col.kind == "partition_key" or col.type.is_collection:
+                continue
+            ix = ColumnIndex(col.type.is_text)
+            for part in self.partitions.values():
+                for ck, row in part.rows.items():
+                    if col.kind == "clustering":
+                        ix.add(ck[col.position], part.key)
+                    else:
+                        cell = row.cells.get(name)
+                        if cell is not None and cell[0] is not None:
+                            ix.add(cell[0], part.key)
+            self.index_data[name] = ix
+
+    def index_clustering(self, part: Partition, ck: tuple) -> None:
+        for col in self.clustering:
+            ix = self.index_data.get(col.name)
+            if ix is not None:
+                ix.add(ck[col.position], part.key)
 
     def index_on(self, column: str) -> list[Index]:
         return [i for i in self.indexes.values() if i.column == column]

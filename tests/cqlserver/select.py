@@ -491,6 +491,10 @@ class SelectPlan:
                 lo = hi = tok
                 lo_incl = hi_incl = True
         ring = t.ring
+        candidates = self._index_candidates(values) if t.index_data else None
+        if candidates is not None:
+            parts = t.partitions
+            ring = sorted((parts[k].token, k) for k in candidates if k in parts)
         from bisect import bisect_left
         if start_key is not None:
             i = bisect_left(ring, (token_of(start_key), start_key))
@@ -508,6 +512,36 @@ class SelectPlan:
             if hi is not None and (tok > hi or (tok == hi and not hi_incl)):
                 break
             yield parts[key]
+
+    def _index_candidates(self, values: list) -> set | None:
+        """Partition keys that may match, from the indexed restrictions (None: scan all)."""
+        t = self.table
+        found = None
+        for r in self.filters:
+            ix = t.index_data.get(r.column.name)
+            if ix is None:
+                continue
+            keys = None
+            if r.op == "=":
+                v = resolve(r.term, values)
+                if isinstance(v, bytes):
+                    keys = ix.equal(v)
+            elif r.op == "IN":
+                keys = set()
+                for v in resolve_many(r.term, values):
+                    if isinstance(v, bytes):
+                        keys |= ix.equal(v)
+            elif r.op == "LIKE" and ix.text and all(i.case_sensitive for i in t.index_on(r.column.name)):
+                v = resolve(r.term, values)
+                if isinstance(v, bytes):
+                    kind, term = like_kind(v.decode("utf-8", "replace"))
+                    if kind == "prefix" and term:
+                        keys = ix.prefix(term)
+                    elif kind == "matches":
+                        keys = ix.equal(term.encode("utf-8"))
+            if keys is not None:
+                found = set(keys) if found is None else found & keys
+        return found
 
     # -- rows -------------------------------------------------------------------------
     def _ck_ranges(self, values: list) -> list | None:

@@ -106,6 +106,7 @@ def load_engine(engine: Any, data: dict) -> None:
                     for n, (v, ts, exp, ttl) in cells.items():
                         row.cells[n] = (_unhex(v), ts, exp, ttl)
                         max_ts = max(max_ts, ts)
+            t.refresh_index_data()
             ks.tables[t.name] = t
     engine._last_ts = max(engine._last_ts, max_ts)
     engine.schema_changed()
