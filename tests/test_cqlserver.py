@@ -262,6 +262,8 @@ def test_sasi_disabled_and_sai_versions():
             session.execute("INSERT INTO k5.t (k, v, n) VALUES (%s, %s, %s)", (i, f"x{i % 3}", i))
         assert sorted(rows(session, "SELECT k FROM k5.t WHERE v = 'x1'")) == [(1,), (4,), (7,)]
         assert sorted(rows(session, "SELECT k FROM k5.t WHERE n >= 8")) == [(8,), (9,)]
+        # several SAI restrictions intersect without ALLOW FILTERING (Cassandra 5.0)
+        assert rows(session, "SELECT k FROM k5.t WHERE v = 'x1' AND n > 5") == [(7,)]
         assert "LIKE restriction is only supported on properly indexed columns" in invalid(
             session, "SELECT k FROM k5.t WHERE v LIKE 'x%'")
         cluster.shutdown()

@@ -177,12 +177,14 @@ class SelectPlan:
         unindexed_other = [r for r in self.other if not usable(r)]
         self.uses_index = bool(candidates) and (bool(self.other) or not self.pk_full or not prefix_ok)
         if self.uses_index:
-            n = len(self.other)
+            counted = list(self.other)
             if not self.pk_full:
-                n += len(self.pk_restr) + len(ck_list)
+                counted += list(self.pk_restr.values()) + ck_list
             elif not prefix_ok:
-                n += len(ck_list)
-            needs_filtering = n > 1 or bool(unindexed_other)
+                counted += ck_list
+            # Cassandra 5.0: one SAI query intersects several SAI-indexed restrictions itself.
+            all_sai = all(any(i.kind == "sai" and i.supports(r.op) for i in t.index_on(r.column.name)) for r in counted)
+            needs_filtering = (len(counted) > 1 and not all_sai) or bool(unindexed_other)
         else:
             needs_filtering = bool(self.other)
             if not self.pk_full and (self.pk_restr or ck_list):
