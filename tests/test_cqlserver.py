@@ -428,6 +428,11 @@ def test_batches(server, session):
     session.execute("BEGIN UNLOGGED BATCH USING TIMESTAMP 77 INSERT INTO bt (k, c, v) VALUES (7, 1, 'a'); "
                     "UPDATE bt SET v = 'b' WHERE k = 7 AND c = 2; APPLY BATCH")
     assert rows(session, "SELECT c, v, writetime(v) FROM bt WHERE k = 7") == [(1, "a", 77), (2, "b", 77)]
+    bad = BatchStatement()
+    bad.add(ins, (8, 1, "kept?"))
+    bad.add(SimpleStatement("INSERT INTO bt (k, c, v) VALUES (8, null, 'x')"))
+    assert "Invalid null value" in invalid(session, bad)
+    assert rows(session, "SELECT * FROM bt WHERE k = 8") == []  # nothing of a rejected batch is written
     assert "Timestamp must be set either on BATCH or individual statements" in invalid(
         session, "BEGIN BATCH USING TIMESTAMP 1 INSERT INTO bt (k, c) VALUES (1, 1) USING TIMESTAMP 2; APPLY BATCH")
 

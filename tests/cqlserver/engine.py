@@ -266,6 +266,8 @@ class Engine:
 
     def _apply_batch(self, plans: list, default_ts: int, kind: str) -> Any:
         now = self.now_seconds()
+        for p, v in plans:  # reject a bad statement before anything of the batch is written
+            p.validate(v)
         conditional = [(p, v) for p, v in plans if p.conditional]
         if conditional:
             keys = set()

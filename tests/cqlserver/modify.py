@@ -55,6 +55,15 @@ class WritePlan:
             raise InvalidRequest(f"ttl is too large. requested ({ttl}) maximum ({MAX_TTL})")
         return ttl
 
+    def validate(self, values: list) -> None:
+        """Raise what apply() would raise on bad keys, TTL or timestamp, without writing."""
+        self.partition_keys(values)
+        if not isinstance(self, InsertPlan):
+            self.clustering_keys(values)
+        if self.ttl is not None:
+            self.ttl_of(values)
+        self.timestamp(values, 0)
+
     def _where(self, where: list, specs: list, kind: str) -> None:
         t = self.table
         self.key_terms: dict[str, tuple] = {}

@@ -17,7 +17,6 @@ from . import cql
 from .errors import REQUIRES_ALLOW_FILTERING, InvalidRequest
 from .results import UNSET, Rows
 from .schema import Column, Table, compose_key, token_of
-from .storage import Desc
 from .terms import compile_in, compile_term, resolve, resolve_int, resolve_many
 from .types import BIGINT, INT, CQLType
 
