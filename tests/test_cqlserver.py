@@ -531,6 +531,12 @@ def test_command_saves_state_on_sigterm_and_loads_it(tmp_path):
         session.execute("INSERT INTO st.t (k, c, v) VALUES ('a', 1, {'x': 'y'}) USING TIMESTAMP 5")
         session.execute("INSERT INTO st.t (k, c, v) VALUES ('a', 2, {'x': 'z'})")
         session.execute("DELETE FROM st.t USING TIMESTAMP 6 WHERE k = 'a' AND c < 2")
+        for k in "bcdef":
+            session.execute("INSERT INTO st.t (k, c) VALUES (%s, 0)", (k,))
+        scan = SimpleStatement("SELECT k FROM st.t WHERE token(k) > -9223372036854775808", fetch_size=2)
+        first = session.execute(scan)
+        first_page = [r.k for r in first.current_rows]
+        paging_state = first.paging_state
         cluster.shutdown()
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -542,6 +548,9 @@ def test_command_saves_state_on_sigterm_and_loads_it(tmp_path):
         assert rows(session, "SELECT c, v FROM st.t WHERE k = 'a'") == [(2, {"x": "z"})]
         session.execute("INSERT INTO st.t (k, c) VALUES ('a', 1) USING TIMESTAMP 6")
         assert rows(session, "SELECT c FROM st.t WHERE k = 'a'") == [(2,)]  # the range tombstone survived
+        # a paging state names a position, not a server-side cursor: it resumes after a restart
+        rest = [r.k for r in session.execute(scan, paging_state=paging_state)]
+        assert len(first_page) == 2 and sorted(first_page + rest) == list("abcdef")
         cluster.shutdown()
     finally:
         proc.send_signal(signal.SIGTERM)
