@@ -23,6 +23,8 @@ from .schema import (SAI_CLASS, SASI_CLASS, Column, Index, Keyspace, Table, norm
                      table_options)
 from .select import SelectPlan
 from .system import SYSTEM_KEYSPACES, SystemTables
+from .terms import compile_term, resolve_int
+from .types import BIGINT
 
 _NAME_RE = re.compile(r"^\w{1,48}$")
 _SAI_NAMES = {"sai", "storageattachedindex", SAI_CLASS.lower()}
@@ -154,8 +156,6 @@ class Engine:
                 if stmt.timestamp is not None and p.has_timestamp:
                     raise InvalidRequest("Timestamp must be set either on BATCH or individual statements")
                 plans.append(p)
-            from .terms import compile_term
-            from .types import BIGINT
             ts = compile_term(stmt.timestamp, BIGINT, "[timestamp]", specs) if stmt.timestamp is not None else None
             first = plans[0] if plans else None
             return self._done(Compiled(_BatchPlan(stmt.kind, plans, ts), specs, [],
@@ -250,7 +250,6 @@ class Engine:
             plan.apply(values, default_ts, now)
             return Void()
         if isinstance(plan, _BatchPlan):
-            from .terms import resolve_int
             ts = resolve_int(plan.ts, values, "timestamp")
             if ts is None:
                 ts = opts.timestamp if opts.timestamp is not None else self.next_timestamp()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import struct
+from bisect import bisect_left, bisect_right
 from typing import Any, Callable
 
 from . import cql
@@ -496,7 +497,6 @@ class SelectPlan:
         if candidates is not None:
             parts = t.partitions
             ring = sorted((parts[k].token, k) for k in candidates if k in parts)
-        from bisect import bisect_left
         if start_key is not None:
             i = bisect_left(ring, (token_of(start_key), start_key))
         elif lo is not None:
@@ -593,7 +593,6 @@ class SelectPlan:
         else:
             spans = sorted(set(part.index_range(lo or None, li, hi or None, hi_) for lo, li, hi, hi_ in ranges))
         if resume_ck is not None:
-            from bisect import bisect_left, bisect_right
             skey = self.table.ck_sort_key(resume_ck)
             if reverse:
                 cut = bisect_left(part.keys, skey)

@@ -15,6 +15,7 @@ from typing import Any
 from . import protocol as p
 from .engine import Engine, Session
 from .errors import CQLError, ProtocolError, ServerError
+from .state import load_state, save_state
 from .system import CQL_VERSION
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ class CQLTestServer:
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "CQLTestServer":
         if self.state_file:
-            from .state import load_state
             load_state(self.engine, self.state_file)
         sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -79,7 +79,6 @@ class CQLTestServer:
             self.save()
 
     def save(self, path: str | None = None) -> None:
-        from .state import save_state
         with self.engine.lock:
             save_state(self.engine, path or self.state_file)
 

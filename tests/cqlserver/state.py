@@ -7,6 +7,7 @@ renamed over the target, so a crash never leaves half a file.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import uuid
@@ -72,7 +73,6 @@ def _value_from_key(col: Column, key: Any) -> Any:
     if name == "timeuuid":
         return uuid.UUID(bytes=key[1])
     if name == "inet":
-        import ipaddress
         return str(ipaddress.ip_address(key))
     return key
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .schema import Column, Table
+from .schema import TABLE_DEFAULTS, Column, Table
 from .types import parse_type
 
 SYSTEM_KEYSPACES = ("system", "system_schema", "system_virtual_schema", "system_auth",
@@ -99,7 +99,6 @@ def _make_table(ks: str, name: str) -> Table:
         else:
             columns.append(Column(cname, ctype, "regular"))
     table_id = uuid.uuid5(uuid.NAMESPACE_OID, f"{ks}.{name}")
-    from .schema import TABLE_DEFAULTS
     return Table(ks, name, columns, dict(TABLE_DEFAULTS), table_id)
 
 
