@@ -8,6 +8,7 @@ paging, prepared-statement routing metadata, batches, token-range scans, and the
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import struct
@@ -555,3 +556,46 @@ def test_command_saves_state_on_sigterm_and_loads_it(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
+
+
+# -- model check -------------------------------------------------------------------------------------------
+def test_random_slices_match_a_model_at_every_page_size(session):
+    """Clustering slices (DESC then ASC), ORDER BY, IN, limits and range deletions against a dict model."""
+    rnd = random.Random(7)
+    session.execute("CREATE TABLE fz (p int, a int, b text, v int, PRIMARY KEY (p, a, b)) "
+                    "WITH CLUSTERING ORDER BY (a DESC, b ASC)")
+    model: dict = {}
+    ins = session.prepare("INSERT INTO fz (p, a, b, v) VALUES (?, ?, ?, ?)")
+    for i in range(300):
+        key = (rnd.randrange(5), rnd.randrange(8), rnd.choice("abcde"))
+        session.execute(ins, key + (i,))
+        model[key] = i
+    ops = {">": int.__gt__, ">=": int.__ge__, "<": int.__lt__, "<=": int.__le__}
+    for _ in range(8):
+        p, a, op = rnd.randrange(5), rnd.randrange(8), rnd.choice(list(ops))
+        session.execute(f"DELETE FROM fz WHERE p = {p} AND a {op} {a}")
+        model = {k: v for k, v in model.items() if not (k[0] == p and ops[op](k[1], a))}
+    for _ in range(60):
+        ps = sorted(rnd.sample(range(5), rnd.randint(1, 3)))
+        where = [f"p IN ({', '.join(map(str, ps))})" if len(ps) > 1 else f"p = {ps[0]}"]
+        conds = []
+        if rnd.random() < 0.7:
+            a, op = rnd.randrange(8), rnd.choice(list(ops) + ["="])
+            where.append(f"a {op} {a}")
+            conds.append(lambda k, a=a, op=op: k[1] == a if op == "=" else ops[op](k[1], a))
+            if op == "=" and rnd.random() < 0.5:
+                b, bop = rnd.choice("abcde"), rnd.choice(["<", ">="])
+                where.append(f"b {bop} '{b}'")
+                conds.append(lambda k, b=b, bop=bop: (k[2] < b) if bop == "<" else (k[2] >= b))
+        reverse = len(ps) == 1 and rnd.random() < 0.4
+        limit, ppl = rnd.choice([None, 3, 17]), rnd.choice([None, 2])
+        query = "SELECT p, a, b, v FROM fz WHERE " + " AND ".join(where) + (" ORDER BY a ASC" if reverse else "") \
+            + (f" PER PARTITION LIMIT {ppl}" if ppl else "") + (f" LIMIT {limit}" if limit else "")
+        expected = []
+        for p in ps:
+            keys = sorted((k for k in model if k[0] == p and all(c(k) for c in conds)),
+                          key=lambda k: (-k[1], k[2]), reverse=reverse)
+            expected += [k + (model[k],) for k in keys[:ppl]]
+        expected = expected[:limit]
+        for fetch_size in (None, 1, 4):
+            assert rows(session, query, fetch_size=fetch_size) == expected, (query, fetch_size)
