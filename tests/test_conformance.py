@@ -267,6 +267,11 @@ def test_expire_removes_points_past_retention(accessor):
     accessor.create_metric("exp", META, now=NOW)
     accessor.insert_points({"exp": [(NOW - 10 * k, 1.0) for k in range(60)]}, now=NOW)
     assert accessor.expire(NOW) == 0
+    if accessor.store.url.startswith("cassandra:"):
+        # Cassandra expires points itself (each stage table's TTL): expire() has nothing to do.
+        # test_cassandra_store.py::test_points_expire_by_ttl_and_expire_returns_zero checks the TTL.
+        assert accessor.expire(NOW + 2 * 86400) == 0
+        return
     removed = accessor.expire(NOW + 2 * 86400)
     assert removed > 0
     assert accessor.expire(NOW + 2 * 86400) == 0

@@ -1,4 +1,8 @@
-"""Opening a store from its URL (`sqlite:///path.db`, later `cassandra://...`)."""
+"""Opening a store from its URL (`sqlite:///path.db`, `cassandra://host1,host2:9042/keyspace?...`).
+
+Store modules are imported only when their scheme is used: the SQLite path works without
+the Cassandra driver installed.
+"""
 from __future__ import annotations
 
 from biggraphite_like.errors import InvalidStoreURL
@@ -12,4 +16,13 @@ def open_store(url: str) -> Store:
         from biggraphite_like.stores.sqlite import SQLiteStore
 
         return SQLiteStore.from_url(url)
-    raise InvalidStoreURL(f"unknown store URL {url!r}: expected sqlite:///path/to/file.db")
+    if scheme == "cassandra":
+        from biggraphite_like.stores.cassandra_options import parse_url
+
+        options = parse_url(url)  # URL errors do not need the driver
+        from biggraphite_like.stores.cassandra import CassandraStore
+
+        return CassandraStore(options, url)
+    raise InvalidStoreURL(
+        f"unknown store URL {url!r}: expected sqlite:///path/to/file.db or cassandra://host1,host2:9042/keyspace"
+    )

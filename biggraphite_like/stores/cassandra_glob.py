@@ -1,0 +1,195 @@
+"""Glob patterns to CQL restrictions on the metadata tables (the planner of the Cassandra store).
+
+A plan is a union of parts, each bounded:
+- `Lookup`: exact names (no wildcard) -> one primary-key read each;
+- `Queries`: index queries, each a conjunction of restrictions on `parent` or
+  `component_N` (`= ?`, or with SASI `LIKE 'prefix%'`), `component_D = '__END__'` fixing
+  the depth; brace alternatives become a bounded set of such queries (MAX_QUERIES);
+  with SAI (no LIKE) prefixes are left to the client;
+- `Walk`: a fixed-depth pattern with nothing an index can use (`*.*`, `*b*.*a*`): the
+  store lists children by `parent = ?` level by level, as StandardFinder walks
+  directories, and falls back to the depth query past a bound;
+- `Scan`: nothing usable at all (`**`, `**.a*.**`): one scan with a LIMIT.
+`exact` says every row a part returns matches: the store then reads at most
+max_results + 1 rows; otherwise it allows more candidates (see cassandra.py). The glob
+engine (`GlobPattern.filter`) decides in every case: plans only narrow the candidates.
+Top-level names are found with `component_1 = '__END__'`, never `parent = ''` (secondary
+indexes do not index empty values).
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Sequence, Union
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.glob import GLOBSTAR, ComponentPattern, GlobPattern
+
+COMPONENTS = names_mod.MAX_COMPONENTS
+END = names_mod.END_MARKER
+MAX_QUERIES = 64  # brace alternatives turned into queries, per part
+MAX_TRAILING_ALTERNATIVES = 4  # alternatives per depth when the fixed components are at the end
+MAX_VARIANTS = 16  # fixed-depth variants of a pattern with optional components
+MAX_LOOKUPS = 1000  # exact names looked up by key
+
+
+@dataclasses.dataclass(frozen=True)
+class Restriction:
+    column: str
+    operator: str  # "=" or "LIKE"
+    value: str
+
+
+Conjunction = tuple[Restriction, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    names: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Queries:
+    queries: tuple[Conjunction, ...]
+    exact: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Walk:
+    components: tuple[ComponentPattern, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scan:
+    exact: bool
+
+
+Part = Union[Lookup, Queries, Walk, Scan]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """What the index can do with one component at a known position."""
+
+    values: tuple[str, ...] | None  # literal alternatives: equality
+    like: str | None  # LIKE 'prefix%' (SASI)
+    covered: bool  # the restriction (or its absence, for `*`) decides the component exactly
+
+
+def component_spec(component: ComponentPattern, like: bool) -> _Spec:
+    if component.literals is not None:
+        return _Spec(tuple(sorted(component.literals)), None, True)
+    prefix = component.prefix
+    if like and prefix and "%" not in prefix:
+        return _Spec(None, prefix + "%", component.alternatives == (prefix + "*",))
+    return _Spec(None, None, component.alternatives == ("*",))
+
+
+def depth_restriction(depth: int) -> Conjunction:
+    """`component_<depth> = '__END__'`: names of exactly `depth` components (none needed at 64)."""
+    return (Restriction(f"component_{depth}", "=", END),) if depth < COMPONENTS else ()
+
+
+def plan(pattern: GlobPattern, like: bool) -> list[Part]:
+    """The parts whose union holds every name matching pattern (like: SASI LIKE is available)."""
+    exact = pattern.exact_names(limit=MAX_LOOKUPS)
+    if exact is not None:
+        return [Lookup(tuple(exact))]
+    if not pattern.has_globstar:
+        variants = _variants(pattern.components)
+        if variants is not None:
+            return [part for variant in variants for part in _plan_fixed(variant, like)]
+    return [_plan_variable(pattern, like)]
+
+
+def _variants(components: Sequence[ComponentPattern]) -> list[tuple[ComponentPattern, ...]] | None:
+    """Fixed-depth patterns equivalent to one with optional components (`{,a}.b`), or None if too many."""
+    choices: list[list[ComponentPattern | None]] = []
+    count = 1
+    for component in components:
+        if component.optional:
+            present = [a for a in component.alternatives if a]
+            choices.append([None, ComponentPattern(present)])
+            count *= 2
+            if count > MAX_VARIANTS:
+                return None
+        else:
+            choices.append([component])
+    variants = []
+    for combination in itertools.product(*choices):
+        kept = tuple(c for c in combination if c is not None)
+        if kept:
+            variants.append(kept)
+    return variants
+
+
+def _plan_fixed(components: tuple[ComponentPattern, ...], like: bool) -> list[Part]:
+    depth = len(components)
+    specs = [component_spec(c, like) for c in components]
+    if all(s.values is not None for s in specs) and _product(s.values for s in specs) <= MAX_LOOKUPS:
+        return [Lookup(tuple(".".join(p) for p in itertools.product(*(s.values for s in specs))))]
+    # all but the last component fixed: the children of a few directories
+    heads = specs[:-1]
+    if depth >= 2 and all(s.values is not None for s in heads) and _product(s.values for s in heads) <= MAX_QUERIES:
+        last = specs[-1]
+        tail = (Restriction(f"component_{depth - 1}", "LIKE", last.like),) if last.like else ()
+        queries = tuple((Restriction("parent", "=", ".".join(p)),) + tail
+                        for p in itertools.product(*(s.values for s in heads)))
+        return [Queries(queries, last.covered and last.values is None)]
+    queries, covered = _conjunctions(list(enumerate(specs)), MAX_QUERIES)
+    if not queries:
+        return [Walk(components)]
+    depth_only = depth_restriction(depth)
+    return [Queries(tuple(q + depth_only for q in queries), covered)]
+
+
+def _conjunctions(positioned: list[tuple[int, _Spec]], budget: int) -> tuple[list[Conjunction], bool]:
+    """Restrictions of the components at known positions, as at most `budget` conjunctions.
+
+    Literal alternatives multiply the queries: the largest sets are dropped (left to the
+    client) until the product fits. Returns ([] if nothing is restricted, covered).
+    """
+    literal = sorted((p for p, s in positioned if s.values is not None), key=lambda p: len(dict(positioned)[p].values))
+    specs = dict(positioned)
+    kept: list[int] = []
+    product = 1
+    for position in literal:
+        size = len(specs[position].values)
+        if product * size <= budget:
+            kept.append(position)
+            product *= size
+    covered = all(s.covered and (s.values is None or p in kept) for p, s in positioned)
+    fixed = [tuple(Restriction(f"component_{p}", "=", v) for v in specs[p].values) for p in sorted(kept)]
+    likes = tuple(Restriction(f"component_{p}", "LIKE", s.like) for p, s in positioned if s.like)
+    if not fixed and not likes:
+        return [], covered
+    return [tuple(combo) + likes for combo in itertools.product(*fixed)], covered
+
+
+def _plan_variable(pattern: GlobPattern, like: bool) -> Part:
+    components = pattern.components
+    variable = [i for i, c in enumerate(components) if c.is_globstar or c.optional]
+    first, last = variable[0], variable[-1]
+    lead = [(i, component_spec(c, like)) for i, c in enumerate(components[:first])]
+    queries, _ = _conjunctions(lead, MAX_QUERIES)
+    if queries:
+        return Queries(tuple(queries), False)
+    trail = [component_spec(c, like) for c in components[last + 1:]]
+    if any(s.values is not None or s.like for s in trail):
+        per_depth = []
+        for depth in range(max(pattern.min_depth, 1), COMPONENTS + 1):
+            start = depth - len(trail)
+            positioned = [(start + j, s) for j, s in enumerate(trail)]
+            conjunctions, _ = _conjunctions(positioned, MAX_TRAILING_ALTERNATIVES)
+            per_depth.extend(q + depth_restriction(depth) for q in conjunctions)
+        if per_depth:
+            return Queries(tuple(per_depth), False)
+    everything = len(components) == 1 and components[0].alternatives == (GLOBSTAR,)
+    return Scan(everything)
+
+
+def _product(groups) -> int:
+    result = 1
+    for group in groups:
+        result *= len(group)
+    return result

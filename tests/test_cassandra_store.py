@@ -1,0 +1,469 @@
+"""The Cassandra store beyond the conformance suite: CLI end to end, failures, round trips, options.
+
+Everything runs the real cassandra-driver over TCP against the CQL test server
+(tests/cqlserver), in process (the session's server) or as a subprocess
+(`python -m tests.cqlserver`) where a test kills or restarts it.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.errors import InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable
+from biggraphite_like.glob import GlobPattern
+from biggraphite_like.metric import MetricMetadata, metric_id
+from biggraphite_like.retention import Stage
+from biggraphite_like.stores.base import StageTable
+from biggraphite_like.stores.cassandra_options import OPTIONS, parse_url
+from biggraphite_like.stores.registry import open_store
+
+from tests.conftest import drop_keyspaces, new_keyspace
+from tests.test_conformance import PATTERNS, _expected_directories, _random_tree
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_FILE = ROOT / "schema" / "cassandra.cql"
+BGL = shutil.which("bgl", path=os.path.dirname(sys.executable))
+META = MetricMetadata.create("10s:10m,60s:1h", "average", 0.0)
+ROW = 2048 * 10  # seconds of one partition of the 10s stage
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerProcess:
+    """`python -m tests.cqlserver` as a subprocess (killed, restarted on the same port)."""
+
+    def __init__(self, port: int, state: Path | None = None, *extra: str):
+        self.port, self.state, self.extra = port, state, extra
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "ServerProcess":
+        command = [sys.executable, "-m", "tests.cqlserver", "--port", str(self.port), *self.extra]
+        if self.state is not None:
+            command += ["--state", str(self.state)]
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        assert f"cqlserver listening on 127.0.0.1:{self.port}" in line, (line, self.process.stderr.read())
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(30)
+        self.process = None
+
+
+def _bgl(env: dict, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    command = [BGL] if BGL else [sys.executable, "-m", "biggraphite_like.cli"]
+    return subprocess.run(command + list(args), input=stdin, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _retry(action, seconds: float = 30.0):
+    """action() once it stops raising StoreUnavailable (the driver reconnects every second)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return action()
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+@pytest.fixture
+def cassandra_accessor(cassandra_url):
+    accessor = Accessor.from_url(cassandra_url)
+    accessor.syncdb()
+    yield accessor
+    accessor.close()
+
+
+# -- 1. the CLI against a server subprocess gives the SQLite store's answers -----------------------
+def test_bgl_on_cassandra_answers_as_on_sqlite(tmp_path):
+    server = ServerProcess(_free_port()).start()
+    try:
+        env = dict(os.environ, BGL_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path))
+        env.pop("BGL_STORE", None)
+        now = int(time.time())
+        lines = "".join(f"app.host{h}.{m} {h * 10 + k}.5 {now - 30 * k}\n"
+                        for h in range(3) for m in ("cpu", "mem") for k in range(12))
+        lines += "bad line\n"
+        outputs = {}
+        for url in (f"sqlite://{tmp_path / 'bgl.db'}", f"cassandra://127.0.0.1:{server.port}/clitest"):
+            out = []
+            if url.startswith("cassandra"):
+                assert _bgl(env, "--store", url, "syncdb").returncode == 0
+            written = _bgl(env, "--store", url, "write", "--retention", "10s:10m,60s:1h", "-", stdin=lines)
+            out.append((written.returncode, written.stdout, written.stderr.replace(url, "URL")))
+            for args in (["list", "*.*.cpu"], ["list", "--directories", "**"], ["list", "app.host{0,2}.*"],
+                         ["read", "--from", str(now - 500), "--until", str(now), "--now", str(now), "app.host1.cpu"],
+                         ["read", "--from", str(now - 3000), "--until", str(now), "--now", str(now), "app.host2.mem"],
+                         ["info", "app.host0.mem"]):
+                result = _bgl(env, "--store", url, *args)
+                out.append((result.returncode, result.stdout, result.stderr))
+            outputs[url.split(":")[0]] = out
+        assert outputs["cassandra"][1][1].split() == ["app.host0.cpu", "app.host1.cpu", "app.host2.cpu"]
+        assert '"values"' in outputs["cassandra"][4][1]
+        info = [o.pop(-1) for o in outputs.values()]  # created times differ by the run; the rest is equal
+        assert all(i[0] == 0 and '"aggregator": "average"' in i[1] for i in info)
+        assert outputs["cassandra"] == outputs["sqlite"]
+    finally:
+        server.stop()
+
+
+def test_schema_file_is_what_syncdb_dry_run_prints(tmp_path):
+    env = dict(os.environ, HOME=str(tmp_path))
+    result = _bgl(env, "--store", "cassandra://localhost/biggraphite", "syncdb", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == SCHEMA_FILE.read_text()
+
+
+# -- 2. a server killed mid-write ------------------------------------------------------------------
+def test_writes_fail_clearly_when_the_server_dies_and_recover_when_it_is_back(tmp_path):
+    port, state = _free_port(), tmp_path / "state.json"
+    server = ServerProcess(port, state).start()
+    url = f"cassandra://127.0.0.1:{port}/killed?timeout=2"
+    accessor = Accessor.from_url(url)
+    try:
+        accessor.syncdb()
+        accessor.create_metrics([(f"k.m{i}", META) for i in range(20)])
+        server.stop(signal.SIGTERM)  # saves the schema and metrics to the state file
+        server = ServerProcess(port, state).start()
+        now = int(time.time())
+        _retry(lambda: accessor.insert_points({"k.m0": [(now - 5, 1.0)]}, now=now))
+
+        failure: list[BaseException] = []
+        writes = [0]
+
+        def write_forever():
+            try:
+                while True:
+                    t = int(time.time())
+                    accessor.insert_points({f"k.m{i}": [(t - 5, float(writes[0]))] for i in range(20)}, now=t)
+                    writes[0] += 1
+            except BaseException as exc:  # the failure the test expects
+                failure.append(exc)
+
+        writer = threading.Thread(target=write_forever, daemon=True)
+        writer.start()
+        while writes[0] < 3 and writer.is_alive():
+            time.sleep(0.05)
+        server.stop(signal.SIGKILL)
+        writer.join(60)  # a hang guard only: the driver fails requests within the 2 s timeout
+        assert not writer.is_alive(), "writes kept waiting on a dead server"
+        assert len(failure) == 1 and isinstance(failure[0], StoreUnavailable), failure
+        message = str(failure[0])
+        assert "127.0.0.1" in message and ("timeout" in message or "connection" in message), message
+        assert "write" in message or "read" in message or "set" in message, message
+
+        server = ServerProcess(port, state).start()
+        later = int(time.time())
+        result = _retry(lambda: accessor.insert_points({"k.m7": [(later - 5, 42.0)]}, now=later))
+        assert result.stored == 1
+        series = accessor.fetch(["k.m7"], later - 60, later, later)["k.m7"]
+        assert 42.0 in series.values_list()
+    finally:
+        accessor.close()
+        server.stop(signal.SIGKILL)
+
+
+def test_an_unreachable_cluster_is_a_clear_error():
+    port = _free_port()
+    accessor = Accessor.from_url(f"cassandra://127.0.0.1:{port}/nowhere?timeout=1")
+    with pytest.raises(StoreUnavailable, match=rf"127\.0\.0\.1:{port}"):
+        accessor.glob_metrics("*")
+
+
+# -- 3. round trips per operation --------------------------------------------------------------------
+def test_statement_counts_per_operation(cql_server, cassandra_url):
+    if cql_server is None:
+        pytest.skip("statement counts come from the CQL test server")
+    accessor = Accessor.from_url(cassandra_url)
+    try:
+        accessor.syncdb()
+        names = [f"svc.host{i:02d}.cpu" for i in range(40)]
+        accessor.create_metrics([(n, META) for n in names] + [("svc.other.mem", META)])
+        now = ROW * 85_000 + 3600  # a window [now - 300, now) inside one partition of the 10s stage
+        minute = now - now % 60 - 120  # five points of one minute per metric
+
+        def write(count):
+            return accessor.insert_points({n: [(minute + 10 * k, float(k)) for k in range(count)] for n in names}, now=now)
+
+        write(1), write(5), accessor.fetch(names, now - 300, now, now)  # prepares every statement once
+        accessor.glob_metrics("svc.host1*.cpu"), accessor.glob_directories("svc.*")
+        counts = {}
+        for label, action in [
+            ("find svc.host1*.cpu", lambda: accessor.glob_metrics("svc.host1*.cpu")),
+            ("find svc.*", lambda: accessor.glob_directories("svc.*")),
+            ("fetch 40 series", lambda: accessor.fetch(names, now - 300, now, now)),
+            ("write 40 metrics x 1 point", lambda: write(1)),
+            ("write 40 metrics x 5 points", lambda: write(5)),
+        ]:
+            cql_server.reset_counts()
+            action()
+            counts[label] = {k: v for k, v in cql_server.statement_counts.items() if v}
+        print(counts)
+        assert counts["find svc.host1*.cpu"] == {"EXECUTE": 1}
+        assert counts["find svc.*"] == {"EXECUTE": 1}
+        assert counts["fetch 40 series"] == {"EXECUTE": 40}
+        # the deletion marker (once a batch), stage 0, then the propagation: read the minute back,
+        # write the 60s stage
+        assert counts["write 40 metrics x 1 point"] == {"EXECUTE": 1 + 40 + 40 + 40}
+        assert counts["write 40 metrics x 5 points"] == {"BATCH": 40, "batch_statements": 200, "EXECUTE": 1 + 40 + 40}
+        assert accessor.glob_metrics("svc.host1*.cpu") == [f"svc.host{i}.cpu" for i in range(10, 20)]
+    finally:
+        accessor.close()
+
+
+# -- 4. options -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("url, words", [
+    ("cassandra://h/ks?colour=blue", ["unknown option 'colour'", "known: data_read", "writer_id"]),
+    ("cassandra://h/ks?data_write=SOMETIMES", ["data_write='SOMETIMES'", "LOCAL_QUORUM"]),
+    ("cassandra://h/ks?data_read=ANY", ["data_read=ANY", "writes only"]),
+    ("cassandra://h/ks?writer_id=16384", ["writer_id='16384'", "0..16383"]),
+    ("cassandra://h/ks?replica_id=4", ["replica_id='4'", "0..3"]),
+    ("cassandra://h/ks?timeout=0", ["timeout='0'", "positive number of seconds"]),
+    ("cassandra://h/ks?max_concurrency=lots", ["max_concurrency='lots'", "integer"]),
+    ("cassandra://h/ks?index=lucene", ["index='lucene'", "auto, sasi, sai"]),
+    ("cassandra://h/ks?ssl_ca=/etc/hostname", ["ssl_ca needs ssl=true"]),
+    ("cassandra://h/ks?ssl=true&ssl_ca=/no/such/ca.pem", ["ssl_ca='/no/such/ca.pem'", "no such file"]),
+    ("cassandra://h/ks?replication=dc1", ["replication='dc1'", "dc1:3,dc2:3"]),
+    ("cassandra://h/ks?replication=dc1:3&replication_factor=2", ["exclude each other"]),
+    ("cassandra://h/ks?timeout=1&timeout=2", ["'timeout' given twice"]),
+    ("cassandra://h:99999/ks", ["bad port '99999'"]),
+    ("cassandra://h1:9042,h2:9043/ks", ["same port"]),
+    ("cassandra:///ks", ["names no host"]),
+    ("cassandra://h", ["names no keyspace"]),
+    ("cassandra://h/Bad-Name", ["keyspace 'Bad-Name'"]),
+    ("cassandra://h/" + "k" * 40, ["up to 38"]),
+    ("cassandra://bob@h/ks", ["without a password", "BGL_CASSANDRA_PASSWORD"]),
+    ("mongodb://h/ks", ["unknown store URL", "cassandra://host1,host2:9042/keyspace"]),
+])
+def test_bad_urls_name_the_option(url, words, monkeypatch):
+    monkeypatch.delenv("BGL_CASSANDRA_PASSWORD", raising=False)
+    monkeypatch.delenv("BGL_CASSANDRA_USERNAME", raising=False)
+    with pytest.raises(InvalidStoreURL) as info:
+        open_store(url)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_url_options_and_credentials(monkeypatch):
+    options = parse_url("cassandra://al%40x:p%3Ass@h1,h2:9142/prod?data_read=one&metadata_write=EACH_QUORUM"
+                        "&replication=dc1:3,dc2:2&index=sai&max_results=500&max_concurrency=8&timeout=2.5"
+                        "&writer_id=16383&replica_id=3&local_dc=dc1", environ={})
+    assert (options.hosts, options.port, options.keyspace, options.metadata_keyspace) == (
+        ("h1", "h2"), 9142, "prod", "prod_metadata")
+    assert (options.username, options.password) == ("al@x", "p:ss")
+    assert (options.data_read, options.metadata_write, options.data_write) == ("ONE", "EACH_QUORUM", "LOCAL_QUORUM")
+    assert options.replication_map() == "{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2}"
+    assert (options.index, options.max_results, options.max_concurrency, options.timeout) == ("sai", 500, 8, 2.5)
+    assert options.shard == -1 and options.local_dc == "dc1"  # 0xFFFF read as a signed smallint
+    assert "p:ss" not in repr(options)
+    from_env = parse_url("cassandra://h/ks", environ={"BGL_CASSANDRA_USERNAME": "u", "BGL_CASSANDRA_PASSWORD": "s"})
+    assert (from_env.username, from_env.password, from_env.port) == ("u", "s", 9042)
+    assert parse_url("cassandra://h/ks?replication_factor=3", environ={}).replication_map() == (
+        "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+    assert set(OPTIONS) >= {"ssl", "ssl_ca", "ssl_cert", "ssl_key", "ssl_verify", "local_dc"}
+
+
+def test_consistency_levels_per_kind_of_statement(cassandra_url):
+    from cassandra import ConsistencyLevel as CL
+
+    url = cassandra_url + "?metadata_read=LOCAL_QUORUM&metadata_write=QUORUM&data_read=ONE&data_write=LOCAL_ONE"
+    accessor = Accessor.from_url(url)
+    try:
+        accessor.syncdb()
+        accessor.create_metric("cl.m", META, now=1_700_000_000)
+        accessor.insert_points({"cl.m": [(1_700_000_000 - 5, 1.0)]}, now=1_700_000_000)
+        accessor.fetch(["cl.m"], 1_700_000_000 - 600, 1_700_000_000, 1_700_000_000)
+        accessor.glob_metrics("cl.*")
+        store = accessor.store
+        levels = {}
+        for query, statement in store._conn.prepared.items():
+            data = f" {store.keyspace}.datapoints_" in query
+            kind = ("data_" if data else "metadata_") + ("read" if query.startswith("SELECT") else "write")
+            levels.setdefault(kind, set()).add(statement.consistency_level)
+        assert levels == {"metadata_read": {CL.LOCAL_QUORUM}, "metadata_write": {CL.QUORUM},
+                          "data_read": {CL.ONE}, "data_write": {CL.LOCAL_ONE}}
+    finally:
+        accessor.close()
+
+
+# -- 5. SASI and SAI ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sai_server():
+    from tests.cqlserver import CQLTestServer
+
+    server = CQLTestServer(host="127.0.0.1", port=0, sasi=False, sai=True)
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_index_auto_falls_back_to_sai_and_globs_stay_equal(sai_server):
+    url = f"cassandra://127.0.0.1:{sai_server.port}/{new_keyspace()}"
+    accessor = Accessor.from_url(url)
+    try:
+        accessor.syncdb()
+        assert accessor.store._check_schema() == "sai"
+        assert "USING 'sai'" in "\n".join(accessor.store.schema_statements())
+        metric_names = _random_tree(5, 300)
+        accessor.create_metrics([(n, META) for n in metric_names])
+        directories = _expected_directories(metric_names)
+        for pattern in PATTERNS + ["cpu0*.*", "a.b*", "*.c*.*"]:
+            glob = GlobPattern(pattern)
+            assert accessor.glob_metrics(pattern) == glob.filter(metric_names), pattern
+            assert accessor.glob_directories(pattern) == glob.filter(directories), pattern
+        # a store created with SAI refuses a URL that insists on SASI
+        with pytest.raises(StoreError, match="created with SAI"):
+            Accessor.from_url(url + "?index=sasi").glob_metrics("*")
+    finally:
+        accessor.close()
+
+
+def test_index_sasi_on_a_cluster_without_sasi_names_the_setting(sai_server):
+    accessor = Accessor.from_url(f"cassandra://127.0.0.1:{sai_server.port}/{new_keyspace()}?index=sasi")
+    try:
+        with pytest.raises(StoreError, match="sasi_indexes_enabled"):
+            accessor.syncdb()
+    finally:
+        accessor.close()
+
+
+def test_explicit_sai_on_a_server_with_both(cassandra_url):
+    accessor = Accessor.from_url(cassandra_url + "?index=sai")
+    try:
+        accessor.syncdb()
+        assert accessor.store._check_schema() == "sai"
+        accessor.create_metrics([(n, META) for n in ["p.cpu0", "p.cpu1", "p.mem"]])
+        assert accessor.glob_metrics("p.cpu*") == ["p.cpu0", "p.cpu1"]
+    finally:
+        accessor.close()
+
+
+# -- 6. datapoints -----------------------------------------------------------------------------------
+def test_aggregated_rows_merge_by_count_then_latest_write(cassandra_url):
+    one, two = (Accessor.from_url(f"{cassandra_url}?writer_id={w}") for w in (1, 2))
+    try:
+        one.syncdb()
+        one.create_metric("agg.m", META, now=1_700_000_000)
+        table = StageTable(Stage(60, 60), True)
+        at = np.array([1_700_000_000 - 1_700_000_000 % 60], dtype=np.int64)
+
+        def write(accessor, value, count):
+            accessor.store.write_points(table, ["agg.m"], at, np.array([value]), np.array([count]))
+
+        def read():
+            reads = two.store.read_points(table, ["agg.m"], at, at + 60)
+            return reads.values.tolist()
+
+        write(one, 1.0, 3)
+        write(two, 2.0, 5)  # another shard: both rows kept, the more complete one wins
+        assert read() == [2.0]
+        write(one, 7.0, 5)  # as complete, written later
+        assert read() == [7.0]
+        write(two, 9.0, 4)  # less complete, even if later
+        assert read() == [7.0]
+        write(one, 8.0, 5)  # the same shard replaces its own row
+        assert read() == [8.0]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_points_expire_by_ttl_and_expire_returns_zero(cql_server, cassandra_accessor):
+    if cql_server is None:
+        pytest.skip("needs the test server's clock")
+    accessor = cassandra_accessor
+    now = int(time.time())
+    accessor.create_metric("ttl.m", MetricMetadata.create("1s:60s", "average", 0.0), now=now)
+    accessor.insert_points({"ttl.m": [(now - k, 1.0) for k in range(10)]}, now=now)
+    assert accessor.fetch(["ttl.m"], now - 30, now, now)["ttl.m"].values_list().count(1.0) == 10
+    assert accessor.expire(now + 10**6) == 0
+    cql_server.advance_clock(60 + 3600 + 1 + 5)  # the stage's TTL: duration + slack + one step
+    assert accessor.fetch(["ttl.m"], now - 30, now, now)["ttl.m"].values_list().count(1.0) == 0
+
+
+def test_a_deleted_metric_gets_a_new_data_id(cassandra_accessor):
+    accessor = cassandra_accessor
+    store = accessor.store
+    accessor.create_metric("gen.m", META, now=1_700_000_000)
+    assert store._metric_ids(["gen.m"], False)["gen.m"] == metric_id("gen.m")
+    accessor.delete_metrics(["gen.m"])
+    accessor.create_metric("gen.m", META, now=1_700_000_000)
+    first = store._metric_ids(["gen.m"], False)["gen.m"]
+    assert first != metric_id("gen.m")
+    other = Accessor.from_url(store.url)  # another process agrees on the id
+    try:
+        assert other.store._metric_ids(["gen.m"], False)["gen.m"] == first
+    finally:
+        other.close()
+
+
+def test_an_accessor_inherited_through_fork_works_in_the_child(cassandra_accessor):
+    accessor = cassandra_accessor
+    accessor.create_metric("fork.m", META, now=1_700_000_000)
+    assert accessor.glob_metrics("fork.*") == ["fork.m"]  # the parent's session is open
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+
+    def child():
+        try:
+            result = accessor.insert_points({"fork.m": [(1_700_000_000 - 5, 3.0)]}, now=1_700_000_000)
+            queue.put(("ok", result.stored, os.getpid() == accessor.store._conn.pid))
+        except BaseException as exc:  # reported to the parent
+            queue.put(("error", repr(exc), False))
+
+    process = context.Process(target=child)
+    process.start()
+    process.join(60)
+    assert queue.get(timeout=5) == ("ok", 1, True)
+    series = accessor.fetch(["fork.m"], 1_700_000_000 - 60, 1_700_000_000, 1_700_000_000)["fork.m"]
+    assert 3.0 in series.values_list()
+
+
+# -- 7. scans and schema ----------------------------------------------------------------------------
+def test_a_scan_cursor_belongs_to_its_shard(cassandra_accessor):
+    accessor = cassandra_accessor
+    accessor.create_metrics([(f"cur.m{i}", META) for i in range(30)])
+    page = next(accessor.scan_metrics(1, 2, page_size=2))
+    assert page.cursor
+    with pytest.raises(ValueError, match="shard 0 of 2"):
+        next(accessor.scan_metrics(0, 2, cursor=page.cursor))
+    with pytest.raises(ValueError):
+        next(accessor.scan_metrics(1, 2, cursor="1/2/zz"))
+
+
+def test_a_keyspace_without_schema_says_to_run_syncdb(cassandra_url):
+    accessor = Accessor.from_url(cassandra_url)
+    try:
+        with pytest.raises(SchemaMissing, match="syncdb"):
+            accessor.get_metric("a.b")
+        accessor.syncdb()
+        accessor.syncdb()  # idempotent
+        assert accessor.get_metric("a.b") is None
+    finally:
+        accessor.close()
+
+
+def test_stats_are_cheap_facts(cassandra_accessor):
+    stats = cassandra_accessor.stats() if hasattr(cassandra_accessor, "stats") else cassandra_accessor.store.stats()
+    assert stats["store"] == "cassandra" and stats["index"] in ("sasi", "sai")
+    assert stats["hosts_up"] >= 1 and stats["keyspace"] == cassandra_accessor.store.keyspace
