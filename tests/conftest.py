@@ -56,10 +56,12 @@ def cassandra_address(cql_server) -> str:
 @pytest.fixture(scope="session")
 def cassandra_admin(cassandra_address):
     """A driver session to drop the tests' keyspaces."""
-    from cassandra.cluster import Cluster
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import RoundRobinPolicy
 
     host, _, port = cassandra_address.rpartition(":")
-    cluster = Cluster([host], port=int(port), protocol_version=4)
+    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy())
+    cluster = Cluster([host], port=int(port), protocol_version=4, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
     session = cluster.connect()
     yield session
     cluster.shutdown()

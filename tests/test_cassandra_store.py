@@ -296,7 +296,7 @@ def test_consistency_levels_per_kind_of_statement(cassandra_url):
         accessor.glob_metrics("cl.*")
         store = accessor.store
         levels = {}
-        for query, statement in store._conn.prepared.items():
+        for query, statement in store._prepared.items():
             data = f" {store.keyspace}.datapoints_" in query
             kind = ("data_" if data else "metadata_") + ("read" if query.startswith("SELECT") else "write")
             levels.setdefault(kind, set()).add(statement.consistency_level)
@@ -437,6 +437,25 @@ def test_an_accessor_inherited_through_fork_works_in_the_child(cassandra_accesso
     assert queue.get(timeout=5) == ("ok", 1, True)
     series = accessor.fetch(["fork.m"], 1_700_000_000 - 60, 1_700_000_000, 1_700_000_000)["fork.m"]
     assert 3.0 in series.values_list()
+
+
+def test_stores_of_one_process_share_one_session(cassandra_accessor):
+    first = cassandra_accessor.store
+    first.glob_metrics(GlobPattern("*"), 10)
+    second = open_store(first.url + "?data_read=ONE")  # other consistency levels, same cluster
+    try:
+        second.glob_metrics(GlobPattern("*"), 10)
+        assert second._conn.session is first._conn.session
+        assert first.stats()["stores_sharing_the_session"] == 2
+    finally:
+        second.close()
+    assert first.glob_metrics(GlobPattern("*"), 10) == []  # still open for the first store
+    other_cluster = open_store(first.url + "?timeout=3")  # other connection options: its own session
+    try:
+        other_cluster.glob_metrics(GlobPattern("*"), 10)
+        assert other_cluster._conn.session is not first._conn.session
+    finally:
+        other_cluster.close()
 
 
 # -- 7. scans and schema ----------------------------------------------------------------------------

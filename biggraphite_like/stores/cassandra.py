@@ -68,13 +68,43 @@ _METRIC_SELECT = "name, " + ", ".join(schema.METRIC_COLUMNS)
 
 
 class _Connection:
-    """The driver objects of one process."""
+    """The driver objects of one process, shared by the stores with the same connection options."""
 
-    def __init__(self, cluster, session):
+    def __init__(self, key: tuple, cluster, session, runner: RequestRunner):
         self.pid = os.getpid()
+        self.key = key
         self.cluster = cluster
         self.session = session
-        self.prepared: dict[str, Any] = {}
+        self.runner = runner
+        self.users = 0
+
+
+_shared: dict[tuple, _Connection] = {}
+_shared_lock = threading.Lock()
+_shared_pid = os.getpid()
+
+
+def _acquire(key: tuple, connect) -> _Connection:
+    """The process's connection for key, opened by connect() if there is none."""
+    global _shared_lock, _shared_pid
+    if _shared_pid != os.getpid():  # forked: the parent's connections (and lock) are not ours
+        _shared_lock, _shared_pid = threading.Lock(), os.getpid()
+        _shared.clear()
+    with _shared_lock:
+        connection = _shared.get(key)
+        if connection is None:
+            connection = _shared[key] = connect(key)
+        connection.users += 1
+        return connection
+
+
+def _release(connection: _Connection) -> None:
+    with _shared_lock:
+        connection.users -= 1
+        if connection.users > 0 or _shared.get(connection.key) is not connection:
+            return
+        del _shared[connection.key]
+    connection.cluster.shutdown()
 
 
 def data_id(name: str, generation: int | None) -> uuid.UUID:
@@ -103,8 +133,8 @@ class CassandraStore(Store):
         self._display_url = safe_url(url)
         self.keyspace = options.keyspace
         self.metadata_keyspace = options.metadata_keyspace
-        self._runner = RequestRunner(options.max_concurrency, options.timeout, self._display_url)
         self._connection: _Connection | None = None
+        self._prepared: dict[str, Any] = {}  # per store: consistency levels are the store's own
         self._lock = threading.Lock()
         self._lock_pid = os.getpid()
         self._index_kind: str | None = None  # read from store_settings (or chosen by syncdb)
@@ -123,20 +153,26 @@ class CassandraStore(Store):
     # -- connection ------------------------------------------------------------------------
     @property
     def _conn(self) -> _Connection:
+        """This process's connection (one Session per process and cluster), opened on first use."""
         connection = self._connection
         if connection is not None and connection.pid == os.getpid():
             return connection
         if self._lock_pid != os.getpid():  # forked: the parent's lock may be held by a thread that is gone
             self._lock, self._lock_pid = threading.Lock(), os.getpid()
-            self._runner = RequestRunner(self.options.max_concurrency, self.options.timeout, self._display_url)
         with self._lock:
             connection = self._connection
             if connection is None or connection.pid != os.getpid():
                 # after a fork the parent's cluster is left alone (its threads are not ours)
-                connection = self._connection = self._connect()
+                self._prepared = {}
+                connection = self._connection = _acquire(self._connection_key(), self._connect)
         return connection
 
-    def _connect(self) -> _Connection:
+    def _connection_key(self) -> tuple:
+        o = self.options
+        return (o.hosts, o.port, o.username, o.password, o.ssl, o.ssl_ca, o.ssl_cert, o.ssl_key, o.ssl_verify,
+                o.local_dc, o.timeout, o.max_concurrency)
+
+    def _connect(self, key: tuple) -> _Connection:
         o = self.options
         policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=o.local_dc))
         profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=o.timeout, row_factory=tuple_factory)
@@ -161,7 +197,7 @@ class CassandraStore(Store):
             cluster.shutdown()
             raise translate(exc, f"connect to Cassandra at {','.join(o.hosts)}:{o.port}", o.timeout,
                             self._display_url) from exc
-        return _Connection(cluster, session)
+        return _Connection(key, cluster, session, RequestRunner(o.max_concurrency, o.timeout, self._display_url))
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         o = self.options
@@ -176,25 +212,27 @@ class CassandraStore(Store):
         return context
 
     def close(self) -> None:
+        """Stop using the process's connection (closed when no other store uses it)."""
         connection, self._connection = self._connection, None
         if connection is not None and connection.pid == os.getpid():
-            connection.cluster.shutdown()
+            _release(connection)
 
     def _prepare(self, query: str, kind: str):
         """The prepared statement of query (once per process), at the consistency of `kind`."""
         connection = self._conn
-        statement = connection.prepared.get(query)
+        statement = self._prepared.get(query)
         if statement is None:
             try:
                 statement = connection.session.prepare(query)
             except Exception as exc:
                 raise translate(exc, f"prepare {query[:80]!r}", self.options.timeout, self._display_url) from exc
             statement.consistency_level = self._levels[kind]
-            connection.prepared[query] = statement
+            self._prepared[query] = statement
         return statement
 
     def _run(self, requests: Sequence[tuple[Any, Any]], what: str) -> list[list[tuple]]:
-        return self._runner.run(self._conn.session, requests, what)
+        connection = self._conn
+        return connection.runner.run(connection.session, requests, what)
 
     def _execute(self, query: str, parameters: Sequence, kind: str, what: str) -> list[tuple]:
         return self._run([(self._prepare(query, kind), parameters)], what)[0]
@@ -268,9 +306,15 @@ class CassandraStore(Store):
             raise translate(exc, f"syncdb: {statement.splitlines()[0][:100]}", DDL_TIMEOUT, self._display_url) from exc
 
     def _stored_index_kind(self) -> str | None:
+        """The index kind syncdb recorded, or None without a schema.
+
+        A simple statement: preparing one against a missing keyspace makes the driver log an error.
+        """
+        query = SimpleStatement(
+            f"SELECT value FROM {self.metadata_keyspace}.{schema.SETTINGS_TABLE} WHERE name = 'index'",
+            consistency_level=self._levels["metadata_read"])
         try:
-            rows = self._execute(f"SELECT value FROM {self.metadata_keyspace}.{schema.SETTINGS_TABLE} WHERE name = ?",
-                                 ["index"], "metadata_read", "read the store settings")
+            rows = self._run([(query, None)], "read the store settings")[0]
         except SchemaMissing:
             return None
         return rows[0][0] if rows else None
@@ -427,10 +471,11 @@ class CassandraStore(Store):
         the metadata again and creates the metric if it was asked to).
         """
         try:
-            rows = self._execute(f"SELECT value FROM {self.metadata_keyspace}.{schema.SETTINGS_TABLE} WHERE name = ?",
-                                 ["deletions"], "metadata_read", "read the deletion marker")
+            self._check_schema()
         except SchemaMissing:
-            return
+            return  # the batch's first statement says so
+        rows = self._execute(f"SELECT value FROM {self.metadata_keyspace}.{schema.SETTINGS_TABLE} WHERE name = ?",
+                             ["deletions"], "metadata_read", "read the deletion marker")
         marker = rows[0][0] if rows else None
         if marker != self._deletions_seen:
             self._ids.clear()
@@ -543,7 +588,8 @@ class CassandraStore(Store):
             "timeout": self.options.timeout,
             "shard": self.options.shard,
             "stage_tables_seen": len(self._tables),
-            "prepared_statements": len(connection.prepared),
+            "prepared_statements": len(self._prepared),
+            "stores_sharing_the_session": connection.users,
         }
 
     # -- globs ---------------------------------------------------------------------------------
