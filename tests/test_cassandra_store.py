@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable
+from biggraphite_like.errors import InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable, TooManyResults
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import MetricMetadata, metric_id
 from biggraphite_like.retention import Stage
@@ -29,7 +29,7 @@ from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.cassandra_options import OPTIONS, parse_url
 from biggraphite_like.stores.registry import open_store
 
-from tests.conftest import drop_keyspaces, new_keyspace
+from tests.conftest import new_keyspace
 from tests.test_conformance import PATTERNS, _expected_directories, _random_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -486,3 +486,76 @@ def test_stats_are_cheap_facts(cassandra_accessor):
     stats = cassandra_accessor.stats() if hasattr(cassandra_accessor, "stats") else cassandra_accessor.store.stats()
     assert stats["store"] == "cassandra" and stats["index"] in ("sasi", "sai")
     assert stats["hosts_up"] >= 1 and stats["keyspace"] == cassandra_accessor.store.keyspace
+
+
+# -- 8. driver settings and glob bounds -----------------------------------------------------------------
+def test_requests_are_routed_to_the_replicas_of_their_partition(cassandra_accessor):
+    accessor = cassandra_accessor
+    accessor.create_metric("route.m", META, now=1_700_000_000)
+    accessor.insert_points({"route.m": [(1_700_000_000 - 5, 1.0)]}, now=1_700_000_000)
+    store = accessor.store
+    cluster = store._conn.cluster
+    assert cluster.protocol_version == 4
+    insert = next(p for q, p in store._prepared.items() if q.startswith(f"INSERT INTO {store.keyspace}.datapoints"))
+    assert insert.routing_key_indexes == [0, 1]  # (metric, slot_start): the whole partition key
+    bound = insert.bind((metric_id("route.m"), 0, 0, 1_700_000_000, 1.0))
+    assert cluster.metadata.get_replicas(store.keyspace, bound.routing_key)  # token-aware routing knows them
+
+
+def test_glob_results_larger_than_a_page_are_read_whole(cql_server, cassandra_accessor):
+    accessor = cassandra_accessor
+    wanted = [f"page.m{i:03d}" for i in range(45)]
+    accessor.create_metrics([(n, META) for n in wanted])
+    session = accessor.store._conn.session
+    session.default_fetch_size, saved = 7, session.default_fetch_size
+    try:
+        accessor.glob_metrics("page.*")
+        if cql_server is not None:
+            cql_server.reset_counts()
+        assert accessor.glob_metrics("page.*") == wanted
+        if cql_server is not None:
+            assert cql_server.statement_counts["EXECUTE"] == 7  # one query, 7 pages of 7 rows
+        assert accessor.glob_metrics("*.m00*") == wanted[:10]
+    finally:
+        session.default_fetch_size = saved
+
+
+def test_globs_stay_equal_when_walks_give_way_to_depth_queries(cassandra_accessor, monkeypatch):
+    from biggraphite_like.stores import cassandra as module
+
+    monkeypatch.setattr(module, "WALK_LIMIT", 2)
+    metric_names = _random_tree(7, 200)
+    cassandra_accessor.create_metrics([(n, META) for n in metric_names])
+    for pattern in ["*.*", "*.*.*", "*b*.*a*", "[!a]*.*", "*", "c?.*"]:
+        assert cassandra_accessor.glob_metrics(pattern) == GlobPattern(pattern).filter(metric_names), pattern
+
+
+def test_max_results_option_and_candidate_bound(cassandra_url):
+    accessor = Accessor.from_url(cassandra_url + "?max_results=5")
+    try:
+        accessor.syncdb()
+        accessor.create_metrics([(f"lim.m{i}", META) for i in range(8)] + [(f"lim.x{i}.y", META) for i in range(80)])
+        with pytest.raises(TooManyResults, match="max_results=5"):
+            accessor.glob_metrics("lim.*")  # exact: LIMIT 6 suffices
+        assert accessor.glob_metrics("lim.x1.*") == ["lim.x1.y"]
+        # wildcards the index cannot decide: at most 5 x 10 candidates are read, then a clear error
+        with pytest.raises(TooManyResults, match="candidate names"):
+            accessor.glob_metrics("lim.*[1].y")
+    finally:
+        accessor.close()
+
+
+def test_the_sqlite_path_works_without_the_driver(tmp_path):
+    """cassandra:// imports the driver lazily: without it, SQLite works and URL errors stay clear."""
+    code = (
+        "import sys; sys.modules['cassandra'] = None\n"
+        "from biggraphite_like.accessor import Accessor\n"
+        "from biggraphite_like.errors import InvalidStoreURL\n"
+        f"a = Accessor.from_url('sqlite://{tmp_path / 'x.db'}'); a.syncdb(); print(a.glob_metrics('*'))\n"
+        "try:\n    Accessor.from_url('cassandra://h/ks?bogus=1')\n"
+        "except InvalidStoreURL as exc:\n    print('refused', 'bogus' in str(exc))\n"
+        "try:\n    Accessor.from_url('cassandra://h/ks')\n"
+        "except ImportError as exc:\n    print('needs', 'cassandra-driver' in str(exc))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split("\n")[:3] == ["[]", "refused True", "needs True"], result.stderr

@@ -36,24 +36,23 @@ from biggraphite_like import names as names_mod
 from biggraphite_like.errors import MetricNotFound, SchemaMissing, StoreError, TooManyResults
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import METRIC_ID_NAMESPACE, Metric, MetricMetadata, metric_id
-from biggraphite_like.retention import Retention
 from biggraphite_like.stores import cassandra_glob as planner
 from biggraphite_like.stores import cassandra_schema as schema
 from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store
 from biggraphite_like.stores.cassandra_options import CassandraOptions, parse_url, safe_url
-from biggraphite_like.stores.cassandra_requests import (
-    CassandraRequestError,
-    RequestRunner,
-    is_missing_table,
-    translate,
-)
-
 try:  # the driver is an optional dependency: the registry imports this module only for cassandra://
     from cassandra import ConsistencyLevel, InvalidRequest, RequestValidationException
     from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import ConstantReconnectionPolicy, DCAwareRoundRobinPolicy, TokenAwarePolicy
     from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, SimpleStatement, tuple_factory
+
+    from biggraphite_like.stores.cassandra_requests import (
+        CassandraRequestError,
+        RequestRunner,
+        is_missing_table,
+        translate,
+    )
 except ImportError as _exc:  # pragma: no cover - exercised only without the driver
     raise ImportError(
         "the cassandra:// store needs the DataStax driver: pip install cassandra-driver"
