@@ -608,15 +608,23 @@ class SQLiteStore(Store):
         return [(f"SELECT name FROM {table}", [])]
 
     def _most_selective(self, candidates: list[tuple[str, list]]) -> tuple[str, list]:
-        """The candidate query reading the fewest rows, probing each up to a bound."""
-        best, best_count = candidates[0], None
-        for sql, params in candidates:
-            count = self._conn.execute(f"SELECT count(*) FROM ({sql} LIMIT {_PROBE_LIMIT})", params).fetchone()[0]
-            if best_count is None or count < best_count:
-                best, best_count = (sql, params), count
-            if count == 0:
-                break
-        return best
+        """The candidate query reading the fewest rows, probing each up to a bound.
+
+        When several reach the bound, they are probed again with a larger one: a leading
+        prefix and a deeper fixed component often both match more than the first bound.
+        """
+        for limit in (_PROBE_LIMIT, _PROBE_LIMIT * 50):
+            counted = []
+            for sql, params in candidates:
+                count = self._conn.execute(f"SELECT count(*) FROM ({sql} LIMIT {limit})", params).fetchone()[0]
+                if count == 0:
+                    return sql, params
+                counted.append((count, len(counted), (sql, params)))
+            best_count = min(counted)[0]
+            if best_count < limit:
+                return min(counted)[2]
+            candidates = [query for count, _, query in counted if count == limit]
+        return candidates[-1]  # the deepest fixed component
 
     # -- datapoints --------------------------------------------------------------------
     def write_points(self, table, names, timestamps, values, counts=None) -> None:
