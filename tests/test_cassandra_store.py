@@ -169,6 +169,7 @@ def test_writes_fail_clearly_when_the_server_dies_and_recover_when_it_is_back(tm
         assert not writer.is_alive(), "writes kept waiting on a dead server"
         assert len(failure) == 1 and isinstance(failure[0], StoreUnavailable), failure
         message = str(failure[0])
+        print("error after SIGKILL:", message)
         assert "127.0.0.1" in message and ("timeout" in message or "connection" in message), message
         assert "write" in message or "read" in message or "set" in message, message
 
@@ -178,6 +179,26 @@ def test_writes_fail_clearly_when_the_server_dies_and_recover_when_it_is_back(tm
         assert result.stored == 1
         series = accessor.fetch(["k.m7"], later - 60, later, later)["k.m7"]
         assert 42.0 in series.values_list()
+    finally:
+        accessor.close()
+        server.stop(signal.SIGKILL)
+
+
+def test_a_server_that_stops_answering_fails_requests_at_the_timeout(tmp_path):
+    server = ServerProcess(_free_port()).start()
+    accessor = Accessor.from_url(f"cassandra://127.0.0.1:{server.port}/frozen?timeout=1")
+    try:
+        accessor.syncdb()
+        accessor.create_metric("f.m", META)
+        server.process.send_signal(signal.SIGSTOP)  # connected, but silent
+        try:
+            now = int(time.time())
+            with pytest.raises(StoreUnavailable, match=r"no answer from 127\.0\.0\.1:\d+ within the timeout of 1s"):
+                accessor.insert_points({"f.m": [(now - 5, 1.0)]}, now=now)
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        now = int(time.time())
+        assert _retry(lambda: accessor.insert_points({"f.m": [(now - 5, 2.0)]}, now=now)).stored == 1
     finally:
         accessor.close()
         server.stop(signal.SIGKILL)

@@ -196,6 +196,9 @@ class CassandraStore(Store):
             cluster.shutdown()
             raise translate(exc, f"connect to Cassandra at {','.join(o.hosts)}:{o.port}", o.timeout,
                             self._display_url) from exc
+        # Session.prepare waits the session's legacy default timeout (10 s), which cannot be set
+        # through the public property once execution profiles are used: set it underneath
+        session._default_timeout = o.timeout
         return _Connection(key, cluster, session, RequestRunner(o.max_concurrency, o.timeout, self._display_url))
 
     def _ssl_context(self) -> ssl.SSLContext | None:
