@@ -36,6 +36,7 @@ from carbon_plugin.flusher import Flusher
 from carbon_plugin.known import KnownMetrics
 from carbon_plugin.options import PluginOptions
 from carbon_plugin.stats import PluginStats, record_in_carbon
+from carbon_plugin.writer_process import InProcessWriter, ProcessWriter
 
 METADATA_KEYS = ("aggregationMethod", "xFilesFactor")
 WAITING_NAMES_SCAN = 200_000  # names of carbon's cache scanned for a batched lookup
@@ -72,7 +73,8 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
         self.known = KnownMetrics(self.accessor, self.options, self.stats, carbon_cache_names)
         self.buffer = WriteBuffer(self.options.flush_size, self.options.flush_interval,
                                   self.options.max_buffered_points)
-        self.flusher = Flusher(self.accessor, self.buffer, self.known, self.options, self.stats)
+        writer = ProcessWriter(self.options.store_url) if self.options.writer_process else InProcessWriter(self.accessor)
+        self.flusher = Flusher(writer, self.buffer, self.known, self.options, self.stats)
         self._stat_interval = float(settings.get("CARBON_METRIC_INTERVAL", 60) or 0)
         self._closed = False
         log.msg(f"biggraphite_like: store {self.options.store_url}, flush every"

@@ -15,27 +15,27 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable
-
 from carbon import log
 
 from biggraphite_like import names as names_mod
-from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import InvalidMetricName, MetricNotFound
+from biggraphite_like.errors import InvalidMetricName
 from biggraphite_like.metric import MetricMetadata
 from carbon_plugin.buffer import Points, WriteBuffer
 from carbon_plugin.known import KnownMetrics
 from carbon_plugin.options import PluginOptions
 from carbon_plugin.retry import GaveUp, with_retries
 from carbon_plugin.stats import PluginStats, count_carbon_error
+from carbon_plugin.writer_process import InProcessWriter, ProcessWriter
+
+StoreWriter = InProcessWriter | ProcessWriter
 
 
 class Flusher:
     """Owns the thread that empties a WriteBuffer into the store."""
 
-    def __init__(self, accessor: Callable[[], Accessor], buffer: WriteBuffer, known: KnownMetrics,
+    def __init__(self, writer: StoreWriter, buffer: WriteBuffer, known: KnownMetrics,
                  options: PluginOptions, stats: PluginStats):
-        self._accessor = accessor
+        self._writer = writer
         self._buffer = buffer
         self._known = known
         self._options = options
@@ -64,6 +64,7 @@ class Flusher:
             thread.join()
         else:  # never started (nothing written) or died: drain here
             self._drain()
+        self._writer.close()
 
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
         """Persist a setMetadata change off the caller's thread."""
@@ -121,14 +122,9 @@ class Flusher:
             except InvalidMetricName:
                 continue
 
-            def update() -> None:
-                try:
-                    self._accessor().update_metadata(canonical, metadata)
-                except MetricNotFound:
-                    pass  # not stored yet: its first flush creates it with this metadata
-
             try:
-                with_retries(update, f"metadata update of {canonical}", self._options, self._stats)
+                with_retries(lambda: self._writer.update_metadata(canonical, metadata),
+                             f"metadata update of {canonical}", self._options, self._stats)
                 self._stats.increment("metadataUpdates")
             except GaveUp as exc:
                 log.msg(f"biggraphite_like: {exc}: the change stays in memory only")
@@ -158,9 +154,9 @@ class Flusher:
                 self._write(chunk, size, metadata)
 
     def _write(self, chunk: dict[str, Points], size: int, metadata: MetricMetadata | None) -> None:
-        accessor_call = lambda: self._accessor().insert_points(chunk, now=int(time.time()), create=metadata)  # noqa: E731
+        started = time.perf_counter()
         try:
-            result = with_retries(accessor_call, f"write of {size} points ({len(chunk)} metrics)",
+            result = with_retries(lambda: self._writer.insert_points(chunk, int(time.time()), metadata), f"write of {size} points ({len(chunk)} metrics)",
                                   self._options, self._stats)
         except GaveUp as exc:
             self._stats.increment("droppedPoints", size)
@@ -168,8 +164,12 @@ class Flusher:
             sample = ", ".join(list(chunk)[:5])
             log.msg(f"biggraphite_like: dropped {size} points of {len(chunk)} metrics ({sample}...): {exc}")
             return
+        elapsed = time.perf_counter() - started
         self._stats.increment("flushes")
+        self._stats.increment("flushMilliseconds", int(elapsed * 1000))
         self._stats.increment("storedPoints", result.stored)
+        if self._options.log_flushes:
+            log.msg(f"biggraphite_like: wrote {result.stored} points of {len(chunk)} metrics in {elapsed:.3f}s")
         if result.too_old:
             self._stats.increment("tooOldPoints", result.too_old)
         if result.rejected:

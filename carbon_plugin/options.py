@@ -28,6 +28,8 @@ class PluginOptions:
     retry_max_delay: float = 10.0
     lookup_batch: int = 5_000  # names looked up in the store at once when exists() misses memory
     max_logged_errors: int = 10  # refused points logged per flush (all of them are counted)
+    log_flushes: bool = False  # one log line per store batch
+    writer_process: bool = True  # write the store from a child process (off carbon's GIL)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "PluginOptions":
@@ -54,6 +56,8 @@ class PluginOptions:
             if value < minimum:
                 raise InvalidPluginOption(f"carbon.conf {key} = {raw!r}: must be at least {minimum}")
             values[field] = value
+        values["log_flushes"] = _flag(settings, "BG_LOG_FLUSHES", False)
+        values["writer_process"] = _flag(settings, "BG_WRITER_PROCESS", True)
         options = cls(**values)
         if options.max_buffered_points < options.flush_size:
             raise InvalidPluginOption(
@@ -61,3 +65,15 @@ class PluginOptions:
                 f" BG_FLUSH_SIZE ({options.flush_size})"
             )
         return options
+
+
+def _flag(settings: Mapping[str, Any], key: str, default: bool) -> bool:
+    raw = settings.get(key)
+    if raw is None or raw == "":
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise InvalidPluginOption(f"carbon.conf {key} = {raw!r}: expected true or false")

@@ -19,6 +19,7 @@ COUNTERS = (
     "droppedPoints",  # points given up after the store failed every retry
     "storeErrors",  # failed store operations (each retry counts)
     "flushes",  # store batches written
+    "flushMilliseconds",  # time spent in those writes
     "lookups",  # store lookups made because exists() missed memory
     "metadataUpdates",  # setMetadata calls persisted
 )

@@ -297,7 +297,7 @@ def test_in_process_lookups_are_batched_and_writes_flushed_without_further_write
     stored = MetricMetadata.create("10s:1h", "max", 0.0)
     accessor.create_metrics([(f"pre.m{i}", stored) for i in range(3)])
     settings = Settings()
-    settings.update(BG_STORE=url, BG_FLUSH_INTERVAL=0.2)
+    settings.update(BG_STORE=url, BG_FLUSH_INTERVAL=0.2, BG_WRITER_PROCESS="false")  # the daemon tests cover the child
     database = BigGraphiteLikeDatabase(settings)
     now = int(time.time())
     waiting = ["pre.m0", "pre.m1", "pre.m2", "new.m"]
