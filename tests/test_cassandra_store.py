@@ -580,3 +580,49 @@ def test_the_sqlite_path_works_without_the_driver(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.stdout.split("\n")[:3] == ["[]", "refused True", "needs True"], result.stderr
+
+
+def test_requests_in_flight_never_exceed_max_concurrency(cassandra_url):
+    accessor = Accessor.from_url(cassandra_url + "?max_concurrency=3")
+    try:
+        accessor.syncdb()
+        names = [f"conc.m{i}" for i in range(30)]
+        accessor.create_metrics([(n, META) for n in names], now=1_700_000_000)
+        session = accessor.store._conn.session
+        original = session.execute_async
+        lock = threading.Lock()
+        in_flight, peak = [0], [0]
+
+        def counted(*args, **kwargs):
+            future = original(*args, **kwargs)
+            with lock:
+                in_flight[0] += 1
+                peak[0] = max(peak[0], in_flight[0])
+
+            def done(*_):
+                with lock:
+                    in_flight[0] -= 1
+            future.add_callbacks(done, done)
+            return future
+
+        session.execute_async = counted
+        try:
+            accessor.fetch(names, 1_700_000_000 - 300, 1_700_000_000, 1_700_000_000)
+        finally:
+            session.execute_async = original
+        assert 1 < peak[0] <= 3
+    finally:
+        accessor.close()
+
+
+def test_tls_and_replication_options_shape_the_connection_and_schema():
+    ca = "/etc/ssl/certs/ca-certificates.crt"
+    verified = open_store(f"cassandra://h/ks?ssl=true&ssl_ca={ca}")._ssl_context()
+    assert verified.check_hostname and verified.verify_mode.name == "CERT_REQUIRED"
+    unverified = open_store(f"cassandra://h/ks?ssl=true&ssl_ca={ca}&ssl_verify=false")._ssl_context()
+    assert not unverified.check_hostname and unverified.verify_mode.name == "CERT_NONE"
+    assert open_store("cassandra://h/ks")._ssl_context() is None
+    statements = open_store("cassandra://h/ks?replication=dc1:3,dc2:2&index=sai").schema_statements()
+    assert ("CREATE KEYSPACE IF NOT EXISTS ks_metadata WITH replication = {'class': 'NetworkTopologyStrategy',"
+            " 'dc1': 3, 'dc2': 2} AND durable_writes = true;") in statements
+    assert not any("SASI" in s for s in statements) and sum("USING 'sai'" in s for s in statements) == 130

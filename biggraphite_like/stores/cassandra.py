@@ -374,7 +374,7 @@ class CassandraStore(Store):
                                           metric.updated_on, metric.name)))
             else:
                 ids[metric.name] = data_id(metric.name, generations.get(metric.name))
-                requests.append((insert, (metric.name, names_mod.parent(metric.name), *_components(metric.name),
+                requests.append((insert, (metric.name, _parent(metric.name), *_components(metric.name),
                                           ids[metric.name], str(md.retention), md.aggregator.value, md.xfilesfactor,
                                           metric.created_on, metric.updated_on, metric.read_on)))
         directories = sorted({d for m in metrics for d in names_mod.ancestors(m.name)})
@@ -501,7 +501,7 @@ class CassandraStore(Store):
         insert = self._prepare(
             f"INSERT INTO {self.metadata_keyspace}.directories (name, parent, {', '.join(schema.COMPONENT_COLUMNS)})"
             f" VALUES ({', '.join(['?'] * (schema.COMPONENTS + 2))})", "metadata_write")
-        return [(insert, (d, names_mod.parent(d), *_components(d))) for d in directories]
+        return [(insert, (d, _parent(d), *_components(d))) for d in directories]
 
     def create_directories(self, names: Sequence[str]) -> None:
         self._check_schema()
@@ -790,6 +790,12 @@ class CassandraStore(Store):
         """0: Cassandra expires points itself (each stage table's default_time_to_live)."""
         self._check_schema()
         return 0
+
+
+def _parent(name: str):
+    """The parent column: unset for top-level names (indexes skip empty values; `component_1 = '__END__'`
+    finds the top level)."""
+    return names_mod.parent(name) or UNSET_VALUE
 
 
 def _components(name: str) -> list:
