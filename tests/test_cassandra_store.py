@@ -23,7 +23,7 @@ import pytest
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable, TooManyResults
 from biggraphite_like.glob import GlobPattern
-from biggraphite_like.metric import MetricMetadata, metric_id
+from biggraphite_like.metric import MetricMetadata, make_metric, metric_id
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.cassandra_options import OPTIONS, parse_url
@@ -235,6 +235,8 @@ def test_statement_counts_per_operation(cql_server, cassandra_url):
             ("fetch 40 series", lambda: accessor.fetch(names, now - 300, now, now)),
             ("write 40 metrics x 1 point", lambda: write(1)),
             ("write 40 metrics x 5 points", lambda: write(5)),
+            ("create 10 metrics", lambda: accessor.store.create_metrics(
+                [make_metric(f"svc.new{i}.cpu", META) for i in range(10)])),
         ]:
             cql_server.reset_counts()
             action()
@@ -247,6 +249,9 @@ def test_statement_counts_per_operation(cql_server, cassandra_url):
         # write the 60s stage
         assert counts["write 40 metrics x 1 point"] == {"EXECUTE": 1 + 40 + 40 + 40}
         assert counts["write 40 metrics x 5 points"] == {"BATCH": 40, "batch_statements": 200, "EXECUTE": 1 + 40 + 40}
+        # (the store's part) read the rows, read the generations of the new names, insert them and
+        # their 11 directories
+        assert counts["create 10 metrics"] == {"EXECUTE": 10 + 10 + 10 + 11}
         assert accessor.glob_metrics("svc.host1*.cpu") == [f"svc.host{i}.cpu" for i in range(10, 20)]
     finally:
         accessor.close()
