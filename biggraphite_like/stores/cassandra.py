@@ -299,13 +299,15 @@ class CassandraStore(Store):
         ) from exc
 
     def _ddl(self, statement: str) -> None:
+        """Run one schema statement (schema changes may take longer than requests: DDL_TIMEOUT at least)."""
         query = SimpleStatement(statement.rstrip(";"), consistency_level=self._levels["metadata_write"])
+        what, timeout = f"schema: {statement.splitlines()[0][:100]}", max(DDL_TIMEOUT, self.options.timeout)
         try:
-            self._conn.session.execute(query, timeout=max(DDL_TIMEOUT, self.options.timeout))
+            self._conn.session.execute(query, timeout=timeout)
         except (InvalidRequest, RequestValidationException) as exc:
-            raise CassandraRequestError(f"syncdb: {statement.splitlines()[0][:100]}: {exc}") from exc
+            raise CassandraRequestError(f"{what}: {exc}") from exc
         except Exception as exc:
-            raise translate(exc, f"syncdb: {statement.splitlines()[0][:100]}", DDL_TIMEOUT, self._display_url) from exc
+            raise translate(exc, what, timeout, self._display_url) from exc
 
     def _stored_index_kind(self) -> str | None:
         """The index kind syncdb recorded, or None without a schema.
