@@ -237,6 +237,11 @@ def test_sasi_like_prefix_and_contains(session, names):
     assert sorted(rows(session, "SELECT name FROM names WHERE c1 LIKE 'c%'")) == []
     session.execute("UPDATE names SET c0 = 'ab' WHERE name = 'ab.x'")
     session.execute("UPDATE names SET c1 = 'cb' WHERE name = 'a.cb'")
+    # SASI (and SAI) do not index empty values
+    session.execute("INSERT INTO names (name, parent, c0, c1) VALUES ('top', '', 'top', '')")
+    assert rows(session, "SELECT name FROM names WHERE parent = ''") == []
+    assert rows(session, "SELECT name FROM names WHERE c0 = 'top' AND c1 = '' ALLOW FILTERING") == []
+    session.execute("DELETE FROM names WHERE name = 'top'")
     # results of an index query come in token order, as Cassandra's
     tokens = [r[0] for r in session.execute("SELECT token(name) FROM names WHERE c0 LIKE 'a%'")]
     assert tokens == sorted(tokens)

@@ -282,7 +282,8 @@ class Table:
             col = self.columns.get(name)
             if col is None or col.kind == "partition_key" or col.type.is_collection:
                 continue
-            ix = ColumnIndex(col.type.is_text)
+            kinds = {i.kind for i in self.indexes.values() if i.column == name}
+            ix = ColumnIndex(col.type.is_text, skip_empty=not (kinds - {"sasi", "sai"}))
             for part in self.partitions.values():
                 for ck, row in part.rows.items():
                     if col.kind == "clustering":

@@ -5,7 +5,8 @@ value -> partition keys, plus, for text, the values kept sorted so a ``LIKE
 'abc%'`` prefix is a bisect. Entries are only ever added: a value overwritten,
 deleted or expired stays as a stale candidate, and every candidate row is
 checked again against all restrictions, so answers stay exact while index
-queries cost the matching partitions rather than the whole table.
+queries cost the matching partitions rather than the whole table. As in
+Cassandra, SASI and SAI skip empty values: ``col = ''`` finds nothing.
 """
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from bisect import bisect_left, insort
 
 
 class ColumnIndex:
-    __slots__ = ("text", "eq", "sorted")
+    __slots__ = ("text", "eq", "sorted", "skip_empty")
 
-    def __init__(self, text: bool):
+    def __init__(self, text: bool, skip_empty: bool = False):
         self.text = text
+        self.skip_empty = skip_empty  # SASI and SAI do not index empty values
         self.eq: dict[bytes, set[bytes]] = {}
         self.sorted: list[tuple[str, bytes]] = []  # (decoded text value, partition key)
 
     def add(self, value: bytes, key: bytes) -> None:
+        if not value and self.skip_empty:
+            return
         keys = self.eq.get(value)
         if keys is None:
             keys = self.eq[value] = set()

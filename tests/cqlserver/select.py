@@ -624,6 +624,10 @@ class SelectPlan:
         if v is None:
             raise InvalidRequest(f"Unsupported null value for column {col.name}")
         if op == "=":
+            if not v and col.kind != "partition_key" and self.uses_index:
+                kinds = {i.kind for i in self.table.index_on(col.name)}
+                if kinds and not kinds - {"sasi", "sai"}:
+                    return lambda p, ck, cells: False  # SASI and SAI do not index empty values
             return lambda p, ck, cells: getter(p, ck, cells) == v
         if op == "!=":
             return lambda p, ck, cells: (x := getter(p, ck, cells)) is not None and x != v
