@@ -456,6 +456,17 @@ class CassandraStore(Store):
     @contextlib.contextmanager
     def write_batch(self) -> Iterator[None]:
         """Not a transaction (Cassandra has none); the outermost one checks for deletions first."""
+        with self._deletions_checked():
+            yield
+
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """Not a snapshot (Cassandra has none); the outermost one checks for deletions first."""
+        with self._deletions_checked():
+            yield
+
+    @contextlib.contextmanager
+    def _deletions_checked(self) -> Iterator[None]:
         local = self._local
         depth = getattr(local, "depth", 0)
         if not depth:
@@ -470,9 +481,11 @@ class CassandraStore(Store):
         """Forget cached data ids when any process deleted metrics since we last looked.
 
         A metric deleted and created again has a new data id: points written under the old
-        one would be lost. Deletions change one row of store_settings, read once a batch, so
-        a writer with a stale id finds the metric gone (MetricNotFound: the accessor reads
-        the metadata again and creates the metric if it was asked to).
+        one would be lost, points read under it would be the deleted ones. Deletions change
+        one row of store_settings, read once a write batch or read snapshot, so a writer
+        with a stale id finds the metric gone (MetricNotFound: the accessor reads the
+        metadata again and creates the metric if it was asked to) and a reader reads the
+        new id (or nothing).
         """
         try:
             self._check_schema()
