@@ -12,9 +12,9 @@
 Deleting a metric writes a new *generation* for its name (metric_generations) before
 removing its row. A metric's data id (the partition key of its points) is uuid5 of its
 name, or of name and generation once it was deleted, so a metric written again starts
-empty; the old partitions are no longer read and expire with their TTL. A process that
-still holds the old id (an accessor's metadata cache, at most `cache_ttl` seconds) writes
-to the old id until it reads the metadata again.
+empty; the old partitions are no longer read and expire with their TTL. A deletion also
+changes a marker that every process reads once per write batch and read snapshot, and
+then forgets the data ids it cached (see `_check_deletions`).
 
 `expire_points` returns 0: Cassandra expires points itself (TTL of each stage table).
 """
