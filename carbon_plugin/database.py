@@ -137,8 +137,9 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
             raise ValueError(f"Unsupported metadata key {key!r}: use one of {', '.join(METADATA_KEYS)}")
         metadata = self.known.get(metric)
         if metadata is None:
-            threading.Thread(target=self.known.lookup, args=([metric],), daemon=True,
-                             name="biggraphite_like-lookup").start()
+            from twisted.internet import reactor
+
+            reactor.callInThread(self.known.lookup, [metric])  # carbon's bounded thread pool
             raise MetadataNotLoaded(
                 f"metadata of {metric!r} is not in memory (unknown metric, or not written since"
                 " carbon started): loading it from the store now, ask again")

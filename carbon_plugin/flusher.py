@@ -156,13 +156,13 @@ class Flusher:
     def _write(self, chunk: dict[str, Points], size: int, metadata: MetricMetadata | None) -> None:
         started = time.perf_counter()
         try:
-            result = with_retries(lambda: self._writer.insert_points(chunk, int(time.time()), metadata), f"write of {size} points ({len(chunk)} metrics)",
+            result = with_retries(lambda: self._writer.insert_points(chunk, int(time.time()), metadata),
+                                  f"write of {size} points of {len(chunk)} metrics ({_sample(chunk)})",
                                   self._options, self._stats)
         except GaveUp as exc:
             self._stats.increment("droppedPoints", size)
             count_carbon_error()
-            sample = ", ".join(list(chunk)[:5])
-            log.msg(f"biggraphite_like: dropped {size} points of {len(chunk)} metrics ({sample}...): {exc}")
+            log.msg(f"biggraphite_like: dropped {size} points of {len(chunk)} metrics ({_sample(chunk)}): {exc}")
             return
         elapsed = time.perf_counter() - started
         self._stats.increment("flushes")
@@ -180,3 +180,13 @@ class Flusher:
             if result.rejected > len(shown):
                 log.msg(f"biggraphite_like: {result.rejected} points refused in this batch"
                         f" ({result.rejected - len(shown)} not logged)")
+
+
+def _sample(names, count: int = 5) -> str:
+    """The first names of a batch, for log lines."""
+    shown = []
+    for name in names:
+        if len(shown) == count:
+            return ", ".join(shown) + ", ..."
+        shown.append(name)
+    return ", ".join(shown)

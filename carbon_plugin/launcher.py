@@ -15,7 +15,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """Run carbon-cache (argv: carbon-cache's arguments, default sys.argv[1:])."""
-    import carbon_plugin  # noqa: F401  registers the database plugins with carbon
+    import carbon_plugin  # noqa: F401 (registers the database plugins with carbon)
     from carbon.exceptions import CarbonConfigException
     from carbon.util import run_twistd_plugin
 

@@ -93,6 +93,7 @@ class CarbonCache:
             self.settings["BG_STORE"] = store_url
         self.settings.update(settings or {})
         self.process: subprocess.Popen | None = None
+        self.daemon = False
         self.write_config(schemas, aggregation)
 
     @property
@@ -109,20 +110,30 @@ class CarbonCache:
         (self.conf_dir / "storage-aggregation.conf").write_text(aggregation_text(aggregation))
 
     # -- process ---------------------------------------------------------------------------
-    def start(self, timeout: float = 60.0) -> None:
-        """Start in the foreground and wait until the line and pickle ports accept connections."""
+    def _env(self) -> dict[str, str]:
         env = dict(os.environ, GRAPHITE_ROOT=str(self.root), PYTHONUNBUFFERED="1")
         env.pop("BGL_STORE", None)
         # the checkout first: an editable install made before carbon_plugin existed lacks it
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        return env
+
+    def _command(self, *args: str) -> list[str]:
+        return [str(self.launcher), f"--config={self.conf_path}", *args]
+
+    def start(self, timeout: float = 60.0, daemon: bool = False) -> None:
+        """Start (in the foreground, or as a daemon) and wait until the line and pickle ports listen."""
         self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [str(self.launcher), f"--config={self.conf_path}", "--debug", "start"],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.root,
-        )
+        self.daemon = daemon
+        if daemon:  # twistd forks; the launcher returns once the daemon is on its own
+            subprocess.run(self._command("start"), stdout=self._log, stderr=subprocess.STDOUT, env=self._env(),
+                           cwd=self.root, check=True, timeout=timeout)
+            self.process = None
+        else:
+            self.process = subprocess.Popen(self._command("--debug", "start"), stdout=self._log,
+                                            stderr=subprocess.STDOUT, env=self._env(), cwd=self.root)
         deadline = time.monotonic() + timeout
         while True:
-            if self.process.poll() is not None:
+            if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"carbon-cache exited with {self.process.returncode}:\n{self.log()[-3000:]}")
             try:
                 for port in (self.line_port, self.pickle_port):
@@ -134,8 +145,26 @@ class CarbonCache:
                     raise RuntimeError(f"carbon-cache did not listen within {timeout}s:\n{self.log()[-3000:]}")
                 time.sleep(0.1)
 
+    @property
+    def pidfile(self) -> Path:
+        return self.storage_dir / "carbon-cache-a.pid"
+
+    def daemon_pid(self) -> int:
+        return int(self.pidfile.read_text().strip())
+
     def stop(self, timeout: float = 120.0) -> int:
-        """SIGTERM, then wait for the exit; returns the exit status."""
+        """SIGTERM (a daemon: through `bgl-carbon-cache stop`), then wait for the exit; returns its status."""
+        if self.daemon:
+            pid = self.daemon_pid()
+            subprocess.run(self._command("stop"), stdout=self._log, stderr=subprocess.STDOUT, env=self._env(),
+                           cwd=self.root, check=True, timeout=timeout)
+            deadline = time.monotonic() + timeout
+            while os.path.exists(f"/proc/{pid}") and _process_state(pid) != "Z":
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"carbon-cache daemon {pid} did not stop within {timeout}s")
+                time.sleep(0.05)
+            self._log.close()
+            return 0
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         try:
@@ -152,7 +181,12 @@ class CarbonCache:
             self.process.wait()
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        """What carbon printed (foreground) or its console log (daemon: LOG_DIR/carbon-cache-a)."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        console = self.storage_dir / "log" / "carbon-cache-a" / "console.log"
+        if console.exists():
+            text += console.read_text(errors="replace")
+        return text
 
     def wait_for_log(self, text: str, timeout: float = 60.0, start: int = 0) -> int:
         """Wait until `text` appears in the log after offset `start`; returns its offset."""
@@ -190,6 +224,14 @@ class CarbonCache:
             sock.shutdown(socket.SHUT_WR)
             while sock.recv(65536):
                 pass
+
+
+def _process_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
 
 
 def carbon_self_metric(name: str) -> str:
