@@ -283,12 +283,11 @@ CREATE TABLE IF NOT EXISTS store_state (
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);
 -- One datapoints table per stage, created with the first metric that uses it:
 -- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,
--- with the count of finer points aggregated). slot = (ts / precision) % points. Example:
+-- with the count of finer points aggregated). A row is a block of consecutive slots of
+-- one metric's ring, slot = (ts / precision) % points; the block size depends on the
+-- points and the kind of stage (biggraphite_like.stores.sqlite.block_slots). Example:
 -- CREATE TABLE IF NOT EXISTS datapoints_1440p_60s_aggr (
---   metric INTEGER NOT NULL,
---   slot INTEGER NOT NULL,
---   ts INTEGER NOT NULL,
---   value REAL NOT NULL,
---   count INTEGER NOT NULL,
---   PRIMARY KEY (metric, slot)
--- ) WITHOUT ROWID;
+--   id INTEGER PRIMARY KEY,  -- metric key * 2^32 + slot / 120
+--   newest INTEGER NOT NULL,  -- greatest timestamp of the block
+--   slots BLOB NOT NULL  -- 120 x (timestamp uint32, value float64, count uint32), little-endian; timestamp 0: empty
+-- );

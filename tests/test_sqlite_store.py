@@ -25,11 +25,13 @@ import numpy as np
 import pytest
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable
+from biggraphite_like.errors import InvalidPoint, InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable
 from biggraphite_like.glob import GlobPattern
-from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.metric import Metric, MetricMetadata
+from biggraphite_like.retention import Stage
+from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.registry import open_store
-from biggraphite_like.stores.sqlite import DEFAULT_TIMEOUT, SQLiteStore
+from biggraphite_like.stores.sqlite import DEFAULT_TIMEOUT, SQLiteStore, block_slots
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -501,9 +503,26 @@ def _fill_three_durations(accessor: Accessor, names) -> int:
     return now
 
 
-def _rows_per_metric(path, table: str) -> dict[int, int]:
+# The documented layout of a block (module docstring of stores/sqlite.py), decoded here on
+# its own: slots of (timestamp uint32, value float64[, count uint32]), little-endian.
+_RAW = np.dtype([("ts", "<u4"), ("value", "<f8")])
+_AGGR = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
+
+
+def _blocks(path, table: str) -> list[tuple[int, int, int, np.ndarray]]:
+    """(metric key, block, newest, slots) of every row of a stage table."""
+    dtype = _AGGR if table.endswith("_aggr") else _RAW
     with sqlite3.connect(path) as conn:
-        return dict(conn.execute(f"SELECT metric, count(*) FROM {table} GROUP BY metric").fetchall())
+        rows = conn.execute(f"SELECT id, newest, slots FROM {table} ORDER BY id").fetchall()
+    return [(id_ >> 32, id_ & 0xFFFFFFFF, newest, np.frombuffer(blob, dtype)) for id_, newest, blob in rows]
+
+
+def _points_per_metric(path, table: str) -> dict[int, int]:
+    """Non-empty slots of each metric key."""
+    counts: dict[int, int] = {}
+    for key, _, _, slots in _blocks(path, table):
+        counts[key] = counts.get(key, 0) + int(np.count_nonzero(slots["ts"]))
+    return counts
 
 
 def test_a_stage_never_holds_more_than_its_points(tmp_path):
@@ -512,28 +531,43 @@ def test_a_stage_never_holds_more_than_its_points(tmp_path):
     accessor = _new_store(path, names, retention=STAGES)
     _fill_three_durations(accessor, names)
     assert sorted(accessor.store.stage_tables()) == sorted(STAGE_TABLES)
-    for table, (points, _) in STAGE_TABLES.items():
-        counts = _rows_per_metric(path, table)
+    for table, (points, precision) in STAGE_TABLES.items():
+        counts = _points_per_metric(path, table)
         assert len(counts) == len(names), (table, counts)
-        # every slot was written (3 cycles), and never more rows than slots
+        # every slot was written (3 cycles), and never more points than slots
         assert all(count == points for count in counts.values()), (table, counts)
+        size = block_slots(StageTable(Stage(precision, points), table.endswith("_aggr")))
+        for key, block, newest, slots in _blocks(path, table):
+            assert len(slots) == size and block <= (points - 1) // size, (table, block, len(slots))
+            assert newest == slots["ts"].max()
+            # each point sits in the slot of its timestamp: whisper's ring
+            filled = np.flatnonzero(slots["ts"])
+            assert ((slots["ts"][filled] // precision) % points == block * size + filled).all(), table
 
 
 def _series(accessor, names, start, now):
     return {n: (ts.start, ts.step, ts.values.copy()) for n, ts in accessor.fetch(names, start, now, now=now).items()}
 
 
-def test_expire_removes_rows_past_their_stage_and_keeps_reads(tmp_path):
+def _expired(path, now: int) -> tuple[int, int]:
+    """(points of the blocks whose every point is past its stage's duration, points in all blocks)."""
+    expired = total = 0
+    for table, (points, precision) in STAGE_TABLES.items():
+        for _, _, newest, slots in _blocks(path, table):
+            count = int(np.count_nonzero(slots["ts"]))
+            total += count
+            if slots["ts"].max() < now - points * precision:
+                expired += count
+    return expired, total
+
+
+def test_expire_removes_blocks_past_their_stage_and_keeps_reads(tmp_path):
     path = tmp_path / "bgl.db"
     names = ["exp.a", "exp.b"]
     accessor = _new_store(path, names, retention=STAGES)
     last = _fill_three_durations(accessor, names)
-    now = last + 25  # 25 s without writes: some rows of each stage are now past its duration
-    expected = 0
-    with sqlite3.connect(path) as conn:
-        before = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES}
-        for table, (points, precision) in STAGE_TABLES.items():
-            expected += conn.execute(f"SELECT count(*) FROM {table} WHERE ts < ?", (now - points * precision,)).fetchone()[0]
+    now = last + 100  # 100 s without writes: the 20 s and 60 s stages are wholly past
+    expected, total_before = _expired(path, now)
     windows = [now - 15, now - 20, now - 50, now - 60, now - 200, now - 300]
     reads_before = [_series(accessor, names, start, now) for start in windows]
     assert any(not np.isnan(v).all() for read in reads_before for _, _, v in read.values())
@@ -542,18 +576,113 @@ def test_expire_removes_rows_past_their_stage_and_keeps_reads(tmp_path):
 
     assert expected > 0
     assert removed == expected
-    with sqlite3.connect(path) as conn:
-        after = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES}
-        for table, (points, precision) in STAGE_TABLES.items():
-            oldest = conn.execute(f"SELECT min(ts) FROM {table}").fetchone()[0]
-            assert oldest is None or oldest >= now - points * precision, table
-    assert sum(before.values()) - sum(after.values()) == removed
+    _, total_after = _expired(path, now)
+    assert total_before - total_after == removed
+    for table, (points, precision) in STAGE_TABLES.items():
+        # every block left holds a point of the last duration (older ones may share it)
+        assert all(newest >= now - points * precision for _, _, newest, _ in _blocks(path, table)), table
+    assert _points_per_metric(path, "datapoints_20p_1s_0") == {}
+    assert _points_per_metric(path, "datapoints_10p_30s_aggr")  # 300 s: still there
     reads_after = [_series(accessor, names, start, now) for start in windows]
     for start, old, new in zip(windows, reads_before, reads_after):
         for name in names:
             assert old[name][:2] == new[name][:2]
             np.testing.assert_array_equal(old[name][2], new[name][2], err_msg=f"{name} from {start}")
     assert accessor.expire(now) == 0  # nothing left to expire
+
+
+def _ring_store(path, names):
+    store = SQLiteStore(str(path))
+    store.syncdb()
+    store.create_metrics([Metric(n, _meta("400*1s:60*20s")) for n in names])
+    return store
+
+
+RING = StageTable(Stage(1, 400), False)  # 400 slots: blocks of fewer slots, so windows cross and wrap blocks
+
+
+def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path):
+    """write_points/read_points against a model of whisper's ring: a point replaces its slot
+    (the last given of a batch wins), a read returns the slots whose timestamp is in the window,
+    each once, for windows anywhere in the ring (inside a block, across blocks, wrapping)."""
+    rng = random.Random(7)
+    names = ["ring.a", "ring.b", "ring.c"]
+    store = _ring_store(tmp_path / "bgl.db", names)
+    assert block_slots(RING) < 400 // 2
+    model: dict[tuple[str, int], tuple[int, float]] = {}
+    base = BASE - BASE % 400
+    for round_ in range(30):
+        batch = [(rng.choice(names), base + rng.randrange(0, 1200), float(rng.randrange(1000))) for _ in range(60)]
+        batch += batch[:5]  # a slot given twice in one batch: the last one wins
+        batch = [(n, t, v + 0.5) if i >= 60 else (n, t, v) for i, (n, t, v) in enumerate(batch)]
+        with store.write_batch():
+            store.write_points(RING, [n for n, _, _ in batch], np.array([t for _, t, _ in batch], np.int64),
+                               np.array([v for _, _, v in batch]))
+        for name, ts, value in batch:
+            model[(name, ts % 400)] = (ts, value)
+        windows = [(rng.choice(names), start, start + rng.randrange(0, 401))
+                   for start in (base + rng.randrange(0, 1200) for _ in range(40))]
+        windows += [("ring.a", base + 3, base + 403), ("ring.b", base + 10, base + 12)]  # the whole ring, a tiny one
+        reads = store.read_points(RING, [n for n, _, _ in windows], np.array([w[1] for w in windows], np.int64),
+                                  np.array([w[2] for w in windows], np.int64))
+        got = sorted(zip(reads.request.tolist(), reads.timestamps.tolist(), reads.values.tolist()))
+        expected = sorted((i, ts, value) for i, (name, start, end) in enumerate(windows)
+                          for (n, _), (ts, value) in model.items() if n == name and start <= ts < end)
+        assert got == expected, f"round {round_}"
+
+
+def test_a_bad_timestamp_is_refused_and_writes_nothing(tmp_path):
+    store = _ring_store(tmp_path / "bgl.db", ["bad.ts"])
+    for bad in (0, -5, 2**32):
+        with pytest.raises(InvalidPoint, match="outside 1..4294967295"):
+            store.write_points(RING, ["bad.ts", "bad.ts"], np.array([BASE, bad], np.int64), np.array([1.0, 2.0]))
+    reads = store.read_points(RING, ["bad.ts"], np.array([BASE - 100]), np.array([BASE + 100]))
+    assert len(reads.timestamps) == 0
+
+
+def test_a_block_of_another_size_is_an_error_not_wrong_points(tmp_path):
+    path = tmp_path / "bgl.db"
+    store = _ring_store(path, ["odd.block"])
+    store.write_points(RING, ["odd.block"], np.array([BASE], np.int64), np.array([1.0]))
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE {RING.name} SET slots = substr(slots, 1, length(slots) - 12)")
+    with pytest.raises(StoreError, match="another block size"):
+        store.read_points(RING, ["odd.block"], np.array([BASE - 10]), np.array([BASE + 10]))
+
+
+def _query_plans(store, call) -> list[tuple[str, str]]:
+    """(statement, EXPLAIN QUERY PLAN) of every datapoints query or deletion call runs on store."""
+    statements: list[str] = []
+    conn = store._conn
+    conn.set_trace_callback(statements.append)
+    try:
+        call()
+    finally:
+        conn.set_trace_callback(None)
+    plans = []
+    for sql in statements:
+        if "datapoints_" in sql and sql.startswith(("SELECT", "WITH", "DELETE")):
+            plan = " / ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
+            plans.append((sql[:100], plan))
+    return plans
+
+
+def test_point_reads_writes_and_drops_never_scan_a_stage_table(tmp_path):
+    store = _ring_store(tmp_path / "bgl.db", [f"plan.m{i}" for i in range(50)])
+    names = [f"plan.m{i}" for i in range(50)]
+    ts = np.arange(BASE, BASE + 50, dtype=np.int64)
+    windows = (np.full(50, BASE - 300), np.full(50, BASE + 50))
+    calls = {
+        "write": lambda: store.write_points(RING, names, ts, np.ones(50)),
+        "read": lambda: store.read_points(RING, names, *windows),
+        "drop": lambda: store.delete_metrics(names[:2]),
+    }
+    for what, call in calls.items():
+        plans = _query_plans(store, call)
+        assert plans, what
+        for sql, plan in plans:
+            assert "USING INTEGER PRIMARY KEY" in plan and not re.search(r"SCAN d\b|SCAN datapoints", plan), \
+                (what, sql, plan)
 
 
 # -- 5. delete then recreate -----------------------------------------------------------
@@ -570,16 +699,16 @@ def test_delete_removes_every_stage_and_recreate_gets_a_new_key(tmp_path):
     accessor.create_metric("del.me", _meta(STAGES), now=BASE)  # the highest key: a plain rowid would reuse it
     _fill_three_durations(accessor, ["keep.me", "del.me"])
     old_key, kept_key = _key_of(path, "del.me"), _key_of(path, "keep.me")
-    kept_before = {t: _rows_per_metric(path, t)[kept_key] for t in STAGE_TABLES}
-    assert all(_rows_per_metric(path, t).get(old_key) for t in STAGE_TABLES)
+    kept_before = {t: _points_per_metric(path, t)[kept_key] for t in STAGE_TABLES}
+    assert all(_points_per_metric(path, t).get(old_key) for t in STAGE_TABLES)
 
     accessor.delete_metrics(["del.me"])
 
     assert _key_of(path, "del.me") is None
     for table in STAGE_TABLES:
-        rows = _rows_per_metric(path, table)
-        assert old_key not in rows, table
-        assert rows[kept_key] == kept_before[table], table
+        points = _points_per_metric(path, table)
+        assert old_key not in points, table
+        assert points[kept_key] == kept_before[table], table
     accessor.create_metric("del.me", _meta(STAGES), now=BASE + 900)
     new_key = _key_of(path, "del.me")
     assert new_key is not None and new_key > old_key
@@ -588,8 +717,8 @@ def test_delete_removes_every_stage_and_recreate_gets_a_new_key(tmp_path):
     # the recreated metric is written and read under its new key only
     accessor.insert_points({"del.me": [(BASE + 899, 5.0)]}, now=BASE + 900)
     for table in STAGE_TABLES:
-        assert old_key not in _rows_per_metric(path, table)
-    assert _rows_per_metric(path, "datapoints_20p_1s_0")[new_key] == 1
+        assert old_key not in _points_per_metric(path, table)
+    assert _points_per_metric(path, "datapoints_20p_1s_0")[new_key] == 1
 
 
 def test_points_written_after_another_process_recreated_the_metric_are_not_lost(tmp_path):

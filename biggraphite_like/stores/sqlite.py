@@ -5,10 +5,18 @@ Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it
   after the last component, each component column with a partial index, so a glob turns
   into indexed lookups (parent, name prefix, component equality) before client filtering.
 - one `datapoints_<points>p_<precision>s_0|aggr` table per stage, created with the first
-  metric that uses it. A row is a whisper slot: primary key (metric, slot) with
-  slot = (timestamp / precision) mod points, so a stage holds at most `points` rows per
-  metric and a newer point replaces the one of the previous cycle, as in a whisper file.
-  Readers check the timestamp of each slot, as whisper does.
+  metric that uses it, holding whisper's ring of `points` slots per metric with
+  slot = (timestamp / precision) mod points: a point replaces whatever its slot held, so a
+  stage never holds more than `points` points per metric, as in a whisper file. Slots are
+  stored in blocks: a row is `block_slots(table)` consecutive slots of one metric, keyed
+  id = metric key * 2**32 + slot // block_slots, its `slots` BLOB packing (timestamp uint32,
+  value float64[, count uint32]) little-endian per slot, timestamp 0 for an empty slot.
+  A block is sized to stay inside half a 4 KiB page (no overflow pages, two rows a page), so
+  a day at 60 s is 9 rows: reads fetch few rows and decode them with one numpy call; writes
+  read the touched blocks, change their slots and write them back. Readers check the
+  timestamp of each slot, as whisper does. `newest` (the block's greatest timestamp) lets
+  expiry drop blocks without decoding them. The block size of a stage must never change
+  for an existing file: reads check it.
 """
 from __future__ import annotations
 
@@ -17,13 +25,14 @@ import functools
 import os
 import sqlite3
 import threading
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.errors import (
+    InvalidPoint,
     InvalidStoreURL,
     MetricNotFound,
     SchemaMissing,
@@ -40,10 +49,12 @@ END = names_mod.END_MARKER
 _COMPONENT_COLUMNS = [f"component_{i}" for i in range(COMPONENTS)]
 _METRIC_FIELDS = "name, retention, aggregator, xfilesfactor, created_on, updated_on, read_on"
 _CHUNK = 500  # bound parameters per IN (...) chunk
-_REQUESTS_PER_QUERY = 5000  # window requests per VALUES list (6 parameters each)
+_REQUESTS_PER_QUERY = 5000  # block ranges per VALUES list (3 parameters each)
+_IDS_PER_QUERY = 100_000  # block ids per json_each() list
 _PROBE_LIMIT = 1000  # rows read to estimate how selective a candidate index is
 _MAX_WALK = 5000  # directories one level of a glob walk may expand before the indexes take over
 DEFAULT_TIMEOUT = 30.0
+_MAX_TIMESTAMP = 2**32 - 1  # timestamps are whisper's unsigned 32-bit integers
 
 
 def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
@@ -68,13 +79,38 @@ def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
     return statements
 
 
+_ROW_BYTES = 1984  # bytes of slots a row holds at most: two rows fit a 4 KiB rowid-table leaf page
+_RAW_SLOT = np.dtype([("ts", "<u4"), ("value", "<f8")])
+_AGGREGATED_SLOT = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
+_ID_BITS = 32  # id = metric key << _ID_BITS | block
+
+
+def slot_dtype(table: StageTable) -> np.dtype:
+    """The packed layout of one slot in a block of table (numpy structured dtype)."""
+    return _AGGREGATED_SLOT if table.aggregated else _RAW_SLOT
+
+
+@functools.lru_cache(maxsize=None)
+def _block_slots(points: int, aggregated: bool) -> int:
+    itemsize = (_AGGREGATED_SLOT if aggregated else _RAW_SLOT).itemsize
+    blocks = -(-points // (_ROW_BYTES // itemsize))
+    return -(-points // blocks)  # as even as possible: the last block wastes fewer than `blocks` slots
+
+
+def block_slots(table: StageTable) -> int:
+    """Slots per row of table: the fewest rows of at most _ROW_BYTES, evenly filled."""
+    return _block_slots(table.stage.points, table.aggregated)
+
+
 def stage_table_sql(table: StageTable) -> str:
     """DDL of one stage table (also the template shown in schema/sqlite.sql)."""
-    count = "  count INTEGER NOT NULL,\n" if table.aggregated else ""
+    fields = "timestamp uint32, value float64, count uint32" if table.aggregated else "timestamp uint32, value float64"
     return (
         f"CREATE TABLE IF NOT EXISTS {table.name} (\n"
-        "  metric INTEGER NOT NULL,\n  slot INTEGER NOT NULL,\n  ts INTEGER NOT NULL,\n"
-        f"  value REAL NOT NULL,\n{count}  PRIMARY KEY (metric, slot)\n) WITHOUT ROWID;"
+        f"  id INTEGER PRIMARY KEY,  -- metric key * 2^32 + slot / {block_slots(table)}\n"
+        "  newest INTEGER NOT NULL,  -- greatest timestamp of the block\n"
+        f"  slots BLOB NOT NULL  -- {block_slots(table)} x ({fields}), little-endian; timestamp 0: empty\n"
+        ");"
     )
 
 
@@ -89,7 +125,9 @@ def _stage_table_comment() -> str:
     return (
         "-- One datapoints table per stage, created with the first metric that uses it:\n"
         "-- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,\n"
-        "-- with the count of finer points aggregated). slot = (ts / precision) % points. Example:\n"
+        "-- with the count of finer points aggregated). A row is a block of consecutive slots of\n"
+        "-- one metric's ring, slot = (ts / precision) % points; the block size depends on the\n"
+        "-- points and the kind of stage (biggraphite_like.stores.sqlite.block_slots). Example:\n"
         + "\n".join("-- " + line for line in example.splitlines())
     )
 
@@ -405,7 +443,8 @@ class SQLiteStore(Store):
         for index, stage in enumerate(retention.stages):
             table = StageTable(stage, index > 0)
             if table not in kept and self._table_exists(table):
-                self._conn.execute(f"DELETE FROM {table.name} WHERE metric = ?", (key,))
+                self._conn.execute(f"DELETE FROM {table.name} WHERE id BETWEEN ? AND ?",
+                                   (key << _ID_BITS, ((key + 1) << _ID_BITS) - 1))
 
     def _key(self, name: str) -> int:
         key = self._keys.get(name)
@@ -490,7 +529,7 @@ class SQLiteStore(Store):
                 "directories": conn.execute("SELECT count(*) FROM directories").fetchone()[0],
             }
             for name in self.stage_tables():
-                facts[f"rows.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+                facts[f"blocks.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
         return facts
 
     # -- globs -------------------------------------------------------------------------
@@ -628,84 +667,160 @@ class SQLiteStore(Store):
 
     # -- datapoints --------------------------------------------------------------------
     def write_points(self, table, names, timestamps, values, counts=None) -> None:
+        """Read the blocks the points fall in, set their slots, write them back (one UPSERT).
+
+        Of several points given for one slot, the last given wins.
+        """
         if not len(timestamps):
             return
         self._check_schema()
+        timestamps = np.asarray(timestamps, dtype=np.int64)
+        bad = (timestamps < 1) | (timestamps > _MAX_TIMESTAMP)
+        if bad.any():
+            raise InvalidPoint(f"timestamp {int(timestamps[bad][0])} is outside 1..{_MAX_TIMESTAMP}:"
+                               " the SQLite store keeps whisper's unsigned 32-bit timestamps")
         self._point_changes += 1
         with self.write_batch(), self._errors(f"write points to {table.name}"):
             self._ensure_table(table)
             keys = np.fromiter((self._key(n) for n in names), dtype=np.int64, count=len(names))
+            if keys.max() >= 1 << (63 - _ID_BITS):
+                raise StoreError(f"metric key {int(keys.max())} does not fit a block id: the metrics table has"
+                                 f" handed out 2**{63 - _ID_BITS} keys; copy the metrics to a new store")
+            size, dtype = block_slots(table), slot_dtype(table)
             slots = (timestamps // table.stage.precision) % table.stage.points
-            columns = [keys.tolist(), slots.tolist(), timestamps.tolist(), values.tolist()]
+            ids, row = np.unique((keys << _ID_BITS) | (slots // size), return_inverse=True)
+            cell = row * size + slots % size
+            # the last given point of each slot: first of the reversed points
+            _, last = np.unique(cell[::-1], return_index=True)
+            last = len(cell) - 1 - last
+            blocks = self._read_blocks(table, ids)
+            flat = blocks.reshape(-1)
+            flat["ts"][cell[last]] = timestamps[last]
+            flat["value"][cell[last]] = np.asarray(values, dtype=np.float64)[last]
             if table.aggregated:
-                columns.append((counts if counts is not None else np.ones(len(timestamps), np.int64)).tolist())
-                sql = (f"INSERT INTO {table.name} (metric, slot, ts, value, count) VALUES (?, ?, ?, ?, ?)"
-                       " ON CONFLICT (metric, slot) DO UPDATE SET ts = excluded.ts, value = excluded.value,"
-                       " count = excluded.count")
-            else:
-                sql = (f"INSERT INTO {table.name} (metric, slot, ts, value) VALUES (?, ?, ?, ?)"
-                       " ON CONFLICT (metric, slot) DO UPDATE SET ts = excluded.ts, value = excluded.value")
-            self._conn.executemany(sql, zip(*columns))
+                flat["count"][cell[last]] = 1 if counts is None else np.asarray(counts, dtype=np.int64)[last]
+            newest = blocks["ts"].max(axis=1)
+            data = memoryview(blocks.tobytes())
+            step = size * dtype.itemsize
+            self._conn.executemany(
+                f"INSERT INTO {table.name} (id, newest, slots) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET newest = excluded.newest, slots = excluded.slots",
+                zip(ids.tolist(), newest.tolist(), (data[i:i + step] for i in range(0, len(data), step))),
+            )
+
+    def _read_blocks(self, table: StageTable, ids: np.ndarray) -> np.ndarray:
+        """The blocks of sorted unique ids, shape (len(ids), block_slots); missing ones empty."""
+        size, dtype = block_slots(table), slot_dtype(table)
+        blocks = np.zeros((len(ids), size), dtype=dtype)
+        found: list[int] = []
+        blobs: list[bytes] = []
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start:start + _IDS_PER_QUERY]
+            rows = self._conn.execute(
+                f"SELECT id, slots FROM {table.name} WHERE id IN (SELECT value FROM json_each(?))",
+                ("[" + ",".join(map(str, chunk.tolist())) + "]",),
+            ).fetchall()
+            for id_, blob in rows:
+                found.append(id_)
+                blobs.append(blob)
+        if found:
+            blocks[np.searchsorted(ids, np.array(found, dtype=np.int64))] = _decode(table, blobs).reshape(-1, size)
+        return blocks
 
     def read_points(self, table, names, starts, ends) -> PointReads:
         if not len(names):
             return PointReads.empty()
         self._check_schema()
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
         with self.read_snapshot(), self._errors(f"read points from {table.name}"):
             if not self._table_exists(table):
                 return PointReads.empty()
-            requests = list(self._slot_ranges(table, names, starts, ends))
-            rows: list[tuple] = []
+            requests = self._block_ranges(table, names, starts, ends)
+            found: list[tuple[int, bytes]] = []
             for start in range(0, len(requests), _REQUESTS_PER_QUERY):
                 chunk = requests[start:start + _REQUESTS_PER_QUERY]
-                values_sql = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk))
-                # two columns a row (request and timestamp packed in one integer): fewer Python objects
+                values_sql = ", ".join(["(?, ?, ?)"] * len(chunk))
                 sql = (
-                    f"WITH req(r, k, s0, s1, t0, t1) AS (VALUES {values_sql})"
-                    f" SELECT (req.r << 32) | d.ts, d.value FROM req CROSS JOIN {table.name} AS d"
-                    " ON d.metric = req.k AND d.slot BETWEEN req.s0 AND req.s1 AND d.ts >= req.t0 AND d.ts < req.t1"
+                    f"WITH req(r, lo, hi) AS (VALUES {values_sql})"
+                    f" SELECT req.r, d.slots FROM req CROSS JOIN {table.name} AS d ON d.id BETWEEN req.lo AND req.hi"
                 )
-                rows.extend(self._conn.execute(sql, [v for request in chunk for v in request]).fetchall())
-        if not rows:
+                found.extend(self._conn.execute(sql, chunk.reshape(-1).tolist()).fetchall())
+        if not found:
             return PointReads.empty()
-        packed, values = zip(*rows)
-        keys = np.array(packed, dtype=np.int64)
-        return PointReads(keys >> 32, keys & 0xFFFFFFFF, np.array(values, dtype=np.float64))
+        request, blobs = zip(*found)
+        slots = _decode(table, blobs)
+        owner = np.repeat(np.array(request, dtype=np.int64), block_slots(table))
+        ts = slots["ts"].astype(np.int64)
+        keep = (ts >= starts[owner]) & (ts < ends[owner]) & (ts > 0)
+        return PointReads(owner[keep], ts[keep], slots["value"][keep])
 
-    def _slot_ranges(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
-                     ) -> Iterable[tuple[int, int, int, int, int, int]]:
-        precision, points = table.stage.precision, table.stage.points
-        for request, (name, start, end) in enumerate(zip(names, starts.tolist(), ends.tolist())):
+    def _block_ranges(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
+                      ) -> np.ndarray:
+        """Rows (request, first id, last id) of the blocks holding the slots of each window.
+
+        A window that wraps around the ring is two ranges, or the whole ring when both ends
+        fall in one block (a block is then read once: no point twice).
+        """
+        precision, points, size = table.stage.precision, table.stage.points, block_slots(table)
+        last_block = (points - 1) // size
+        keys = np.empty(len(names), dtype=np.int64)
+        for index, name in enumerate(names):
             key = self._keys.get(name)
             if key is None:
                 try:
                     key = self._key(name)
                 except MetricNotFound:
-                    continue
-            first = -(-start // precision)  # first slot index at or after start
-            last = -(-end // precision) - 1
-            if last < first:
-                continue
-            if last - first + 1 >= points:
-                yield (request, key, 0, points - 1, start, end)
-                continue
-            low, high = first % points, last % points
-            if low <= high:
-                yield (request, key, low, high, start, end)
-            else:
-                yield (request, key, low, points - 1, start, end)
-                yield (request, key, 0, high, start, end)
+                    key = -1
+            keys[index] = key
+        first = -(-starts // precision)  # first slot index at or after start
+        last = -(-ends // precision) - 1
+        request = np.arange(len(names), dtype=np.int64)
+        valid = (keys >= 0) & (last >= first)
+        low_block, high_block = (first % points) // size, (last % points) // size
+        whole = (last - first + 1 >= points) | ((first % points > last % points) & (high_block >= low_block))
+        wraps = ~whole & (first % points > last % points)
+        base = keys << _ID_BITS
+        # [low, high] when not wrapping, [low, last block] then [0, high] when wrapping
+        lo = np.where(whole, 0, low_block)
+        hi = np.where(whole | wraps, last_block, high_block)
+        ranges = [np.stack([request, base + lo, base + hi], axis=1)[valid]]
+        second = valid & wraps
+        ranges.append(np.stack([request, base, base + high_block], axis=1)[second])
+        return np.concatenate(ranges)
 
     def expire_points(self, now: int) -> int:
+        """Drop the blocks whose every point is older than its stage's duration.
+
+        Returns the number of points (non-empty slots) in the dropped blocks. Older points
+        sharing a block with a newer one stay until the block is rewritten or expires;
+        the accessor never reads them (its windows never reach past a stage's duration).
+        """
         self._check_schema()
         removed = 0
         self._point_changes += 1
         with self.write_batch(), self._errors("expire points"):
             for name in self.stage_tables():
                 precision, points = _table_stage(name)
-                cursor = self._conn.execute(f"DELETE FROM {name} WHERE ts < ?", (now - precision * points,))
-                removed += cursor.rowcount
+                table = StageTable(Stage(precision, points), name.endswith("_aggr"))
+                cutoff = now - precision * points
+                cursor = self._conn.execute(f"SELECT slots FROM {name} WHERE newest < ?", (cutoff,))
+                while blobs := cursor.fetchmany(10_000):
+                    removed += int(np.count_nonzero(_decode(table, [b for (b,) in blobs])["ts"]))
+                self._conn.execute(f"DELETE FROM {name} WHERE newest < ?", (cutoff,))
         return removed
+
+
+def _decode(table: StageTable, blobs: Sequence[bytes]) -> np.ndarray:
+    """The slots of blobs of table, one flat structured array; StoreError if a blob is not a block."""
+    dtype, size = slot_dtype(table), block_slots(table)
+    data = b"".join(blobs)
+    if len(data) != len(blobs) * size * dtype.itemsize:
+        raise StoreError(
+            f"{table.name}: a block is not {size} slots of {dtype.itemsize} bytes: the table was written with"
+            " another block size or layout; run the version of biggraphite_like that wrote it"
+        )
+    return np.frombuffer(data, dtype=dtype)
 
 
 def _table_stage(table_name: str) -> tuple[int, int]:
