@@ -749,11 +749,17 @@ class SQLiteStore(Store):
         if not found:
             return PointReads.empty()
         request, blobs = zip(*found)
-        slots = _decode(table, blobs)
-        owner = np.repeat(np.array(request, dtype=np.int64), block_slots(table))
-        ts = slots["ts"].astype(np.int64)
-        keep = (ts >= starts[owner]) & (ts < ends[owner]) & (ts > 0)
-        return PointReads(owner[keep], ts[keep], slots["value"][keep])
+        request = np.array(request, dtype=np.int64)
+        size = block_slots(table)
+        slots = _decode(table, blobs).reshape(len(request), size)
+        # a row of slots per block, compared with its window as uint32: [max(start, 1), end - 1]
+        # (timestamp 0, an empty slot, is never kept)
+        low = np.clip(starts, 1, _MAX_TIMESTAMP).astype(np.uint32)[request, None]
+        high = np.clip(ends - 1, 0, _MAX_TIMESTAMP).astype(np.uint32)[request, None]
+        ts = slots["ts"]
+        keep = ((ts >= low) & (ts <= high)).reshape(-1)
+        flat = slots.reshape(-1)
+        return PointReads(np.repeat(request, size)[keep], flat["ts"][keep].astype(np.int64), flat["value"][keep])
 
     def _block_ranges(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
                       ) -> np.ndarray:
