@@ -9,13 +9,14 @@ PID_DIR, LOG_DIR and LOCAL_DATA_DIR in carbon.conf place the rest.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run carbon-cache (argv: carbon-cache's arguments, default sys.argv[1:])."""
-    import carbon_plugin  # noqa: F401 (registers the database plugins with carbon)
+    importlib.import_module("carbon_plugin")  # registers the database plugins with carbon
     from carbon.exceptions import CarbonConfigException
     from carbon.util import run_twistd_plugin
 
