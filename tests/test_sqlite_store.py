@@ -539,7 +539,7 @@ def test_a_stage_never_holds_more_than_its_points(tmp_path):
         size = block_slots(StageTable(Stage(precision, points), table.endswith("_aggr")))
         for key, block, newest, slots in _blocks(path, table):
             assert len(slots) == size and block <= (points - 1) // size, (table, block, len(slots))
-            assert newest == slots["ts"].max()
+            assert newest >= slots["ts"].max()  # expiry may keep a block longer, never drop a live one
             # each point sits in the slot of its timestamp: whisper's ring
             filled = np.flatnonzero(slots["ts"])
             assert ((slots["ts"][filled] // precision) % points == block * size + filled).all(), table
@@ -611,10 +611,11 @@ def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path):
     assert block_slots(RING) < 400 // 2
     model: dict[tuple[str, int], tuple[int, float]] = {}
     base = BASE - BASE % 400
-    for round_ in range(30):
-        batch = [(rng.choice(names), base + rng.randrange(0, 1200), float(rng.randrange(1000))) for _ in range(60)]
-        batch += batch[:5]  # a slot given twice in one batch: the last one wins
-        batch = [(n, t, v + 0.5) if i >= 60 else (n, t, v) for i, (n, t, v) in enumerate(batch)]
+    for round_ in range(40):
+        # few points a block (replaced in place) or many (blocks rewritten whole); any bytes as values
+        size = rng.choice([1, 2, 3, 6, 60])
+        batch = [(rng.choice(names), base + rng.randrange(0, 1200), rng.uniform(-1e300, 1e300)) for _ in range(size)]
+        batch += [(n, t, v / 3) for n, t, v in batch[:2]]  # a slot given twice in one batch: the last one wins
         with store.write_batch():
             store.write_points(RING, [n for n, _, _ in batch], np.array([t for _, t, _ in batch], np.int64),
                                np.array([v for _, _, v in batch]))
@@ -668,13 +669,14 @@ def _query_plans(store, call) -> list[tuple[str, str]]:
 
 
 def test_point_reads_writes_and_drops_never_scan_a_stage_table(tmp_path):
-    store = _ring_store(tmp_path / "bgl.db", [f"plan.m{i}" for i in range(50)])
     names = [f"plan.m{i}" for i in range(50)]
-    ts = np.arange(BASE, BASE + 50, dtype=np.int64)
-    windows = (np.full(50, BASE - 300), np.full(50, BASE + 50))
+    store = _ring_store(tmp_path / "bgl.db", names)
+    store.write_points(RING, names, np.full(50, BASE), np.ones(50))
+    many = [n for n in names for _ in range(5)]  # 5 points a block: blocks read back and written whole
+    ts = np.tile(np.arange(BASE + 1, BASE + 6), 50)
     calls = {
-        "write": lambda: store.write_points(RING, names, ts, np.ones(50)),
-        "read": lambda: store.read_points(RING, names, *windows),
+        "write": lambda: store.write_points(RING, many, ts, np.ones(len(ts))),
+        "read": lambda: store.read_points(RING, names, np.full(50, BASE - 300), np.full(50, BASE + 50)),
         "drop": lambda: store.delete_metrics(names[:2]),
     }
     for what, call in calls.items():

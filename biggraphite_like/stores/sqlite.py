@@ -51,6 +51,7 @@ _METRIC_FIELDS = "name, retention, aggregator, xfilesfactor, created_on, updated
 _CHUNK = 500  # bound parameters per IN (...) chunk
 _REQUESTS_PER_QUERY = 5000  # block ranges per VALUES list (3 parameters each)
 _IDS_PER_QUERY = 100_000  # block ids per json_each() list
+_SPLICE_POINTS = 3  # an existing block given fewer points in a batch is changed in place, slot by slot
 _PROBE_LIMIT = 1000  # rows read to estimate how selective a candidate index is
 _MAX_WALK = 5000  # directories one level of a glob walk may expand before the indexes take over
 DEFAULT_TIMEOUT = 30.0
@@ -667,8 +668,12 @@ class SQLiteStore(Store):
 
     # -- datapoints --------------------------------------------------------------------
     def write_points(self, table, names, timestamps, values, counts=None) -> None:
-        """Read the blocks the points fall in, set their slots, write them back (one UPSERT).
+        """Set the slots of the points in their blocks (whisper's ring: a point replaces its slot).
 
+        A block given fewer than _SPLICE_POINTS points (carbon's usual case: one point a
+        metric) has each slot replaced inside SQLite, with no read back (an UPSERT that
+        creates the block if needed); other blocks are read, changed with numpy and written
+        back whole (one UPSERT each).
         Of several points given for one slot, the last given wins.
         """
         if not len(timestamps):
@@ -686,46 +691,64 @@ class SQLiteStore(Store):
             if keys.max() >= 1 << (63 - _ID_BITS):
                 raise StoreError(f"metric key {int(keys.max())} does not fit a block id: the metrics table has"
                                  f" handed out 2**{63 - _ID_BITS} keys; copy the metrics to a new store")
-            size, dtype = block_slots(table), slot_dtype(table)
+            size = block_slots(table)
             slots = (timestamps // table.stage.precision) % table.stage.points
-            ids, row = np.unique((keys << _ID_BITS) | (slots // size), return_inverse=True)
-            cell = row * size + slots % size
-            # the last given point of each slot: first of the reversed points
-            _, last = np.unique(cell[::-1], return_index=True)
+            ids, block = np.unique((keys << _ID_BITS) | (slots // size), return_inverse=True)
+            cell = block * size + slots % size
+            _, last = np.unique(cell[::-1], return_index=True)  # the last given point of each slot
             last = len(cell) - 1 - last
-            blocks = self._read_blocks(table, ids)
-            flat = blocks.reshape(-1)
-            flat["ts"][cell[last]] = timestamps[last]
-            flat["value"][cell[last]] = np.asarray(values, dtype=np.float64)[last]
+            points = np.zeros(len(last), dtype=slot_dtype(table))
+            points["ts"] = timestamps[last]
+            points["value"] = np.asarray(values, dtype=np.float64)[last]
             if table.aggregated:
-                flat["count"][cell[last]] = 1 if counts is None else np.asarray(counts, dtype=np.int64)[last]
-            newest = blocks["ts"].max(axis=1)
-            data = memoryview(blocks.tobytes())
-            step = size * dtype.itemsize
-            self._conn.executemany(
-                f"INSERT INTO {table.name} (id, newest, slots) VALUES (?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET newest = excluded.newest, slots = excluded.slots",
-                zip(ids.tolist(), newest.tolist(), (data[i:i + step] for i in range(0, len(data), step))),
-            )
+                points["count"] = 1 if counts is None else np.asarray(counts, dtype=np.int64)[last]
+            cell = cell[last]
+            block = cell // size
+            splice = np.bincount(block, minlength=len(ids)) < _SPLICE_POINTS
+            spliced = splice[block]
+            if spliced.any():
+                self._splice_slots(table, ids[block[spliced]], cell[spliced] % size, points[spliced])
+            if not spliced.all():
+                whole = ~splice
+                rows = (np.cumsum(whole) - 1)[block[~spliced]]  # index of each point's block among whole ones
+                self._write_blocks(table, ids[whole], rows * size + cell[~spliced] % size, points[~spliced])
 
-    def _read_blocks(self, table: StageTable, ids: np.ndarray) -> np.ndarray:
-        """The blocks of sorted unique ids, shape (len(ids), block_slots); missing ones empty."""
-        size, dtype = block_slots(table), slot_dtype(table)
-        blocks = np.zeros((len(ids), size), dtype=dtype)
-        found: list[int] = []
-        blobs: list[bytes] = []
+    def _splice_slots(self, table: StageTable, ids: np.ndarray, positions: np.ndarray, points: np.ndarray) -> None:
+        """Set slot positions[i] of block ids[i] to points[i] inside SQLite (an empty block if none)."""
+        item = points.dtype.itemsize
+        block_bytes = block_slots(table) * item
+        data = memoryview(points.tobytes())
+        offsets = (positions * item).tolist()
+        self._conn.executemany(
+            f"INSERT INTO {table.name} (id, newest, slots) VALUES (?1, ?2, CAST(zeroblob(?3) || ?4 || zeroblob(?5) AS BLOB))"
+            " ON CONFLICT (id) DO UPDATE SET newest = max(newest, ?2),"
+            " slots = CAST(substr(slots, 1, ?3) || ?4 || substr(slots, ?3 + length(?4) + 1) AS BLOB)",
+            zip(ids.tolist(), points["ts"].tolist(), offsets, (data[i:i + item] for i in range(0, len(data), item)),
+                [block_bytes - o - item for o in offsets]),
+        )
+
+    def _write_blocks(self, table: StageTable, ids: np.ndarray, cells: np.ndarray, points: np.ndarray) -> None:
+        """Read the blocks of sorted unique ids, set their cells (block index * size + slot) to points,
+        write them back whole."""
+        size = block_slots(table)
+        blocks = np.zeros((len(ids), size), dtype=slot_dtype(table))
+        found: list[tuple[int, bytes]] = []
         for start in range(0, len(ids), _IDS_PER_QUERY):
-            chunk = ids[start:start + _IDS_PER_QUERY]
-            rows = self._conn.execute(
+            found += self._conn.execute(
                 f"SELECT id, slots FROM {table.name} WHERE id IN (SELECT value FROM json_each(?))",
-                ("[" + ",".join(map(str, chunk.tolist())) + "]",),
+                (_json_ids(ids[start:start + _IDS_PER_QUERY]),),
             ).fetchall()
-            for id_, blob in rows:
-                found.append(id_)
-                blobs.append(blob)
         if found:
-            blocks[np.searchsorted(ids, np.array(found, dtype=np.int64))] = _decode(table, blobs).reshape(-1, size)
-        return blocks
+            held, blobs = zip(*found)
+            blocks[np.searchsorted(ids, np.array(held, dtype=np.int64))] = _decode(table, blobs).reshape(-1, size)
+        blocks.reshape(-1)[cells] = points
+        data = memoryview(blocks.tobytes())
+        step = size * points.dtype.itemsize
+        self._conn.executemany(
+            f"INSERT INTO {table.name} (id, newest, slots) VALUES (?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET newest = excluded.newest, slots = excluded.slots",
+            zip(ids.tolist(), blocks["ts"].max(axis=1).tolist(), (data[i:i + step] for i in range(0, len(data), step))),
+        )
 
     def read_points(self, table, names, starts, ends) -> PointReads:
         if not len(names):
@@ -815,6 +838,10 @@ class SQLiteStore(Store):
                     removed += int(np.count_nonzero(_decode(table, [b for (b,) in blobs])["ts"]))
                 self._conn.execute(f"DELETE FROM {name} WHERE newest < ?", (cutoff,))
         return removed
+
+
+def _json_ids(ids: np.ndarray) -> str:
+    return "[" + ",".join(map(str, ids.tolist())) + "]"
 
 
 def _decode(table: StageTable, blobs: Sequence[bytes]) -> np.ndarray:
