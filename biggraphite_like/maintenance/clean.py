@@ -84,22 +84,22 @@ def clean(
 
     progress = Progress("clean: metrics", stream=progress_stream)
     show_total(progress, accessor.store, "metrics", nshards)
-    removed_names: list[str] = []
-    survivors: list[str] = []  # dry run only: what stays, to tell which directories would go
+    emptied: set[str] = set()  # parents of the metrics removed: they may be left empty
+    live: set[str] = set()  # dry run only: ancestors of the metrics that stay
     for page in accessor.scan_metrics(shard, nshards, page_size=page_size):
         report.metrics_scanned += len(page.items)
         stale = [m.name for m in page.items if is_stale(m)]
         if dry_run:
-            survivors.extend(m.name for m in page.items if not is_stale(m))
-            removed_names.extend(stale)
+            live.update(live_directories(m.name for m in page.items if not is_stale(m)))
         elif stale:
             # read again: a write since the scan refreshed updated_on
-            still = [m.name for m in store.get_metrics(stale).values() if is_stale(m)]
-            if still:
-                accessor.delete_metrics(still)
-                removed_names.extend(still)
+            stale = [m.name for m in store.get_metrics(stale).values() if is_stale(m)]
+            if stale:
+                accessor.delete_metrics(stale)
+        report.metrics_removed += len(stale)
+        emptied.update(names_mod.parent(n) for n in stale)
         progress.advance(len(page.items))
-    report.metrics_removed = len(removed_names)
+    emptied.discard("")
     progress.close()
 
     if not dry_run and shard == 0:
@@ -109,8 +109,8 @@ def clean(
     show_total(progress, accessor.store, "directories", nshards)
     if dry_run:
         if nshards > 1:  # directories of this shard may hold metrics of any shard
-            survivors = [m.name for p in accessor.scan_metrics(page_size=page_size) for m in p.items if not is_stale(m)]
-        live = live_directories(survivors)
+            live = live_directories(
+                m.name for p in accessor.scan_metrics(page_size=page_size) for m in p.items if not is_stale(m))
         for page in accessor.scan_directories(shard, nshards, page_size=page_size):
             report.directories_scanned += len(page.items)
             report.directories_removed += sum(1 for d in page.items if d not in live)
@@ -122,8 +122,7 @@ def clean(
             pruned.add(prune_empty_directories(accessor, page.items, known_to_exist=True, race_hook=race_hook))
             progress.advance(len(page.items))
         # parents of the metrics this run removed may belong to another shard's directories
-        parents = {names_mod.parent(n) for n in removed_names} - {""}
-        pruned.add(prune_empty_directories(accessor, parents, race_hook=race_hook))
+        pruned.add(prune_empty_directories(accessor, emptied, race_hook=race_hook))
         report.directories_removed, report.directories_restored = pruned.removed, pruned.restored
     progress.close()
     report.duration_seconds = round(time.monotonic() - started, 3)
