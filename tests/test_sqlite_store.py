@@ -651,6 +651,45 @@ def test_a_block_of_another_size_is_an_error_not_wrong_points(tmp_path):
         store.read_points(RING, ["odd.block"], np.array([BASE - 10]), np.array([BASE + 10]))
 
 
+_OLD_LAYOUT = """CREATE TABLE {name} (
+  metric INTEGER NOT NULL, slot INTEGER NOT NULL, ts INTEGER NOT NULL, value REAL NOT NULL,{count}
+  PRIMARY KEY (metric, slot)
+) WITHOUT ROWID"""
+
+
+def test_syncdb_converts_tables_of_one_row_per_point_to_blocks(tmp_path):
+    """A file written before blocks (one row per point): reads say to run syncdb, which converts it."""
+    path = tmp_path / "bgl.db"
+    store = _ring_store(path, ["old.a", "old.b"])
+    aggr = StageTable(Stage(20, 60), True)
+    keys = {n: _key_of(path, n) for n in ("old.a", "old.b")}
+    raw_points = {("old.a", BASE + t): float(t) for t in range(0, 900, 7)}  # > 400 s: older slots replaced
+    raw_points.update({("old.b", BASE + 3): -1.5})
+    with sqlite3.connect(path) as conn:
+        for table, count in ((RING, ""), (aggr, " count INTEGER NOT NULL,")):
+            conn.execute(f"DROP TABLE {table.name}")
+            conn.execute(_OLD_LAYOUT.format(name=table.name, count=count))
+        conn.executemany(f"INSERT OR REPLACE INTO {RING.name} VALUES (?, ?, ?, ?)",
+                         [(keys[n], ts % 400, ts, v) for (n, ts), v in sorted(raw_points.items(), key=lambda i: i[0][1])])
+        conn.execute(f"INSERT INTO {aggr.name} VALUES (?, ?, ?, ?, ?)", (keys["old.b"], 7, BASE - BASE % 20, 2.5, 3))
+    old = SQLiteStore(str(path))
+    with pytest.raises(SchemaMissing, match="one row per point.*syncdb"):
+        old.read_points(RING, ["old.a"], np.array([BASE]), np.array([BASE + 400]))
+
+    old.syncdb()
+
+    reads = old.read_points(RING, ["old.a", "old.b"], np.array([BASE + 500, BASE]), np.array([BASE + 900, BASE + 10]))
+    got = {(("old.a", "old.b")[r], ts): v for r, ts, v in zip(reads.request.tolist(), reads.timestamps.tolist(),
+                                                               reads.values.tolist())}
+    assert got == {k: v for k, v in raw_points.items() if (k[0] == "old.a" and k[1] >= BASE + 500) or k[0] == "old.b"}
+    (_, _, _, slots), = _blocks(path, aggr.name)
+    filled = slots[slots["ts"] != 0]
+    assert filled.tolist() == [(BASE - BASE % 20, 2.5, 3)]
+    with sqlite3.connect(path) as conn:
+        assert not conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'old_%'").fetchall()
+    old.syncdb()  # nothing left to convert
+
+
 def _query_plans(store, call) -> list[tuple[str, str]]:
     """(statement, EXPLAIN QUERY PLAN) of every datapoints query or deletion call runs on store."""
     statements: list[str] = []

@@ -12,10 +12,11 @@ Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it
   id = metric key * 2**32 + slot // block_slots, its `slots` BLOB packing (timestamp uint32,
   value float64[, count uint32]) little-endian per slot, timestamp 0 for an empty slot.
   A block is sized to stay inside half a 4 KiB page (no overflow pages, two rows a page), so
-  a day at 60 s is 9 rows: reads fetch few rows and decode them with one numpy call; writes
-  read the touched blocks, change their slots and write them back. Readers check the
-  timestamp of each slot, as whisper does. `newest` (the block's greatest timestamp) lets
-  expiry drop blocks without decoding them. The block size of a stage must never change
+  a day at 60 s is 9 rows: reads fetch few rows and decode them with one numpy call and
+  keep the slots whose timestamp is in the window, as whisper does. Writes replace one or
+  two slots of a block inside SQLite (carbon's case), or read the block, change it with
+  numpy and write it back. `newest` (at least the greatest timestamp of the block) lets
+  expiry drop whole blocks without decoding them. A table's block size must never change
   for an existing file: reads check it.
 """
 from __future__ import annotations
@@ -109,7 +110,7 @@ def stage_table_sql(table: StageTable) -> str:
     return (
         f"CREATE TABLE IF NOT EXISTS {table.name} (\n"
         f"  id INTEGER PRIMARY KEY,  -- metric key * 2^32 + slot / {block_slots(table)}\n"
-        "  newest INTEGER NOT NULL,  -- greatest timestamp of the block\n"
+        "  newest INTEGER NOT NULL,  -- >= every timestamp of the block (expiry)\n"
         f"  slots BLOB NOT NULL  -- {block_slots(table)} x ({fields}), little-endian; timestamp 0: empty\n"
         ");"
     )
@@ -322,6 +323,7 @@ class SQLiteStore(Store):
             with self.write_batch():
                 for statement in schema_statements():
                     conn.execute(statement)
+                self._convert_point_tables()
         self._schema_checked = True
 
     def _check_schema(self) -> None:
@@ -340,6 +342,7 @@ class SQLiteStore(Store):
             return
         with self._errors(f"create table {table.name}"):
             self._conn.execute(stage_table_sql(table))
+            self._check_layout(table.name)
         self._tables.add(table.name)
 
     def _table_exists(self, table: StageTable) -> bool:
@@ -347,8 +350,40 @@ class SQLiteStore(Store):
             return True
         row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table.name,)).fetchone()
         if row:
+            self._check_layout(table.name)
             self._tables.add(table.name)
         return bool(row)
+
+    def _holds_rows_per_point(self, name: str) -> bool:
+        row = self._conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+        return row is not None and "slots BLOB" not in row[0]
+
+    def _check_layout(self, name: str) -> None:
+        if self._holds_rows_per_point(name):
+            raise SchemaMissing(f"{name} in {self.path} holds one row per point (the layout before blocks of slots):"
+                                f" run `bgl --store {self.url} syncdb` to convert it")
+
+    def _convert_point_tables(self) -> None:
+        """Rewrite the stage tables of the one-row-per-point layout as blocks (run by syncdb)."""
+        conn = self._conn
+        for name in self.stage_tables():
+            if not self._holds_rows_per_point(name):
+                continue
+            precision, points = _table_stage(name)
+            table = StageTable(Stage(precision, points), name.endswith("_aggr"))
+            conn.execute(f"ALTER TABLE {name} RENAME TO old_{name}")
+            self._tables.discard(name)
+            self._ensure_table(table)
+            count = ", count" if table.aggregated else ""
+            cursor = conn.execute(f"SELECT metric, ts, value{count} FROM old_{name} WHERE ts BETWEEN 1 AND ?"
+                                  " ORDER BY metric, slot", (_MAX_TIMESTAMP,))
+            while rows := cursor.fetchmany(100_000):
+                columns = list(zip(*rows))
+                self._write_slots(table, np.array(columns[0], dtype=np.int64), np.array(columns[1], dtype=np.int64),
+                                  np.array(columns[2], dtype=np.float64),
+                                  np.array(columns[3], dtype=np.int64) if table.aggregated else None)
+            conn.execute(f"DROP TABLE old_{name}")
+            self._point_changes += 1
 
     def stage_tables(self) -> list[str]:
         """Names of the datapoint tables that exist."""
@@ -688,30 +723,35 @@ class SQLiteStore(Store):
         with self.write_batch(), self._errors(f"write points to {table.name}"):
             self._ensure_table(table)
             keys = np.fromiter((self._key(n) for n in names), dtype=np.int64, count=len(names))
-            if keys.max() >= 1 << (63 - _ID_BITS):
-                raise StoreError(f"metric key {int(keys.max())} does not fit a block id: the metrics table has"
-                                 f" handed out 2**{63 - _ID_BITS} keys; copy the metrics to a new store")
-            size = block_slots(table)
-            slots = (timestamps // table.stage.precision) % table.stage.points
-            ids, block = np.unique((keys << _ID_BITS) | (slots // size), return_inverse=True)
-            cell = block * size + slots % size
-            _, last = np.unique(cell[::-1], return_index=True)  # the last given point of each slot
-            last = len(cell) - 1 - last
-            points = np.zeros(len(last), dtype=slot_dtype(table))
-            points["ts"] = timestamps[last]
-            points["value"] = np.asarray(values, dtype=np.float64)[last]
-            if table.aggregated:
-                points["count"] = 1 if counts is None else np.asarray(counts, dtype=np.int64)[last]
-            cell = cell[last]
-            block = cell // size
-            splice = np.bincount(block, minlength=len(ids)) < _SPLICE_POINTS
-            spliced = splice[block]
-            if spliced.any():
-                self._splice_slots(table, ids[block[spliced]], cell[spliced] % size, points[spliced])
-            if not spliced.all():
-                whole = ~splice
-                rows = (np.cumsum(whole) - 1)[block[~spliced]]  # index of each point's block among whole ones
-                self._write_blocks(table, ids[whole], rows * size + cell[~spliced] % size, points[~spliced])
+            self._write_slots(table, keys, timestamps, values, counts)
+
+    def _write_slots(self, table: StageTable, keys: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
+                     counts: np.ndarray | None) -> None:
+        """write_points by metric key (timestamps already checked)."""
+        if keys.max() >= 1 << (63 - _ID_BITS):
+            raise StoreError(f"metric key {int(keys.max())} does not fit a block id: the metrics table has"
+                             f" handed out 2**{63 - _ID_BITS} keys; copy the metrics to a new store")
+        size = block_slots(table)
+        slots = (timestamps // table.stage.precision) % table.stage.points
+        ids, block = np.unique((keys << _ID_BITS) | (slots // size), return_inverse=True)
+        cell = block * size + slots % size
+        _, last = np.unique(cell[::-1], return_index=True)  # the last given point of each slot
+        last = len(cell) - 1 - last
+        points = np.zeros(len(last), dtype=slot_dtype(table))
+        points["ts"] = timestamps[last]
+        points["value"] = np.asarray(values, dtype=np.float64)[last]
+        if table.aggregated:
+            points["count"] = 1 if counts is None else np.asarray(counts, dtype=np.int64)[last]
+        cell = cell[last]
+        block = cell // size
+        splice = np.bincount(block, minlength=len(ids)) < _SPLICE_POINTS
+        spliced = splice[block]
+        if spliced.any():
+            self._splice_slots(table, ids[block[spliced]], cell[spliced] % size, points[spliced])
+        if not spliced.all():
+            whole = ~splice
+            rows = (np.cumsum(whole) - 1)[block[~spliced]]  # index of each point's block among whole ones
+            self._write_blocks(table, ids[whole], rows * size + cell[~spliced] % size, points[~spliced])
 
     def _splice_slots(self, table: StageTable, ids: np.ndarray, positions: np.ndarray, points: np.ndarray) -> None:
         """Set slot positions[i] of block ids[i] to points[i] inside SQLite (an empty block if none)."""
