@@ -95,9 +95,12 @@ class Checker:
 
 def accessor_reader(url: str, timestamps: list[int]):
     wanted = np.array(sorted(timestamps))
+    # One accessor for every check: a fetch records read_on once per metric per hour, a
+    # fresh accessor would write it at every check (contending with carbon's writes).
+    # Metrics not found are not cached, so a metric created later is seen.
+    accessor = Accessor.from_url(url)
 
-    def read(names: list[str], start: int, end: int) -> dict[str, int]:
-        accessor = Accessor.from_url(url)  # fresh: no cached metadata of metrics not yet created
+    def read(names: list[str], start: int, end: int) -> dict[str, tuple[int, float]]:
         now = int(time.time())
         counts = {}
         for offset in range(0, len(names), CHECK_CHUNK):
@@ -106,13 +109,12 @@ def accessor_reader(url: str, timestamps: list[int]):
             present = [n for n in chunk if n in existing]
             if not present:
                 continue
-            seen_at = time.perf_counter()  # fetch reads one snapshot, taken now
-            for name, series in accessor.fetch(present, start, end, now).items():
+            seen_at = time.perf_counter()  # data complete in the snapshot below was complete now
+            for name, series in accessor.fetch(present, start, end, now).items():  # one snapshot
                 if series is None:
                     continue
                 stamps = series.start + series.step * np.flatnonzero(~np.isnan(series.values))
                 counts[name] = (int(np.isin(wanted, stamps).sum()), seen_at)
-        accessor.close()
         return counts
 
     return read
