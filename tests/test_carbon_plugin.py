@@ -342,3 +342,26 @@ def test_in_process_lookups_are_batched_and_writes_flushed_without_further_write
         database.close()
         for name in waiting:
             cache.pop(name)
+
+
+def test_writer_process_is_replaced_when_it_dies(tmp_path):
+    """The child that writes the store: a dead one is replaced, no batch is lost with it."""
+    from carbon_plugin.writer_process import ProcessWriter
+
+    url, accessor = make_store(tmp_path)
+    metadata = MetricMetadata.create("60s:1d")
+    now = int(time.time())
+    writer = ProcessWriter(url)
+    try:
+        result = writer.insert_points({"proc.a": [(now - 120, 1.0)]}, now, metadata)
+        assert result.stored == 1
+        first = writer._process
+        first.kill()
+        first.join()
+        result = writer.insert_points({"proc.b": [(now - 60, 2.0)]}, now, metadata)  # a new child
+        assert result.stored == 1 and writer._process.pid != first.pid
+    finally:
+        writer.close()
+    assert writer._process is None
+    values = stored_values(Accessor.from_url(url), ["proc.a", "proc.b"], now - 600, now)
+    assert values == {"proc.a": {now - 120 - (now - 120) % 60: 1.0}, "proc.b": {now - 60 - (now - 60) % 60: 2.0}}
