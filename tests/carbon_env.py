@@ -181,12 +181,15 @@ class CarbonCache:
             self.process.wait()
 
     def log(self) -> str:
-        """What carbon printed (foreground) or its console log (daemon: LOG_DIR/carbon-cache-a)."""
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        """The current run's log, which only grows: carbon's output in the foreground, its
+        console log (LOG_DIR/carbon-cache-a/console.log) as a daemon."""
+        path = self.storage_dir / "log" / "carbon-cache-a" / "console.log" if self.daemon else self.log_path
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def full_log(self) -> str:
+        """Every run's output: the foreground log, then the daemon console log."""
         console = self.storage_dir / "log" / "carbon-cache-a" / "console.log"
-        if console.exists():
-            text += console.read_text(errors="replace")
-        return text
+        return "".join(p.read_text(errors="replace") for p in (self.log_path, console) if p.exists())
 
     def wait_for_log(self, text: str, timeout: float = 60.0, start: int = 0) -> int:
         """Wait until `text` appears in the log after offset `start`; returns its offset."""
