@@ -198,7 +198,8 @@ def run_side(side: str, workdir: Path, args, inputs: list[tuple[list[str], list[
         url = f"sqlite://{workdir / 'bgl.db'}"
         Accessor.from_url(url).syncdb()
         carbon = CarbonCache(root, url, schemas=[("bench", ".*", args.retention)],
-                             settings={**settings, "BG_LOG_FLUSHES": "true"})
+                             settings={**settings, "BG_LOG_FLUSHES": "true",
+                                       "BG_WRITER_PROCESS": "false" if args.in_process_writer else "true"})
         if args.profile:
             carbon.launcher = Path(sys.executable)
     else:
@@ -260,6 +261,8 @@ def main() -> int:
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--profile", action="store_true", help="cProfile our daemon's main thread")
+    parser.add_argument("--in-process-writer", action="store_true",
+                        help="ours with BG_WRITER_PROCESS = false (store writes in a thread of carbon-cache)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
