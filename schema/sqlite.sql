@@ -287,7 +287,7 @@ INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);
 -- one metric's ring, slot = (ts / precision) % points; the block size depends on the
 -- points and the kind of stage (biggraphite_like.stores.sqlite.block_slots). Example:
 -- CREATE TABLE IF NOT EXISTS datapoints_1440p_60s_aggr (
---   id INTEGER PRIMARY KEY,  -- metric key * 2^32 + slot / 120
+--   id INTEGER PRIMARY KEY,  -- metric key * 2^32 + slot / 60
 --   newest INTEGER NOT NULL,  -- >= every timestamp of the block (expiry)
---   slots BLOB NOT NULL  -- 120 x (timestamp uint32, value float64, count uint32), little-endian; timestamp 0: empty
+--   slots BLOB NOT NULL  -- 60 x (timestamp uint32, value float64, count uint32), little-endian; timestamp 0: empty
 -- );

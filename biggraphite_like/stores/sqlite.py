@@ -11,8 +11,8 @@ Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it
   stored in blocks: a row is `block_slots(table)` consecutive slots of one metric, keyed
   id = metric key * 2**32 + slot // block_slots, its `slots` BLOB packing (timestamp uint32,
   value float64[, count uint32]) little-endian per slot, timestamp 0 for an empty slot.
-  A block is sized to stay inside half a 4 KiB page (no overflow pages, two rows a page), so
-  a day at 60 s is 9 rows: reads fetch few rows and decode them with one numpy call and
+  A block is sized to stay inside a quarter of a 4 KiB page (no overflow pages, four rows a
+  page), so a day at 60 s is 18 rows: reads fetch few rows and decode them with one numpy call and
   keep the slots whose timestamp is in the window, as whisper does. Writes replace one or
   two slots of a block inside SQLite (carbon's case), or read the block, change it with
   numpy and write it back. `newest` (at least the greatest timestamp of the block) lets
@@ -81,7 +81,7 @@ def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
     return statements
 
 
-_ROW_BYTES = 1984  # bytes of slots a row holds at most: two rows fit a 4 KiB rowid-table leaf page
+_ROW_BYTES = 992  # bytes of slots a row holds at most: four rows fit a 4 KiB rowid-table leaf page
 _RAW_SLOT = np.dtype([("ts", "<u4"), ("value", "<f8")])
 _AGGREGATED_SLOT = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
 _ID_BITS = 32  # id = metric key << _ID_BITS | block
