@@ -106,6 +106,17 @@ def sqlite_accessor(tmp_path):
     acc.close()
 
 
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    """The environment of every `bgl` run: data dir and home inside tmp_path, no $BGL_STORE."""
+    environment = dict(os.environ)
+    for variable in ("BGL_STORE", "XDG_DATA_HOME"):
+        environment.pop(variable, None)
+    environment["BGL_DATA_DIR"] = str(tmp_path / "data")
+    environment["HOME"] = str(tmp_path / "home")
+    return environment
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch, tmp_path):
     """Tests never touch the operator's default store."""

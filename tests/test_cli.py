@@ -41,17 +41,6 @@ WHISPER_ARCHIVES = [(10, 60), (60, 60)]
 
 # -- helpers ---------------------------------------------------------------------------
 @pytest.fixture
-def env(tmp_path) -> dict[str, str]:
-    """The environment of every `bgl` run: data dir and home inside tmp_path, no $BGL_STORE."""
-    environment = dict(os.environ)
-    for variable in ("BGL_STORE", "XDG_DATA_HOME"):
-        environment.pop(variable, None)
-    environment["BGL_DATA_DIR"] = str(tmp_path / "data")
-    environment["HOME"] = str(tmp_path / "home")
-    return environment
-
-
-@pytest.fixture
 def url(tmp_path) -> str:
     return f"sqlite://{tmp_path / 'store' / 'bgl.db'}"
 

@@ -26,16 +26,6 @@ META = MetricMetadata.create("60s:1d", "average", 0.5)
 
 
 @pytest.fixture
-def env(tmp_path) -> dict[str, str]:
-    environment = dict(os.environ)
-    for variable in ("BGL_STORE", "XDG_DATA_HOME"):
-        environment.pop(variable, None)
-    environment["BGL_DATA_DIR"] = str(tmp_path / "data")
-    environment["HOME"] = str(tmp_path / "home")
-    return environment
-
-
-@pytest.fixture
 def url(tmp_path) -> str:
     return f"sqlite://{tmp_path / 'bgl.db'}"
 
