@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import math
 import threading
 import time
@@ -21,6 +22,8 @@ from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, Gl
 from biggraphite_like.metric import Metric, MetricMetadata, make_metric
 from biggraphite_like.stores.base import ScanPage, StageTable, Store
 from biggraphite_like.stores.registry import open_store
+
+_log = logging.getLogger(__name__)
 
 MAX_TIMESTAMP = 2**32 - 1  # whisper stores timestamps as unsigned 32-bit integers
 DEFAULT_TOUCH_INTERVAL = 3600  # seconds between two updates of a metric's updated_on / read_on
@@ -80,6 +83,7 @@ class Accessor:
         self._touched: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self.directories_restored = 0  # ancestors found missing right after a creation, and re-created
+        self.read_on_failures = 0  # reads whose read_on could not be recorded (logged)
         # Test-only: called between writing names and checking their ancestors, to widen the race window.
         self._race_hook: Callable[[Sequence[str]], None] | None = None
 
@@ -190,8 +194,6 @@ class Accessor:
         normalized = [names_mod.normalize(n) for n in names]
         self.store.delete_metrics(normalized)
         self._forget(normalized)
-        # what the downsampler remembers of their points must not outlive them
-        self._downsampler = Downsampler(self.store)
 
     def _forget(self, names: Iterable[str]) -> None:
         with self._lock:
@@ -330,11 +332,11 @@ class Accessor:
         now = int(time.time()) if now is None else int(now)
         end = now if end is None else int(end)
         start = int(start)
-        metrics = self.get_metrics(names)
+        canonical_names = [names_mod.normalize(name) for name in names]
+        metrics = self._get_normalized(canonical_names)
         results: dict[str, TimeSeries | None] = {}
         groups: dict[tuple[StageTable, int, int, int], list[Metric]] = collections.defaultdict(list)
-        for name in names:
-            canonical = names_mod.normalize(name)
+        for canonical in canonical_names:
             metric = metrics.get(canonical)
             if metric is None:
                 raise MetricNotFound(f"metric {canonical!r} does not exist")
@@ -357,8 +359,17 @@ class Accessor:
             for row, metric in enumerate(group):
                 results[metric.name] = TimeSeries(metric.name, first, last, step, grid[row])
         if results:
-            self.touch(list(results), "read_on", now)
+            self._record_reads(list(results), now)
         return results
+
+    def _record_reads(self, names: list[str], now: int) -> None:
+        """Set read_on, best effort: a store the reader may not write (or whose writer lock
+        is held past the timeout) must not fail the read. Failures are logged and counted."""
+        try:
+            self.touch(names, "read_on", now)
+        except StoreError as exc:
+            self.read_on_failures += 1
+            _log.warning("could not record the read of %d metric(s) (read_on): %s", len(names), exc)
 
     def expire(self, now: int | None = None) -> int:
         """Remove points past their stage's retention (stores without TTL); returns the count."""

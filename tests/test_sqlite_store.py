@@ -1014,3 +1014,30 @@ def test_one_accessor_shared_by_eight_threads(tmp_path):
     for row, name in enumerate(names):
         for ts, value in written[name].items():
             assert matrix[row, ts - BASE] == value, (name, ts)
+
+
+def test_a_read_succeeds_when_its_read_on_cannot_be_recorded(tmp_path, caplog):
+    """graphite-web may hold a store it cannot write (or carbon holds the writer lock):
+    fetch still answers, and the failure to record read_on is counted and logged."""
+    url = f"sqlite://{tmp_path / 'bgl.db'}"
+    writer = Accessor.from_url(url)
+    writer.syncdb()
+    meta = MetricMetadata.create("60s:1h", "average", 0.5)
+    writer.create_metric("read.only", meta, now=1_700_000_000)
+    writer.insert_points({"read.only": [(1_700_000_040, 4.5)]}, now=1_700_000_100)
+    reader = Accessor.from_url(url + "?timeout=0.2")
+    blocker = sqlite3.connect(str(tmp_path / "bgl.db"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another process holds the writer lock
+    try:
+        series = reader.fetch(["read.only"], 1_700_000_000, 1_700_000_100, now=1_700_000_100)["read.only"]
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert series is not None and 4.5 in series.values_list()
+    assert reader.read_on_failures == 1
+    assert "could not record the read" in caplog.text
+    assert writer.get_metric("read.only").read_on == 0  # nothing recorded, and nothing broken
+    reader.fetch(["read.only"], 1_700_000_000, 1_700_000_100, now=1_700_000_100 + 7200)
+    assert reader.read_on_failures == 1
+    writer.close()
+    reader.close()
