@@ -13,13 +13,12 @@ from typing import Iterator, Sequence, TextIO
 from biggraphite_like import settings
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor, WriteResult, check_point
-from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange
+from biggraphite_like.errors import BglError, InvalidMaintenanceOption, InvalidPoint, InvalidTimeRange
 from biggraphite_like.maintenance import metrics_file
 from biggraphite_like.maintenance.clean import HELP as CLEAN_HELP
 from biggraphite_like.maintenance.clean import clean
 from biggraphite_like.maintenance.delete import delete
 from biggraphite_like.maintenance.import_whisper import import_whisper
-from biggraphite_like.maintenance.options import InvalidMaintenanceOption
 from biggraphite_like.maintenance.progress import format_summary
 from biggraphite_like.maintenance.repair import repair
 from biggraphite_like.maintenance.usage import disk_usage, statistics

@@ -44,6 +44,14 @@ class MetricNotFound(BglError, KeyError):
         return str(self.args[0]) if self.args else "metric not found"
 
 
+class InvalidMaintenanceOption(BglError, ValueError):
+    """A maintenance job was given an option it cannot work with (shards, ages, jobs)."""
+
+
+class InvalidShard(InvalidMaintenanceOption):
+    """A scan was asked for shard k of n with k outside 0..n-1 (or n < 1)."""
+
+
 class InvalidStoreURL(BglError, ValueError):
     """A store URL that names no known store or has bad options."""
 

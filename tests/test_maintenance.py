@@ -16,13 +16,12 @@ import pytest
 
 from biggraphite_like import names
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import InvalidGlob
+from biggraphite_like.errors import InvalidGlob, InvalidMaintenanceOption
 from biggraphite_like.maintenance import directories as directories_mod
 from biggraphite_like.maintenance import metrics_file
 from biggraphite_like.maintenance.clean import clean
 from biggraphite_like.maintenance.delete import delete
 from biggraphite_like.maintenance.directories import prune_empty_directories
-from biggraphite_like.maintenance.options import InvalidMaintenanceOption
 from biggraphite_like.maintenance.progress import Progress, format_summary
 from biggraphite_like.maintenance.repair import repair
 from biggraphite_like.maintenance.usage import disk_usage, statistics, whisper_bytes

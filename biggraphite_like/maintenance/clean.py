@@ -20,10 +20,11 @@ from typing import Callable, Sequence, TextIO
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import DEFAULT_TOUCH_INTERVAL, Accessor
+from biggraphite_like.errors import InvalidMaintenanceOption
 from biggraphite_like.maintenance.directories import PruneResult, live_directories, prune_empty_directories
-from biggraphite_like.maintenance.options import InvalidMaintenanceOption, check_shard
 from biggraphite_like.maintenance.progress import Progress, show_total
 from biggraphite_like.metric import Metric
+from biggraphite_like.stores.base import check_shard
 
 PAGE_SIZE = 1000
 

@@ -1,17 +1,7 @@
-"""Options every maintenance job shares (sharding, parallelism), checked the same way."""
+"""Options every maintenance job shares (parallelism), checked the same way (shards: stores.base.check_shard)."""
 from __future__ import annotations
 
-from biggraphite_like.errors import BglError
-
-
-class InvalidMaintenanceOption(BglError, ValueError):
-    """A maintenance job was given an option it cannot work with (shards, ages, jobs)."""
-
-
-def check_shard(shard: int, nshards: int) -> None:
-    """Shard k of n: the store scans of shard k, for 0 <= k < n, see every row once."""
-    if nshards < 1 or not 0 <= shard < nshards:
-        raise InvalidMaintenanceOption(f"--shard {shard} --nshards {nshards}: need nshards >= 1 and 0 <= shard < nshards")
+from biggraphite_like.errors import InvalidMaintenanceOption
 
 
 def check_jobs(jobs: int) -> None:

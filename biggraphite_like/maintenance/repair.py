@@ -27,8 +27,8 @@ from typing import TextIO
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidMetricName
-from biggraphite_like.maintenance.options import check_shard
 from biggraphite_like.maintenance.progress import Progress, show_total
+from biggraphite_like.stores.base import check_shard
 
 PAGE_SIZE = 1000
 MAX_LISTED = 20  # names listed per kind of change in the report

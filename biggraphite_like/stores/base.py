@@ -13,6 +13,7 @@ from typing import Generic, Hashable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
+from biggraphite_like.errors import InvalidShard
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Stage
@@ -57,6 +58,15 @@ class ScanPage(Generic[T]):
 
     items: list[T]
     cursor: str | None
+
+
+def check_shard(shard: int, nshards: int) -> None:
+    """Shard k of n: the scans of shards 0..n-1 together see every row once."""
+    if nshards < 1 or not 0 <= shard < nshards:
+        raise InvalidShard(
+            f"shard {shard} of {nshards} (--shard {shard} --nshards {nshards}):"
+            " need nshards >= 1 and 0 <= shard < nshards"
+        )
 
 
 class Store(abc.ABC):

@@ -38,7 +38,7 @@ from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import METRIC_ID_NAMESPACE, Metric, MetricMetadata, metric_id
 from biggraphite_like.stores import cassandra_glob as planner
 from biggraphite_like.stores import cassandra_schema as schema
-from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store
+from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store, check_shard
 from biggraphite_like.stores.cassandra_options import CassandraOptions, parse_url, safe_url
 try:  # the driver is an optional dependency: the registry imports this module only for cassandra://
     from cassandra import ConsistencyLevel, InvalidRequest, RequestValidationException
@@ -115,8 +115,7 @@ def data_id(name: str, generation: int | None) -> uuid.UUID:
 
 def token_range(shard: int, nshards: int) -> tuple[int, int]:
     """(exclusive low, inclusive high) Murmur3 tokens of shard k of n equal parts of the ring."""
-    if nshards < 1 or not 0 <= shard < nshards:
-        raise ValueError(f"shard {shard} of {nshards}: need 0 <= shard < nshards")
+    check_shard(shard, nshards)
     total = 2**64
     low = MIN_TOKEN + total * shard // nshards
     high = MIN_TOKEN + total * (shard + 1) // nshards

@@ -43,7 +43,7 @@ from biggraphite_like.errors import (
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Retention, Stage
-from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store
+from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store, check_shard
 
 COMPONENTS = names_mod.MAX_COMPONENTS
 END = names_mod.END_MARKER
@@ -537,8 +537,7 @@ class SQLiteStore(Store):
 
     def _scan(self, table: str, fields: str, shard: int, nshards: int, cursor: str | None, page_size: int):
         """Pages of rows in key order; shard k of n holds the keys equal to k modulo n."""
-        if nshards < 1 or not 0 <= shard < nshards:
-            raise ValueError(f"shard {shard} of {nshards}: need 0 <= shard < nshards")
+        check_shard(shard, nshards)
         self._check_schema()
         after = int(cursor) if cursor else 0
         sql = f"SELECT {fields} FROM {table} WHERE key > ? AND key % ? = ? ORDER BY key LIMIT ?"
