@@ -660,7 +660,7 @@ _OLD_LAYOUT = """CREATE TABLE {name} (
 def test_syncdb_converts_tables_of_one_row_per_point_to_blocks(tmp_path):
     """A file written before blocks (one row per point): reads say to run syncdb, which converts it."""
     path = tmp_path / "bgl.db"
-    store = _ring_store(path, ["old.a", "old.b"])
+    _ring_store(path, ["old.a", "old.b"]).close()  # the metrics, in a file of the old layout below
     aggr = StageTable(Stage(20, 60), True)
     keys = {n: _key_of(path, n) for n in ("old.a", "old.b")}
     raw_points = {("old.a", BASE + t): float(t) for t in range(0, 900, 7)}  # > 400 s: older slots replaced
