@@ -147,13 +147,14 @@ def test_double_writes_agree_with_whisper(tmp_path):
     # A metric that already has a whisper file (migration): the store must copy its metadata.
     migrated = carbon.whisper_dir / "mig" / "a.wsp"
     migrated.parent.mkdir(parents=True)
-    whisper.create(str(migrated), [(5, 60), (60, 60)], 0.7, "last")
+    # its first stage ends 600 s back, in the gap of the points below, like the schema's
+    whisper.create(str(migrated), [(5, 120), (60, 60)], 0.7, "last")
     points = []
     names = [f"dw.h{i}.{s}" for i in range(15) for s in ("min", "max", "count", "value")] + ["mig.a"]
     for name in names:
         # the last 8 minutes every 10 s, then 12..50 minutes ago every 10 s, with gaps: never
-        # near the 10-minute edge, where a second between whisper's write and our flush
-        # could route a point to a different stage
+        # near the 10-minute edge of every metric's first stage, where a second between
+        # whisper's write and our flush could route a point to a different stage
         for age in list(range(10, 480, 10)) + list(range(720, 3000, 10)):
             if rng.random() < 0.8:
                 points.append((name, float(now - now % 10 - age), rng.uniform(-50, 50)))
@@ -168,7 +169,7 @@ def test_double_writes_agree_with_whisper(tmp_path):
     reader = Accessor.from_url(url)
     info = whisper.info(str(migrated))
     stored = reader.get_metric("mig.a").metadata
-    assert (str(stored.retention), stored.aggregator.value) == ("60*5s:60*60s", "last")
+    assert (str(stored.retention), stored.aggregator.value) == ("120*5s:60*60s", "last")
     assert stored.xfilesfactor == info["xFilesFactor"] == pytest.approx(0.7)  # whisper keeps a float32
     check_now = int(time.time())
     compared = 0
