@@ -66,3 +66,9 @@ class StoreUnavailable(StoreError):
 
 class SchemaMissing(StoreError):
     """The store has no schema yet: run `bgl syncdb`."""
+
+
+class UnreadableMetadata(StoreError):
+    """A metric row whose stored metadata cannot be parsed (hand edit, foreign tool, partial
+    write). Stores leave such rows out of lookups (logged) and scans report them apart;
+    `bgl repair` removes them."""

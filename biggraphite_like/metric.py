@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 
 from biggraphite_like import names
 from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
+from biggraphite_like.errors import BglError, UnreadableMetadata
 from biggraphite_like.retention import Retention
 
 # Namespace of the name-derived ids: the same name gives the same id in every store.
@@ -75,3 +77,27 @@ class Metric:
 def make_metric(name: str, metadata: MetricMetadata, now: int = 0) -> Metric:
     """A new metric with a validated name."""
     return Metric(names.normalize(name), metadata, created_on=now, updated_on=now)
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_metadata(retention: str, aggregator: str, xfilesfactor: float) -> MetricMetadata:
+    return MetricMetadata.create(retention, aggregator, xfilesfactor)  # a store holds few distinct ones
+
+
+def stored_metric(name: str, retention: str | None, aggregator: str | None, xfilesfactor: float | None,
+                  created_on: int | None, updated_on: int | None, read_on: int | None) -> Metric:
+    """A metric from a store's row; a row whose metadata is missing or cannot be parsed
+    raises UnreadableMetadata (never a default guessed in its place)."""
+    missing = [field for field, value in (("retention", retention), ("aggregator", aggregator),
+                                          ("xfilesfactor", xfilesfactor)) if value is None]
+    try:
+        if missing:
+            raise UnreadableMetadata(f"no {', '.join(missing)} (a partial row)")
+        metadata = _stored_metadata(retention, aggregator, xfilesfactor)
+    except (BglError, ValueError, TypeError) as exc:
+        raise UnreadableMetadata(
+            f"metric {name!r} has unreadable metadata in the store ({exc}): it is treated as missing"
+            " (reads find no series; a write creates it again with the current rules); `bgl repair`"
+            " removes the row and its points"
+        ) from exc
+    return Metric(name, metadata, created_on or 0, updated_on or 0, read_on or 0)

@@ -93,7 +93,7 @@ def test_clean_100k_metrics_with_progress_on_a_terminal(tmp_path, env, url, stor
     assert status == 0, terminal
     assert "\rclean: metrics [" in terminal and "100000/100000" in terminal  # the bar, drawn on the terminal
     assert "clean: directories [" in terminal
-    assert ("metrics scanned 100000, metrics removed 10000, directories scanned 1002, directories removed 101,"
+    assert ("metrics scanned 100000, metrics removed 10000, metrics unreadable 0, directories scanned 1002, directories removed 101,"
             " directories restored 0, points expired 0") in stdout
     text = prom.read_text()
     assert "bgl_clean_metrics_removed 10000.0" in text and "bgl_clean_directories_removed 101.0" in text

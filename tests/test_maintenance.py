@@ -7,8 +7,10 @@ the same schedule orphans metrics when the protocol is switched off.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import random
+import sqlite3
 import threading
 import time
 
@@ -26,6 +28,8 @@ from biggraphite_like.maintenance.progress import Progress, format_summary
 from biggraphite_like.maintenance.repair import repair
 from biggraphite_like.maintenance.usage import disk_usage, statistics, whisper_bytes
 from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.stores.cassandra import CassandraStore
+from biggraphite_like.stores.sqlite import SQLiteStore
 
 NOW = 1_700_000_000
 DAY = 86400
@@ -377,6 +381,85 @@ def test_repair_recreates_missing_directories_and_drops_invalid_rows(accessor):
     assert all_directories(accessor) == ["r", "r.a", "r.a.b"]
     assert_consistent(accessor)
     assert repair(accessor).directories_created == 0
+
+
+def _corrupt(accessor, request, name: str, retention: str | None) -> None:
+    """Set a metric row's retention behind the store's back: a hand edit (a text no
+    retention parses) or, on Cassandra, a partial row (None: an update of another column
+    of a row that does not exist, as a touch racing a deletion leaves)."""
+    store = accessor.store
+    if isinstance(store, SQLiteStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
+            assert conn.execute("UPDATE metrics SET retention = ? WHERE name = ?", (retention, name)).rowcount == 1
+        return
+    admin = request.getfixturevalue("cassandra_admin")
+    table = f"{store.metadata_keyspace}.metrics"
+    if retention is None:
+        admin.execute(f"UPDATE {table} SET updated_on = %s WHERE name = %s", (NOW, name))
+    else:
+        admin.execute(f"UPDATE {table} SET retention = %s WHERE name = %s", (retention, name))
+
+
+def _sqlite_blocks(accessor) -> int:
+    return sum(v for k, v in accessor.store.stats().items() if k.startswith("blocks."))
+
+
+def test_unreadable_metadata_is_left_out_counted_and_repaired(accessor, store_url, request, caplog):
+    names_ = ["u.ok.a", "u.ok.b", "u.bad.x"]
+    accessor.create_metrics([(n, META) for n in names_], now=NOW)
+    assert accessor.insert_points({n: [(NOW - 10 * k, 7.0) for k in range(30)] for n in names_}, now=NOW).stored == 90
+    _corrupt(accessor, request, "u.bad.x", "ten seconds for a day")
+    partial = isinstance(accessor.store, CassandraStore)
+    if partial:
+        _corrupt(accessor, request, "u.ghost.y", None)
+    reader = Accessor.from_url(store_url)  # no metadata cached
+    # lookups: the bad row is missing, logged with what is wrong; the others are unaffected
+    with caplog.at_level("WARNING", logger="biggraphite_like.stores"):
+        found = reader.store.get_metrics(["u.ok.a", "u.bad.x", "u.ok.b", "u.ghost.y"])
+    assert sorted(found) == ["u.ok.a", "u.ok.b"]
+    assert reader.store.unreadable_rows_seen == 1
+    assert "'u.bad.x' has unreadable metadata" in caplog.text and "ten seconds for a day" in caplog.text
+    assert "bgl repair" in caplog.text
+    series = reader.fetch(["u.ok.a", "u.ok.b"], NOW - 300, NOW, NOW)
+    assert all(set(s.values_list()[-25:]) == {7.0} for s in series.values())
+    # scans report it apart; clean counts it and keeps its directories; stats count it
+    unreadable = {n: why for p in reader.scan_metrics() for n, why in p.unreadable.items()}
+    assert sorted(unreadable) == ["u.bad.x", "u.ghost.y"][: 1 + partial]
+    assert all(n in why for n, why in unreadable.items())
+    for dry_run in (True, False):
+        report = clean(reader, max_age=30 * DAY, now=NOW, dry_run=dry_run)
+        assert (report.metrics_scanned, report.metrics_unreadable, report.metrics_removed) == (3 + partial, 1 + partial, 0)
+        assert report.directories_removed == 0 if not partial else report.directories_removed <= 2
+    assert "u.bad" in all_directories(reader)
+    stats = statistics(reader, now=NOW)
+    assert (stats["metrics"], stats["metrics_unreadable"]) == (2, 1 + partial)
+    # repair removes the rows (dry run: counts only); the metric written again starts empty
+    assert repair(reader, dry_run=True).metrics_unreadable_removed == 1 + partial
+    assert sorted(n for p in reader.scan_metrics() for n in p.unreadable) == sorted(unreadable)
+    blocks = _sqlite_blocks(reader)
+    report = repair(reader)
+    assert report.metrics_unreadable_removed == 1 + partial
+    if not partial:  # SQLite: its points went with it (3 metrics with the same points before)
+        assert _sqlite_blocks(reader) == blocks * 2 // 3 and blocks > 0
+    assert report.examples["metrics with unreadable metadata removed"][0].startswith("u.bad.x: ")
+    assert not any(p.unreadable for p in reader.scan_metrics())
+    assert reader.glob_metrics("u.**") == ["u.ok.a", "u.ok.b"]
+    reader.insert_points({"u.bad.x": [(NOW - 5, 1.0)]}, now=NOW, create=META)
+    values = [v for v in reader.fetch(["u.bad.x"], NOW - 300, NOW, NOW)["u.bad.x"].values_list() if v is not None]
+    assert values == [1.0]  # none of the 7.0 written before the row went bad
+    assert repair(reader).metrics_unreadable_removed == 0
+    reader.close()
+
+
+def test_a_write_creates_again_a_metric_whose_metadata_went_bad(accessor, request):
+    accessor.create_metrics([("w.bad", META)], now=NOW)
+    _corrupt(accessor, request, "w.bad", "garbage")
+    writer = Accessor.from_url(accessor.store.url)
+    other = MetricMetadata.create("60s:1d", "sum", 0)
+    assert writer.insert_points({"w.bad": [(NOW - 60, 3.0)]}, now=NOW, create=other).stored == 1
+    assert writer.get_metric("w.bad").metadata == other
+    assert [v for v in writer.fetch(["w.bad"], NOW - 300, NOW, NOW)["w.bad"].values_list() if v is not None] == [3.0]
+    writer.close()
 
 
 # -- du and stats --------------------------------------------------------------------------

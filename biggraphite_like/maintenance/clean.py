@@ -7,6 +7,8 @@ still be read). Stale metrics are read again just before they are deleted, so a 
 written since the scan stays. Directories are removed bottom-up when nothing is left
 beneath them, with the race protocol of `directories` (a metric created meanwhile keeps
 its parents). Points past their stage's retention are expired on stores without TTL.
+Metric rows whose metadata cannot be read are counted and left alone (`bgl repair`
+removes them): their age cannot be told.
 
 Work is split like the store scans: shard k of n cleans the metrics and directories of
 its shard (run the n shards in parallel, on several machines if need be); shard 0 also
@@ -35,6 +37,7 @@ class CleanReport:
 
     metrics_scanned: int = 0
     metrics_removed: int = 0
+    metrics_unreadable: int = 0
     directories_scanned: int = 0
     directories_removed: int = 0
     directories_restored: int = 0
@@ -48,6 +51,7 @@ class CleanReport:
 HELP = {
     "metrics_scanned": "metrics looked at",
     "metrics_removed": "stale metrics removed with their points",
+    "metrics_unreadable": "metric rows whose metadata cannot be read, left for bgl repair",
     "directories_scanned": "directories looked at",
     "directories_removed": "empty directories removed",
     "directories_restored": "directories removed then re-created because a metric appeared beneath",
@@ -88,10 +92,11 @@ def clean(
     emptied: set[str] = set()  # parents of the metrics removed: they may be left empty
     live: set[str] = set()  # dry run only: ancestors of the metrics that stay
     for page in accessor.scan_metrics(shard, nshards, page_size=page_size):
-        report.metrics_scanned += len(page.items)
+        report.metrics_scanned += len(page.items) + len(page.unreadable)
+        report.metrics_unreadable += len(page.unreadable)
         stale = [m.name for m in page.items if is_stale(m)]
         if dry_run:
-            live.update(live_directories(m.name for m in page.items if not is_stale(m)))
+            live.update(live_directories([*(m.name for m in page.items if not is_stale(m)), *page.unreadable]))
         elif stale:
             # read again: a write since the scan refreshed updated_on
             stale = [m.name for m in store.get_metrics(stale).values() if is_stale(m)]
@@ -99,7 +104,7 @@ def clean(
                 accessor.delete_metrics(stale)
         report.metrics_removed += len(stale)
         emptied.update(names_mod.parent(n) for n in stale)
-        progress.advance(len(page.items))
+        progress.advance(len(page.items) + len(page.unreadable))
     emptied.discard("")
     progress.close()
 
@@ -111,7 +116,8 @@ def clean(
     if dry_run:
         if nshards > 1:  # directories of this shard may hold metrics of any shard
             live = live_directories(
-                m.name for p in accessor.scan_metrics(page_size=page_size) for m in p.items if not is_stale(m))
+                n for p in accessor.scan_metrics(page_size=page_size)
+                for n in [*(m.name for m in p.items if not is_stale(m)), *p.unreadable])
         for page in accessor.scan_directories(shard, nshards, page_size=page_size):
             report.directories_scanned += len(page.items)
             report.directories_removed += sum(1 for d in page.items if d not in live)

@@ -13,10 +13,12 @@ What "consistent" means for our schema, and what repair does about each breach:
    tool), matches no glob as expected, and can hold nothing: repair deletes it.
 4. Every metric name is valid and normalised. A metric row with a bad name cannot be
    written to or read by name: repair deletes it with its points.
+5. Every metric row has readable metadata (retention, aggregation, xFilesFactor). A row
+   that has not (a hand edit, a foreign tool, a partial row left by an update racing a
+   deletion) is treated as missing by reads and writes (logged each time): repair
+   deletes it with whatever points it has. No metadata is guessed in its place.
 
-Metric rows whose stored metadata cannot be parsed make the store's scan fail with the
-store's error: such rows need a store-level fix (see the README) and are reported, not
-guessed at. Work is sharded like the store scans; `dry_run` only counts.
+Work is sharded like the store scans; `dry_run` only counts.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ class RepairReport:
     directories_created: int = 0
     directories_invalid_removed: int = 0
     metrics_invalid_removed: int = 0
+    metrics_unreadable_removed: int = 0
     duration_seconds: float = 0.0
     examples: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
@@ -70,13 +73,18 @@ def repair(accessor: Accessor, shard: int = 0, nshards: int = 1, dry_run: bool =
     progress = Progress("repair: metrics", stream=progress_stream)
     show_total(progress, accessor.store, "metrics", nshards)
     for page in accessor.scan_metrics(shard, nshards, page_size=page_size):
-        report.metrics_scanned += len(page.items)
+        report.metrics_scanned += len(page.items) + len(page.unreadable)
         invalid = [m.name for m in page.items if not _is_valid(m.name)]
         if invalid:
             report.metrics_invalid_removed += len(invalid)
             report.note("invalid metric names removed", invalid)
-            if not dry_run:
-                store.delete_metrics(invalid)
+        unreadable = sorted(page.unreadable)
+        if unreadable:
+            report.metrics_unreadable_removed += len(unreadable)
+            report.note("metrics with unreadable metadata removed",
+                        [f"{n}: {page.unreadable[n]}" for n in unreadable])
+        if not dry_run and (invalid or unreadable):
+            store.delete_metrics(invalid + unreadable)
         wanted = sorted({a for m in page.items if m.name not in invalid for a in names_mod.ancestors(m.name)})
         missing = sorted(set(wanted) - store.existing_directories(wanted)) if wanted else []
         if missing:
@@ -84,7 +92,7 @@ def repair(accessor: Accessor, shard: int = 0, nshards: int = 1, dry_run: bool =
             report.note("missing directories created", missing)
             if not dry_run:
                 accessor.create_directories(missing)
-        progress.advance(len(page.items))
+        progress.advance(len(page.items) + len(page.unreadable))
     progress.close()
 
     progress = Progress("repair: directories", stream=progress_stream)

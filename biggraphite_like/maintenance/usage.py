@@ -7,8 +7,8 @@ header, 12 per archive, 12 per point): the size the data would have on whisper, 
 upper bound of what it costs here before compression.
 
 `stats` adds to the store's own facts (`Store.stats()`) the counts found by scanning:
-metrics, directories, metrics by time since their last write (stale buckets), by
-retention and by aggregation method.
+metrics, metric rows whose metadata cannot be read, directories, metrics by time since
+their last write (stale buckets), by retention and by aggregation method.
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def statistics(accessor: Accessor, now: int | None = None, progress_stream: Text
     ages = collections.Counter({label: 0 for label, _ in AGE_BUCKETS})
     retentions: collections.Counter = collections.Counter()
     aggregators: collections.Counter = collections.Counter()
-    metrics = points = 0
+    metrics = points = unreadable = 0
     total = facts.get("metrics") if isinstance(facts.get("metrics"), int) else None
     progress = Progress("stats: metrics", total, progress_stream)
     for page in accessor.scan_metrics():
@@ -101,12 +101,14 @@ def statistics(accessor: Accessor, now: int | None = None, progress_stream: Text
             aggregators[metric.metadata.aggregator.value] += 1
             age = now - metric.updated_on
             ages[next(label for label, bound in AGE_BUCKETS if bound is None or age < bound)] += 1
-        progress.advance(len(page.items))
+        unreadable += len(page.unreadable)
+        progress.advance(len(page.items) + len(page.unreadable))
     progress.close()
     directories = sum(len(page.items) for page in accessor.scan_directories())
     return {
         "store": facts,
         "metrics": metrics,
+        "metrics_unreadable": unreadable,  # metadata cannot be read: `bgl repair` removes them
         "directories": directories,
         "points_capacity": points,
         "metrics_by_time_since_update": dict(ages),

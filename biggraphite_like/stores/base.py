@@ -9,14 +9,17 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from typing import Generic, Hashable, Iterator, Sequence, TypeVar
+import logging
+from typing import Generic, Hashable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-from biggraphite_like.errors import InvalidShard
+from biggraphite_like.errors import InvalidShard, UnreadableMetadata
 from biggraphite_like.glob import GlobPattern
-from biggraphite_like.metric import Metric, MetricMetadata
+from biggraphite_like.metric import Metric, MetricMetadata, stored_metric
 from biggraphite_like.retention import Stage
+
+_log = logging.getLogger("biggraphite_like.stores")
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -58,6 +61,21 @@ class ScanPage(Generic[T]):
 
     items: list[T]
     cursor: str | None
+    # metric scans: rows that hold a name but no readable metadata, name -> why (see
+    # metric.stored_metric); `bgl repair` removes them, other jobs count them
+    unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def metrics_page(rows: Iterable[Sequence], cursor: str | None) -> ScanPage[Metric]:
+    """A page of a metric scan from rows (name, retention, aggregator, xfilesfactor,
+    created_on, updated_on, read_on): unreadable rows go to `unreadable`, not `items`."""
+    page: ScanPage[Metric] = ScanPage([], cursor)
+    for row in rows:
+        try:
+            page.items.append(stored_metric(*row))
+        except UnreadableMetadata as exc:
+            page.unreadable[row[0]] = str(exc)
+    return page
 
 
 def check_shard(shard: int, nshards: int) -> None:
@@ -73,6 +91,7 @@ class Store(abc.ABC):
     """A place for metric metadata, directories and datapoints."""
 
     url: str
+    unreadable_rows_seen = 0  # rows get_metrics left out: their metadata cannot be read (logged)
 
     # -- lifecycle -------------------------------------------------------------------
     @abc.abstractmethod
@@ -114,7 +133,19 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
-        """The existing metrics among names (normalised names)."""
+        """The existing metrics among names (normalised names).
+
+        A row whose metadata cannot be read is left out, as if missing, and logged (see
+        `readable_metrics`): one bad row must not fail the lookup of the others."""
+
+    def readable_metrics(self, rows: Iterable[Sequence]) -> dict[str, Metric]:
+        """Metrics by name from get_metrics' rows (as metrics_page takes them); unreadable
+        rows are logged with what is wrong and counted in `unreadable_rows_seen`."""
+        page = metrics_page(rows, None)
+        for why in page.unreadable.values():
+            self.unreadable_rows_seen += 1
+            _log.warning("%s", why)
+        return {m.name: m for m in page.items}
 
     @abc.abstractmethod
     def glob_metrics(self, pattern: GlobPattern, max_results: int) -> list[str]:
@@ -160,7 +191,8 @@ class Store(abc.ABC):
         """Every metric once, in pages, without a glob.
 
         Shard k of n sees a disjoint part; the n shards together see every metric. A scan
-        resumes after the page whose cursor it is given (order is the store's own).
+        resumes after the page whose cursor it is given (order is the store's own). Rows
+        whose metadata cannot be read are in `unreadable`, not `items` (see metrics_page).
         """
 
     @abc.abstractmethod

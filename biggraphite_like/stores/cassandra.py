@@ -21,7 +21,6 @@ then forgets the data ids it cached (see `_check_deletions`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import os
 import ssl
@@ -38,7 +37,7 @@ from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import METRIC_ID_NAMESPACE, Metric, MetricMetadata, metric_id
 from biggraphite_like.stores import cassandra_glob as planner
 from biggraphite_like.stores import cassandra_schema as schema
-from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store, check_shard
+from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store, check_shard, metrics_page
 from biggraphite_like.stores.cassandra_options import CassandraOptions, parse_url, safe_url
 try:  # the driver is an optional dependency: the registry imports this module only for cassandra://
     from cassandra import ConsistencyLevel, InvalidRequest, RequestValidationException
@@ -383,14 +382,17 @@ class CassandraStore(Store):
         self._run(requests, f"create {len(metrics)} metrics and {len(directories)} directories")
         self._ids.update(ids)
 
-    def _read_rows(self, names: Sequence[str]) -> dict[str, tuple]:
-        """Metric rows by name: (name, id, retention, ...) as in schema.METRIC_COLUMNS."""
+    def _read_rows(self, names: Sequence[str], partial: bool = False) -> dict[str, tuple]:
+        """Metric rows by name: (name, id, retention, ...) as in schema.METRIC_COLUMNS.
+
+        Rows without a data id or retention are left by a touch racing a deletion: they are
+        not metrics, and are only returned with `partial` (to delete them)."""
         names = list(dict.fromkeys(names))
         select = self._prepare(f"SELECT {_METRIC_SELECT} FROM {self.metadata_keyspace}.metrics WHERE name = ?",
                                "metadata_read")
         results = self._run([(select, (n,)) for n in names], f"read {len(names)} metrics")
-        # rows without a retention are left by a touch racing a deletion: not metrics
-        return {rows[0][0]: rows[0] for rows in results if rows and rows[0][2] is not None and rows[0][1] is not None}
+        return {rows[0][0]: rows[0] for rows in results
+                if rows and (partial or (rows[0][2] is not None and rows[0][1] is not None))}
 
     def _generations(self, names: Sequence[str]) -> dict[str, int]:
         if not names:
@@ -403,10 +405,9 @@ class CassandraStore(Store):
     def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
         self._check_schema()
         rows = self._read_rows(names)
-        found = {}
         for name, row in rows.items():
             self._ids[name] = row[1]
-            found[name] = _metric_from_row(row)
+        found = self.readable_metrics(map(_stored_fields, rows.values()))
         for name in names:
             if name not in rows:
                 self._ids.pop(name, None)
@@ -435,7 +436,7 @@ class CassandraStore(Store):
 
     def delete_metrics(self, names: Sequence[str]) -> None:
         self._check_schema()
-        existing = list(self._read_rows(names))
+        existing = list(self._read_rows(names, partial=True))
         if not existing:
             return
         meta = self.metadata_keyspace
@@ -547,7 +548,7 @@ class CassandraStore(Store):
 
     def scan_metrics(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[Metric]]:
         for rows, next_cursor in self._scan("metrics", _METRIC_SELECT, shard, nshards, cursor, page_size):
-            yield ScanPage([_metric_from_row(r) for r in rows if r[1] is not None and r[2] is not None], next_cursor)
+            yield metrics_page(map(_stored_fields, rows), next_cursor)
 
     def scan_directories(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[str]]:
         for rows, next_cursor in self._scan("directories", "name", shard, nshards, cursor, page_size):
@@ -819,14 +820,11 @@ def _components(name: str) -> list:
     return values[:schema.COMPONENTS]
 
 
-@functools.lru_cache(maxsize=1024)
-def _metadata(retention: str, aggregator: str, xfilesfactor: float) -> MetricMetadata:
-    return MetricMetadata.create(retention, aggregator, xfilesfactor)
-
-
-def _metric_from_row(row: Sequence) -> Metric:
-    name, _id, retention, aggregator, xff, created_on, updated_on, read_on = row
-    return Metric(name, _metadata(retention, aggregator, xff), created_on or 0, updated_on or 0, read_on or 0)
+def _stored_fields(row: Sequence) -> tuple:
+    """A metrics row (name, id, retention, ...) as stored_metric's arguments; a row without a
+    data id is a partial one (an update racing a deletion): nothing of it is readable."""
+    name, data_id_, *fields = row
+    return (name, *fields) if data_id_ is not None else (name, *[None] * len(fields))
 
 
 __all__ = ["CassandraStore", "data_id", "token_range"]

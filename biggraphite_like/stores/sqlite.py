@@ -33,6 +33,7 @@ import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.errors import (
+    BglError,
     InvalidPoint,
     InvalidStoreURL,
     MetricNotFound,
@@ -43,7 +44,7 @@ from biggraphite_like.errors import (
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Retention, Stage
-from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store, check_shard
+from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store, check_shard, metrics_page
 
 COMPONENTS = names_mod.MAX_COMPONENTS
 END = names_mod.END_MARKER
@@ -439,7 +440,7 @@ class SQLiteStore(Store):
                 ).fetchall()
                 for row in rows:
                     self._keys[row[1]] = row[0]
-                    found[row[1]] = _metric_from_row(row[1:])
+                found.update(self.readable_metrics(row[1:] for row in rows))
         return found
 
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
@@ -463,23 +464,40 @@ class SQLiteStore(Store):
             self._conn.executemany(f"UPDATE metrics SET {field} = ? WHERE name = ?", ((timestamp, n) for n in names))
 
     def delete_metrics(self, names: Sequence[str]) -> None:
+        self._check_schema()
+        names = list(dict.fromkeys(names))
         with self.write_batch(), self._errors("delete metrics"):
-            existing = self.get_metrics(names)
-            for name, metric in existing.items():
-                self._drop_points(name, metric.retention)
-                self._conn.execute("DELETE FROM metrics WHERE name = ?", (name,))
-                self._keys.pop(name, None)
-            if existing:
+            deleted = 0
+            for start in range(0, len(names), _CHUNK):
+                chunk = names[start:start + _CHUNK]
+                rows = self._conn.execute(
+                    f"SELECT name, retention FROM metrics WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk
+                ).fetchall()
+                for name, retention_text in rows:
+                    try:
+                        retention: Retention | None = Retention.parse(retention_text)
+                    except (BglError, ValueError, TypeError):
+                        retention = None  # an unreadable row (see `bgl repair`): its points may be anywhere
+                    self._drop_points(name, retention)
+                    self._conn.execute("DELETE FROM metrics WHERE name = ?", (name,))
+                    self._keys.pop(name, None)
+                deleted += len(rows)
+            if deleted:
                 self._conn.execute("UPDATE store_state SET value = value + 1 WHERE name = 'deletions'")
 
-    def _drop_points(self, name: str, retention: Retention, keep: Retention | None = None) -> None:
+    def _drop_points(self, name: str, retention: Retention | None, keep: Retention | None = None) -> None:
+        """Delete a metric's points in the tables of `retention` (None: every stage table) but `keep`'s."""
         self._point_changes += 1
         key = self._key(name)
-        kept = {StageTable(s, i > 0) for i, s in enumerate(keep.stages)} if keep else set()
-        for index, stage in enumerate(retention.stages):
-            table = StageTable(stage, index > 0)
-            if table not in kept and self._table_exists(table):
-                self._conn.execute(f"DELETE FROM {table.name} WHERE id BETWEEN ? AND ?",
+        kept = {StageTable(s, i > 0).name for i, s in enumerate(keep.stages)} if keep else set()
+        if retention is None:
+            tables = self.stage_tables()
+        else:
+            tables = [t.name for t in (StageTable(s, i > 0) for i, s in enumerate(retention.stages))
+                      if self._table_exists(t)]
+        for table in tables:
+            if table not in kept:
+                self._conn.execute(f"DELETE FROM {table} WHERE id BETWEEN ? AND ?",
                                    (key << _ID_BITS, ((key + 1) << _ID_BITS) - 1))
 
     def _key(self, name: str) -> int:
@@ -529,7 +547,7 @@ class SQLiteStore(Store):
 
     def scan_metrics(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[Metric]]:
         for rows, next_cursor in self._scan("metrics", f"key, {_METRIC_FIELDS}", shard, nshards, cursor, page_size):
-            yield ScanPage([_metric_from_row(r[1:]) for r in rows], next_cursor)
+            yield metrics_page((r[1:] for r in rows), next_cursor)
 
     def scan_directories(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[str]]:
         for rows, next_cursor in self._scan("directories", "key, name", shard, nshards, cursor, page_size):
@@ -900,12 +918,3 @@ def _table_stage(table_name: str) -> tuple[int, int]:
     _, points, precision, _ = table_name.split("_")
     return int(precision[:-1]), int(points[:-1])
 
-
-@functools.lru_cache(maxsize=1024)
-def _metadata(retention: str, aggregator: str, xfilesfactor: float) -> MetricMetadata:
-    return MetricMetadata.create(retention, aggregator, xfilesfactor)
-
-
-def _metric_from_row(row: Sequence) -> Metric:
-    name, retention, aggregator, xff, created_on, updated_on, read_on = row
-    return Metric(name, _metadata(retention, aggregator, xff), created_on, updated_on, read_on)
