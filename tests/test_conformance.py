@@ -177,6 +177,24 @@ def test_glob_limits(accessor):
         accessor.glob_metrics("many." + "{a,b}" * 20)
 
 
+def test_names_of_every_depth_are_found_by_fixed_components(accessor):
+    # 1 to 64 components (the most a name has): each depth is its own insert on SQLite
+    deep = [".".join(f"d{depth}c{i}" for i in range(depth)) for depth in (1, 2, 5, 31, 63, 64)]
+    accessor.create_metrics([(n, META) for n in deep], now=NOW)
+    for name in deep:
+        parts = name.split(".")
+        assert accessor.glob_metrics(name) == [name]
+        assert accessor.glob_metrics(".".join(["*"] * (len(parts) - 1) + [parts[-1]])) == [name]
+        if len(parts) > 1:  # a fixed component deep inside, nothing fixed before it
+            masked = ["*"] * len(parts)
+            masked[-2] = parts[-2]
+            assert accessor.glob_metrics(".".join(masked)) == [name]
+            assert accessor.glob_directories(".".join(masked[:-1])) == [names.parent(name)]
+        assert accessor.glob_metrics(".".join(["*"] * len(parts))) == [name]  # not longer, not shorter
+    assert accessor.glob_metrics("d64c0.**") == [deep[-1]]
+    assert sorted(accessor.glob_directories("**")) == _expected_directories(deep)
+
+
 def test_glob_of_nothing(accessor):
     assert accessor.glob_metrics("nothing.*") == []
     assert accessor.glob_directories("nothing.**") == []
