@@ -275,12 +275,15 @@ CREATE INDEX IF NOT EXISTS directories_component_60 ON directories (component_60
 CREATE INDEX IF NOT EXISTS directories_component_61 ON directories (component_61) WHERE component_61 IS NOT NULL;
 CREATE INDEX IF NOT EXISTS directories_component_62 ON directories (component_62) WHERE component_62 IS NOT NULL;
 CREATE INDEX IF NOT EXISTS directories_component_63 ON directories (component_63) WHERE component_63 IS NOT NULL;
--- Counters shared by every process using the file (deletions: see SQLiteStore._check_deletions).
+-- Shared by every process using the file: deletions counts metric deletions (see
+-- SQLiteStore._check_deletions); points changes with every transaction that changes points
+-- (see SQLiteStore.change_token).
 CREATE TABLE IF NOT EXISTS store_state (
   name TEXT PRIMARY KEY,
   value INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);
+INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);
 -- One datapoints table per stage, created with the first metric that uses it:
 -- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,
 -- with the count of finer points aggregated). A row is a block of consecutive slots of

@@ -1041,3 +1041,47 @@ def test_a_read_succeeds_when_its_read_on_cannot_be_recorded(tmp_path, caplog):
     assert reader.read_on_failures == 1
     writer.close()
     reader.close()
+
+
+def test_only_point_changes_make_the_downsampler_forget(tmp_path):
+    """The downsampler keeps the open coarse interval of what it wrote while the store's
+    points mark is unchanged: commits that change no point (graphite-web's read_on,
+    metric creation) keep it; a point written by another connection clears it."""
+    meta = _meta("10s:10m,60s:1h")
+    writer, other = Accessor.from_url(_url(tmp_path / "s.db")), Accessor.from_url(_url(tmp_path / "s.db"))
+    writer.syncdb()
+    writer.create_metrics([("m.a", meta), ("m.b", meta)], now=NOW)
+    reads = []
+    real_read_points = writer.store.read_points
+
+    def counting_read_points(table, names, starts, ends):  # the real read, counted
+        reads.append(list(names))
+        return real_read_points(table, names, starts, ends)
+
+    writer.store.read_points = counting_read_points
+    minute = NOW - NOW % 60 + 60  # points in the minute [minute - 60, minute), now at its end
+    writer.insert_points({"m.a": [(minute - 60, 1.0)]}, now=minute)
+    assert reads == [["m.a"]]  # nothing remembered yet: the minute is read back
+    writer.insert_points({"m.a": [(minute - 50, 2.0)]}, now=minute)
+    assert len(reads) == 1
+    other.fetch(["m.b"], minute - 600, minute, minute)  # records read_on: a commit
+    other.create_metrics([("m.c", meta)], now=minute)
+    writer.insert_points({"m.a": [(minute - 40, 3.0)]}, now=minute)
+    assert len(reads) == 1
+    other.insert_points({"m.a": [(minute - 30, 4.0)]}, now=minute)  # another writer's point
+    writer.insert_points({"m.a": [(minute - 20, 5.0)]}, now=minute)
+    assert len(reads) == 2  # forgotten and read back, so the average counts the 4.0
+    series = writer.fetch(["m.a"], minute - 3600, minute, minute)["m.a"]
+    assert series.step == 60 and series.values_list()[-2:] == [3.0, None]  # (1 + 2 + 3 + 4 + 5) / 5
+    with sqlite3.connect(tmp_path / "s.db") as conn:  # a rolled back write leaves no mark behind
+        mark = conn.execute("SELECT value FROM store_state WHERE name = 'points'").fetchone()[0]
+    with pytest.raises(RuntimeError), writer.store.write_batch():
+        writer.insert_points({"m.b": [(minute - 10, 6.0)]}, now=minute)
+        raise RuntimeError("roll back")
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        assert conn.execute("SELECT value FROM store_state WHERE name = 'points'").fetchone()[0] == mark
+    before = len(reads)
+    writer.insert_points({"m.a": [(minute - 10, 6.0)]}, now=minute)
+    assert reads[before:] == [["m.a"]]  # the writer forgot what the rollback took back
+    writer.close()
+    other.close()

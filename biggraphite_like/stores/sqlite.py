@@ -138,9 +138,12 @@ def _stage_table_comment() -> str:
 
 
 _STATE_SQL = [
-    "-- Counters shared by every process using the file (deletions: see SQLiteStore._check_deletions).",
+    "-- Shared by every process using the file: deletions counts metric deletions (see",
+    "-- SQLiteStore._check_deletions); points changes with every transaction that changes points",
+    "-- (see SQLiteStore.change_token).",
     "CREATE TABLE IF NOT EXISTS store_state (\n  name TEXT PRIMARY KEY,\n  value INTEGER NOT NULL\n);",
     "INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);",
+    "INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);",
 ]
 
 
@@ -196,7 +199,6 @@ class SQLiteStore(Store):
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
-        self._point_changes = 0  # writes, deletions, expiries and rollbacks of points by this object
 
     @classmethod
     def from_url(cls, url: str) -> "SQLiteStore":
@@ -235,7 +237,7 @@ class SQLiteStore(Store):
                 conn.execute("PRAGMA cache_size = -65536")
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
-            local.conn, local.pid, local.depth = conn, os.getpid(), 0
+            local.conn, local.pid, local.depth, local.points_marked = conn, os.getpid(), 0, False
         return conn
 
     def close(self) -> None:
@@ -273,6 +275,7 @@ class SQLiteStore(Store):
         with self._errors("begin a write"):
             conn.execute("BEGIN IMMEDIATE")
         local.depth = 1
+        local.points_marked = False
         try:
             self._check_deletions()
             yield
@@ -282,11 +285,12 @@ class SQLiteStore(Store):
             # a waiting writer in, or it could write under a key that no longer exists.
             self._keys.clear()
             self._tables.clear()
-            self._point_changes += 1
+            local.points_marked = False
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         local.depth = 0
+        local.points_marked = False
         with self._errors("commit a write"):
             conn.execute("COMMIT")
 
@@ -321,15 +325,27 @@ class SQLiteStore(Store):
             self._keys.clear()
             self._deletions_seen = deletions
 
-    def change_token(self) -> tuple[int, int, int]:
-        """(this thread's connection, SQLite's data_version, our own point changes).
+    def change_token(self) -> tuple[int, int] | None:
+        """(this thread's connection, the `points` mark of store_state).
 
-        data_version changes when another connection commits; our own writes are counted.
+        Every transaction that changes points (writes, deletions, expiry, conversion), in
+        any process, sets the mark to a new random value (`_points_changed`); a rollback
+        puts back the old one, which differs from the value its writer last saw. Commits
+        that change no point (metric creation, graphite-web's read_on) leave it alone, so
+        they do not make the downsampler forget what it holds. None on a file whose
+        schema predates the mark, until `bgl syncdb`.
         """
-        conn = self._conn
-        with self._errors("read data_version"):
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-        return id(conn), version, self._point_changes
+        with self._errors("read the points mark"):
+            row = self._conn.execute("SELECT value FROM store_state WHERE name = 'points'").fetchone()
+        return None if row is None else (id(self._conn), row[0])
+
+    def _points_changed(self) -> None:
+        """Set a new points mark, once a transaction (call inside write_batch)."""
+        local = self._local
+        if not local.points_marked:
+            mark = int.from_bytes(os.urandom(8), "little") >> 1  # not `random`: forked processes share its state
+            self._conn.execute("UPDATE store_state SET value = ? WHERE name = 'points'", (mark,))
+            local.points_marked = True
 
     # -- schema ------------------------------------------------------------------------
     def schema_statements(self) -> list[str]:
@@ -403,7 +419,7 @@ class SQLiteStore(Store):
                                   np.array(columns[2], dtype=np.float64),
                                   np.array(columns[3], dtype=np.int64) if table.aggregated else None)
             conn.execute(f"DROP TABLE old_{name}")
-            self._point_changes += 1
+            self._points_changed()
 
     def stage_tables(self) -> list[str]:
         """Names of the datapoint tables that exist."""
@@ -495,7 +511,7 @@ class SQLiteStore(Store):
 
     def _drop_points(self, name: str, retention: Retention | None, keep: Retention | None = None) -> None:
         """Delete a metric's points in the tables of `retention` (None: every stage table) but `keep`'s."""
-        self._point_changes += 1
+        self._points_changed()
         key = self._key(name)
         kept = {StageTable(s, i > 0).name for i, s in enumerate(keep.stages)} if keep else set()
         if retention is None:
@@ -740,8 +756,8 @@ class SQLiteStore(Store):
         if bad.any():
             raise InvalidPoint(f"timestamp {int(timestamps[bad][0])} is outside 1..{_MAX_TIMESTAMP}:"
                                " the SQLite store keeps whisper's unsigned 32-bit timestamps")
-        self._point_changes += 1
         with self.write_batch(), self._errors(f"write points to {table.name}"):
+            self._points_changed()
             self._ensure_table(table)
             keys = np.fromiter((self._key(n) for n in names), dtype=np.int64, count=len(names))
             self._write_slots(table, keys, timestamps, values, counts)
@@ -888,8 +904,8 @@ class SQLiteStore(Store):
         """
         self._check_schema()
         removed = 0
-        self._point_changes += 1
         with self.write_batch(), self._errors("expire points"):
+            self._points_changed()
             for name in self.stage_tables():
                 precision, points = _table_stage(name)
                 table = StageTable(Stage(precision, points), name.endswith("_aggr"))
