@@ -358,6 +358,16 @@ def test_client_timestamps_unset_and_null(session):
     ins_ck = session.prepare("INSERT INTO un_ck (k, c, v) VALUES (?, ?, ?)")
     assert "Invalid unset value for column c" in invalid(session, ins_ck, (1, UNSET_VALUE, 2))
     assert "Invalid null value in condition for column c" in invalid(session, ins_ck, (1, None, 2))
+    # the same for key restrictions of reads and deletions: partition key, clustering prefix, IN
+    for statement, column in (("SELECT v FROM un_ck WHERE k = ?", "k"),
+                              ("SELECT v FROM un_ck WHERE k IN (1, ?)", "k"),
+                              ("SELECT v FROM un_ck WHERE k = 1 AND c = ?", "c"),
+                              ("DELETE FROM un_ck WHERE k = ?", "k"),
+                              ("DELETE FROM un_ck WHERE k = 1 AND c IN (?, 2)", "c")):
+        prepared = session.prepare(statement)
+        if column != "k":  # the driver itself refuses to route an unset partition key
+            assert f"Invalid unset value for column {column}" in invalid(session, prepared, (UNSET_VALUE,))
+        assert f"Invalid null value in condition for column {column}" in invalid(session, prepared, (None,))
 
 
 def test_lightweight_transactions_return_applied(session):

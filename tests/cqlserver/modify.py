@@ -19,7 +19,7 @@ from .errors import InvalidRequest
 from .results import UNSET, Rows
 from .schema import MAX_TTL, Column, Table
 from .storage import NO_DELETION
-from .terms import compile_in, compile_term, resolve, resolve_int, resolve_many
+from .terms import checked_key_value, compile_in, compile_term, key_values, resolve, resolve_int, resolve_many
 from .types import BIGINT, BOOLEAN, INT, CQLType
 
 APPLIED = ("[applied]", BOOLEAN)
@@ -125,14 +125,7 @@ class WritePlan:
     def _key_lists(self, values: list, columns: list[Column]) -> list[list[bytes]]:
         lists = []
         for c in columns:
-            term = self.key_terms[c.name]
-            vals = resolve_many(term, values) if self.key_ops.get(c.name) == "IN" else [resolve(term, values)]
-            for v in vals:
-                if v is UNSET:
-                    raise InvalidRequest(f"Invalid unset value for column {c.name}")
-                if v is None:
-                    raise InvalidRequest(f"Invalid null value in condition for column {c.name}")
-            lists.append(vals)
+            lists.append(key_values(self.key_terms[c.name], values, c.name))
         return lists
 
     def partition_keys(self, values: list) -> list[tuple]:
@@ -282,10 +275,7 @@ class InsertPlan(WritePlan):
             if col.kind == "regular":
                 regular.append((col.name, v))
                 continue
-            if v is UNSET:
-                raise InvalidRequest(f"Invalid unset value for column {col.name}")
-            if v is None:
-                raise InvalidRequest(f"Invalid null value in condition for column {col.name}")
+            checked_key_value(v, col.name)
             if col.kind == "partition_key":
                 if not v and len(t.partition_key) == 1:
                     raise InvalidRequest("Key may not be empty")

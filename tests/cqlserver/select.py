@@ -18,7 +18,7 @@ from . import cql
 from .errors import REQUIRES_ALLOW_FILTERING, InvalidRequest
 from .results import UNSET, Rows
 from .schema import Column, Table, compose_key, token_of
-from .terms import compile_in, compile_term, resolve, resolve_int, resolve_many
+from .terms import compile_in, compile_term, key_values, resolve, resolve_int, resolve_many
 from .types import BIGINT, INT, CQLType
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -456,13 +456,7 @@ class SelectPlan:
         if self.pk_full:
             lists = []
             for i, col in enumerate(t.partition_key):
-                vals = resolve_many(self.pk_restr[i].term, values)
-                for v in vals:
-                    if v is None:
-                        raise InvalidRequest(f"Invalid null value in condition for column {col.name}")
-                    if v is UNSET:
-                        raise InvalidRequest(f"Invalid unset value for column {col.name}")
-                lists.append(vals)
+                lists.append(key_values(self.pk_restr[i].term, values, col.name))
             combos = list(dict.fromkeys(itertools.product(*lists)))
             if len(combos) > 1:
                 combos.sort(key=t.pk_sort_key)
@@ -552,15 +546,7 @@ class SelectPlan:
         t = self.table
         lists = []
         for r in self.ck_prefix:
-            vals = resolve_many(r.term, values)
-            keys = []
-            for v in vals:
-                if v is None:
-                    raise InvalidRequest(f"Invalid null value in condition for column {r.column.name}")
-                if v is UNSET:
-                    raise InvalidRequest(f"Invalid unset value for column {r.column.name}")
-                keys.append(t.ck_component_key(r.column.position, v))
-            lists.append(keys)
+            lists.append([t.ck_component_key(r.column.position, v) for v in key_values(r.term, values, r.column.name)])
         lo_b = hi_b = None
         lo_incl = hi_incl = True
         if self.ck_slice:

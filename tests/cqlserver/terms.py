@@ -89,6 +89,20 @@ def resolve_many(t: tuple, values: list) -> list:
     return [resolve(t, values)]
 
 
+def checked_key_value(v: Any, column: str) -> Any:
+    """v, a value restricting a key column: refused, as Cassandra does, when null or unset."""
+    if v is UNSET:
+        raise InvalidRequest(f"Invalid unset value for column {column}")
+    if v is None:
+        raise InvalidRequest(f"Invalid null value in condition for column {column}")
+    return v
+
+
+def key_values(t: tuple, values: list, column: str) -> list:
+    """resolve_many for a key column's `=` or IN restriction (checked_key_value on each)."""
+    return [checked_key_value(v, column) for v in resolve_many(t, values)]
+
+
 def resolve_int(t: tuple | None, values: list, what: str) -> int | None:
     """An int-valued term (LIMIT, TTL): None when absent or unset."""
     if t is None:
