@@ -31,11 +31,10 @@ def url(tmp_path) -> str:
 
 
 @pytest.fixture
-def store(url):
-    accessor = Accessor.from_url(url)
-    accessor.syncdb()
-    yield accessor
-    accessor.close()
+def store(sqlite_accessor, url):
+    """conftest's SQLite accessor (schema created), on the file `url` names."""
+    assert sqlite_accessor.store.url == url
+    return sqlite_accessor
 
 
 def bgl(env, url, *args, stdin=None) -> subprocess.CompletedProcess:
