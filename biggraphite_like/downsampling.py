@@ -161,6 +161,7 @@ class Downsampler:
         self._store = store
         self._open = OpenIntervals(open_intervals)
         self._token: Hashable | None = None  # store.change_token() after our last write
+        self._caching = False  # whether the store has a change token (set by each write)
 
     def write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
               now: int) -> int:
@@ -170,6 +171,7 @@ class Downsampler:
         the store's change token and our writes.
         """
         token = self._store.change_token()
+        self._caching = token is not None
         if token is None or token != self._token:
             self._open.clear()
         self._token = None
@@ -234,7 +236,7 @@ class Downsampler:
 
         names, aggregators (index in _AGGREGATORS) and xfilesfactors are per metric of the batch.
         """
-        caching = self._store.change_token() is not None
+        caching = self._caching
         higher = index
         # the points just written to stage `higher`: (metric, timestamp, value)
         new_who, new_ts, new_values = who, aligned, written
