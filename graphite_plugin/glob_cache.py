@@ -3,7 +3,8 @@
 Grafana asks the same `/metrics/find` and `/render` patterns on every dashboard
 refresh; the answers change only when metrics are created or deleted. Entries live
 `ttl` seconds (a new metric shows up at most that late; 0 disables the cache) and the
-least recently used go first beyond `max_entries`. Errors are never cached.
+least recently used go first beyond `max_entries`. Errors and empty answers are never
+cached: a dashboard asking for a metric before carbon created it sees it at once.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class GlobCache:
                 return entry[1]
             self.misses += 1
         names = tuple(compute(pattern))
+        if not names:
+            return names
         with self._lock:
             self._entries[key] = (now + self.ttl, names)
             self._entries.move_to_end(key)

@@ -311,10 +311,13 @@ def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
     metadata = MetricMetadata.create(RETENTION)
     writer.create_metric("c.one", metadata)
 
-    def paths():
-        return [n.path for n in Finder().find_nodes(FindQuery("c.*", None, None))]
+    def paths(pattern="c.*"):
+        return [n.path for n in Finder().find_nodes(FindQuery(pattern, None, None))]
 
     with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600):
+        assert paths("new.*") == []
+        writer.create_metric("new.metric", metadata)
+        assert paths("new.*") == ["new.metric"]  # an empty answer is not kept
         assert paths() == ["c.one"]
         writer.create_metric("c.two", metadata)
         assert paths() == ["c.one"]  # answered from the cache
