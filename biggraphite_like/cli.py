@@ -1,4 +1,5 @@
-"""`bgl`: the operator's command line (schema, write, list, read, info, and maintenance jobs)."""
+"""`bgl`: the operator's command line (schema, write, list, read, info, maintenance jobs, and
+`run` for the whole local stack)."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +14,7 @@ from typing import Iterator, Sequence, TextIO
 from biggraphite_like import settings
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor, WriteResult, check_point
-from biggraphite_like.errors import BglError, InvalidMaintenanceOption, InvalidPoint, InvalidTimeRange
+from biggraphite_like.errors import BglError, InvalidMaintenanceOption, InvalidPoint, InvalidTimeRange, StackError
 from biggraphite_like.maintenance import metrics_file
 from biggraphite_like.maintenance.clean import HELP as CLEAN_HELP
 from biggraphite_like.maintenance.clean import clean
@@ -305,6 +306,18 @@ def cmd_stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from biggraphite_like import stack
+
+    if args.web_workers < 1:
+        raise StackError(f"--web-workers {args.web_workers}: give at least 1")
+    config = stack.StackConfig.create(
+        args.data_dir or settings.default_data_dir(), args.store, bind=args.bind, line_port=args.line_port,
+        pickle_port=args.pickle_port, carbonlink_port=args.carbonlink_port, web_port=args.web_port,
+        web_workers=args.web_workers)
+    return stack.run(config, out, err)
+
+
 def _add_shard_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shard", type=int, default=0, metavar="N", help="which shard to work on, 0..M-1 (default 0)")
     p.add_argument("--nshards", type=int, default=1, metavar="M", help="how many shards the work is split in (default 1)")
@@ -378,6 +391,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", help="store facts and counts an operator can act on")
     p.add_argument("--format", choices=["text", "json"], default="text")
+
+    p = sub.add_parser("run", help="run carbon-cache and graphite-web on the store until Ctrl-C")
+    p.add_argument("--store", default=argparse.SUPPRESS, help="store URL (the same as bgl --store URL run)")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="configuration, logs and the default store (default: the data dir above)")
+    p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",
+                   help="address every service listens on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    for option, default, what in (("--line-port", 2003, "carbon's plaintext receiver"),
+                                  ("--pickle-port", 2004, "carbon's pickle receiver"),
+                                  ("--carbonlink-port", 7002, "carbon's cache queries (graphite-web's CarbonLink)"),
+                                  ("--web-port", 8080, "graphite-web")):
+        p.add_argument(option, type=int, default=default, metavar="PORT", help=f"{what} (default {default})")
+    p.add_argument("--web-workers", type=int, default=2, metavar="N",
+                   help="graphite-web processes, 4 threads each (default 2)")
     return parser
 
 
@@ -413,6 +440,8 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
             return cmd_read(args, stdout)
         if args.command == "info":
             return cmd_info(args, stdout)
+        if args.command == "run":
+            return cmd_run(args, stdout, stderr)
         _check_metrics_file(args)
         if args.command == "clean":
             return cmd_clean(args, stdout, stderr)

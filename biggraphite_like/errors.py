@@ -72,3 +72,8 @@ class UnreadableMetadata(StoreError):
     """A metric row whose stored metadata cannot be parsed (hand edit, foreign tool, partial
     write). Stores leave such rows out of lookups (logged) and scans report them apart;
     `bgl repair` removes them."""
+
+
+class StackError(BglError):
+    """`bgl run` cannot start or keep the local stack running (port taken, a part missing,
+    a process that exited)."""

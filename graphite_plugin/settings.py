@@ -11,7 +11,8 @@ Importing it:
   import);
 * makes `/functions` work on Python 3.11 (`graphite_plugin.compat.install()`);
 * sets STATIC_ROOT to the virtualenv's `<prefix>/webapp/content` when it exists (where
-  pip puts graphite-web's UI files, and where graphite's settings do not look);
+  pip puts graphite-web's UI files, and where graphite's settings do not look); with
+  whitenoise 5.x installed, graphite's app settings then serve them (`bgl run`);
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
   and adds `graphite_plugin.middleware.PatternRefusedMiddleware` to MIDDLEWARE.
 

@@ -159,7 +159,7 @@ class CarbonCache:
             subprocess.run(self._command("stop"), stdout=self._log, stderr=subprocess.STDOUT, env=self._env(),
                            cwd=self.root, check=True, timeout=timeout)
             deadline = time.monotonic() + timeout
-            while os.path.exists(f"/proc/{pid}") and _process_state(pid) != "Z":
+            while os.path.exists(f"/proc/{pid}") and process_state(pid) != "Z":
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"carbon-cache daemon {pid} did not stop within {timeout}s")
                 time.sleep(0.05)
@@ -207,8 +207,7 @@ class CarbonCache:
     # -- sending ---------------------------------------------------------------------------
     def send_plaintext(self, points: Iterable[Point], raw_lines: Iterable[str] = ()) -> None:
         """Send `name value timestamp` lines; returns once carbon has read all of them."""
-        lines = [f"{name} {value!r} {timestamp!r}\n" for name, timestamp, value in points] + list(raw_lines)
-        self._send(self.line_port, "".join(lines).encode())
+        send_to_carbon(self.line_port, plaintext(points) + "".join(raw_lines).encode())
 
     def send_pickle(self, points: Iterable[Point], batch: int = 500) -> None:
         """Send pickle messages of `batch` points; returns once carbon has read all of them."""
@@ -217,19 +216,24 @@ class CarbonCache:
         for start in range(0, len(points), batch):
             payload = pickle.dumps([(n, (t, v)) for n, t, v in points[start:start + batch]], protocol=2)
             chunks.append(struct.pack("!L", len(payload)) + payload)
-        self._send(self.pickle_port, b"".join(chunks))
-
-    @staticmethod
-    def _send(port: int, data: bytes) -> None:
-        """Send, half-close, and wait for carbon to close: it has then processed every byte."""
-        with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
-            sock.sendall(data)
-            sock.shutdown(socket.SHUT_WR)
-            while sock.recv(65536):
-                pass
+        send_to_carbon(self.pickle_port, b"".join(chunks))
 
 
-def _process_state(pid: int) -> str:
+def plaintext(points: Iterable[Point]) -> bytes:
+    """Carbon plaintext lines `name value timestamp` of (name, timestamp, value) points."""
+    return "".join(f"{name} {value!r} {timestamp!r}\n" for name, timestamp, value in points).encode()
+
+
+def send_to_carbon(port: int, data: bytes, host: str = "127.0.0.1") -> None:
+    """Send, half-close, and wait for carbon to close: it has then processed every byte."""
+    with socket.create_connection((host, port), timeout=120) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        while sock.recv(65536):
+            pass
+
+
+def process_state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0]

@@ -1,0 +1,48 @@
+"""`bgl run`: the whole local stack (carbon-cache with our plugin, graphite-web with our
+finder behind gunicorn) on one store, configured in one data directory.
+
+It only writes files and starts programs: nothing here imports carbon, Django or graphite.
+"""
+from __future__ import annotations
+
+from typing import TextIO
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.stack.config import StackConfig, write_configuration
+from biggraphite_like.stack.processes import Stack, check_ports, check_requirements
+
+__all__ = ["StackConfig", "run"]
+
+
+def run(config: StackConfig, out: TextIO, err: TextIO) -> int:
+    """Check, configure, prepare the store, then run the stack until Ctrl-C or SIGTERM."""
+    check_requirements()
+    check_ports(config)
+    write_configuration(config)
+    accessor = Accessor.from_url(config.store_url)
+    try:
+        accessor.syncdb()
+    finally:
+        accessor.close()
+    out.write(f"bgl run: starting carbon-cache and graphite-web on {accessor.store.url}"
+              f" (data directory {config.data_dir})\n")
+    out.flush()
+    return Stack(config, out, err).run(ready=lambda: _announce(config, out))
+
+
+def _announce(config: StackConfig, out: TextIO) -> None:
+    host = config.local_address
+    where = "every interface" if config.bind in ("0.0.0.0", "::", "") else config.bind
+    out.write(
+        f"ready, listening on {where}:\n"
+        f"  send metrics   plaintext {host}:{config.line_port}   pickle {host}:{config.pickle_port}\n"
+        f"                 e.g. echo \"test.hello 42 $(date +%s)\" | nc -q0 {host} {config.line_port}\n"
+        f"  browse         {config.web_url}\n"
+        f"  Grafana        a Graphite data source, URL {config.web_url.rstrip('/')}, version 1.1.x\n"
+        f"  configuration  {config.conf_dir}\n"
+        f"  logs           {config.log_dir}\n"
+        "Ctrl-C stops both (carbon first: every point it received is written).\n")
+    if config.bind not in ("127.0.0.1", "::1", "localhost"):
+        out.write("warning: graphite-web has no authentication; anyone who reaches these ports can read and"
+                  " write metrics\n")
+    out.flush()

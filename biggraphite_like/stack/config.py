@@ -1,0 +1,240 @@
+"""The configuration files of the local stack (`bgl run`), written into its data directory.
+
+Layout of a data directory:
+
+    bgl.db                          the embedded store (unless --store names another)
+    conf/carbon.conf                carbon-cache, with our database plugin
+    conf/storage-schemas.conf       retentions of new metrics (written once, yours to edit)
+    conf/storage-aggregation.conf   aggregation of new metrics (written once, yours to edit)
+    conf/local_settings.py          graphite-web, with our finder
+    conf/gunicorn.conf.py           the WSGI server in front of graphite-web
+    conf/secret_key                 Django's SECRET_KEY (made once, mode 0600)
+    storage/                        graphite-web's own database, carbon's pid file
+    log/                            carbon's and graphite-web's logs
+
+carbon.conf, local_settings.py and gunicorn.conf.py follow `bgl run`'s options and are
+written again at every start; each says how to run its program by hand.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+from pathlib import Path
+
+from biggraphite_like import settings
+
+CARBON_INSTANCE = "a"
+SETTINGS_MODULE = "local_settings"
+
+_SCHEMAS = f"""\
+# Retentions of new metrics, first matching pattern wins (carbon's storage-schemas.conf).
+# Written once by `bgl run`: edit freely, it is kept. A metric keeps the retention it was
+# created with.
+
+[carbon]
+pattern = ^carbon\\.
+retentions = 60s:90d
+
+[default]
+pattern = .*
+retentions = {settings.DEFAULT_RETENTION}
+"""
+
+_AGGREGATION = """\
+# Aggregation of new metrics into coarser stages, first matching pattern wins
+# (carbon's storage-aggregation.conf). Written once by `bgl run`: edit freely, it is kept.
+
+[min]
+pattern = \\.min$
+xFilesFactor = 0.1
+aggregationMethod = min
+
+[max]
+pattern = \\.max$
+xFilesFactor = 0.1
+aggregationMethod = max
+
+[sum]
+pattern = \\.count$
+xFilesFactor = 0
+aggregationMethod = sum
+
+[default_average]
+pattern = .*
+xFilesFactor = 0.5
+aggregationMethod = average
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class StackConfig:
+    """Where the stack keeps its files and which addresses it serves."""
+
+    data_dir: Path
+    store_url: str
+    bind: str = "127.0.0.1"
+    line_port: int = 2003
+    pickle_port: int = 2004
+    carbonlink_port: int = 7002
+    web_port: int = 8080
+    web_workers: int = 2
+
+    @classmethod
+    def create(cls, data_dir: str | os.PathLike[str], store_url: str | None = None, **options: object) -> "StackConfig":
+        """A configuration; the store defaults to $BGL_STORE, else bgl.db in the data directory."""
+        root = Path(data_dir).expanduser().resolve()
+        url = store_url or os.environ.get(settings.STORE_ENV) or f"sqlite://{root / settings.DB_FILE_NAME}"
+        return cls(root, url, **options)  # type: ignore[arg-type]
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.data_dir / "conf"
+
+    @property
+    def storage_dir(self) -> Path:
+        return self.data_dir / "storage"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "log"
+
+    @property
+    def carbon_conf(self) -> Path:
+        return self.conf_dir / "carbon.conf"
+
+    @property
+    def gunicorn_conf(self) -> Path:
+        return self.conf_dir / "gunicorn.conf.py"
+
+    @property
+    def carbon_output(self) -> Path:
+        """carbon-cache's standard output and error (its own logs go to log/carbon-cache-a/)."""
+        return self.log_dir / "carbon-cache.out"
+
+    @property
+    def web_log(self) -> Path:
+        """gunicorn's error log (graphite-web's own logs go to log/webapp/)."""
+        return self.log_dir / "gunicorn.log"
+
+    @property
+    def local_address(self) -> str:
+        """Where this machine reaches the services: the bound address, or loopback when
+        bound to every interface."""
+        return "127.0.0.1" if self.bind in ("0.0.0.0", "::", "") else self.bind
+
+    @property
+    def web_url(self) -> str:
+        host = self.local_address
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.web_port}/"
+
+    def ports(self) -> dict[str, int]:
+        """Each listening port by the option that sets it."""
+        return {"--line-port": self.line_port, "--pickle-port": self.pickle_port,
+                "--carbonlink-port": self.carbonlink_port, "--web-port": self.web_port}
+
+    def environment(self) -> dict[str, str]:
+        """What graphite-web's processes need in their environment to find their settings."""
+        return {"DJANGO_SETTINGS_MODULE": "graphite.settings", "GRAPHITE_SETTINGS_MODULE": SETTINGS_MODULE}
+
+
+def write_configuration(config: StackConfig) -> list[Path]:
+    """Create the data directory's folders and write every configuration file; returns the
+    files written this time."""
+    for folder in (config.conf_dir, config.storage_dir, config.log_dir, config.log_dir / "webapp"):
+        folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (("storage-schemas.conf", _SCHEMAS), ("storage-aggregation.conf", _AGGREGATION)):
+        path = config.conf_dir / name
+        if not path.exists():
+            path.write_text(text)
+            written.append(path)
+    secret = config.conf_dir / "secret_key"
+    if not secret.exists():
+        descriptor = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(secrets.token_urlsafe(48) + "\n")
+        written.append(secret)
+    for path, text in ((config.carbon_conf, carbon_conf_text(config)),
+                       (config.conf_dir / f"{SETTINGS_MODULE}.py", local_settings_text(config)),
+                       (config.gunicorn_conf, gunicorn_conf_text(config))):
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def carbon_conf_text(config: StackConfig) -> str:
+    """carbon.conf: carbon-cache writing into the store through our database plugin."""
+    values = {
+        "DATABASE": "biggraphite_like",
+        "BG_STORE": config.store_url,
+        "STORAGE_DIR": config.storage_dir,
+        "LOCAL_DATA_DIR": config.storage_dir / "whisper",
+        "LOG_DIR": config.log_dir,
+        "PID_DIR": config.storage_dir,
+        "USER": "",
+        "LINE_RECEIVER_INTERFACE": config.bind,
+        "LINE_RECEIVER_PORT": config.line_port,
+        "PICKLE_RECEIVER_INTERFACE": config.bind,
+        "PICKLE_RECEIVER_PORT": config.pickle_port,
+        "CACHE_QUERY_INTERFACE": config.bind,
+        "CACHE_QUERY_PORT": config.carbonlink_port,
+        "ENABLE_UDP_LISTENER": "False",
+        "ENABLE_MANHOLE": "False",
+        "ENABLE_TAGS": "False",
+        # whisper's limits protect disks from file creation and seeks; the store has neither
+        "MAX_CACHE_SIZE": "inf",
+        "MAX_UPDATES_PER_SECOND": "inf",
+        "MAX_CREATES_PER_MINUTE": "inf",
+        "LOG_UPDATES": "False",
+        "LOG_CACHE_HITS": "False",
+        "LOG_CACHE_QUEUE_SORTS": "False",
+    }
+    lines = [
+        "# carbon-cache for the local stack, written by `bgl run` at every start from its options.",
+        "# By hand: bgl-carbon-cache --config=" + str(config.carbon_conf) + " --nodaemon start",
+        "[cache]",
+        *(f"{key} = {value}" for key, value in values.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def local_settings_text(config: StackConfig) -> str:
+    """graphite-web's local_settings.py: our finder on the store, files in the data directory."""
+    return f"""\
+# graphite-web for the local stack, written by `bgl run` at every start from its options.
+# By hand: PYTHONPATH={config.conf_dir} DJANGO_SETTINGS_MODULE=graphite.settings \\
+#   GRAPHITE_SETTINGS_MODULE={SETTINGS_MODULE} gunicorn graphite.wsgi:application
+import os
+
+from graphite_plugin.settings import *
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "secret_key")) as _secret:
+    SECRET_KEY = _secret.read().strip()
+BG_STORE = {config.store_url!r}
+STORAGE_DIR = {str(config.storage_dir)!r}
+LOG_DIR = {str(config.log_dir / 'webapp')!r}
+CARBONLINK_HOSTS = [{f'{config.local_address}:{config.carbonlink_port}:{CARBON_INSTANCE}'!r}]
+"""
+
+
+def gunicorn_conf_text(config: StackConfig) -> str:
+    """gunicorn.conf.py: graphite-web behind gunicorn, static files served by WhiteNoise."""
+    bind = f"[{config.bind}]" if ":" in config.bind else config.bind
+    env = [f"{key}={value}" for key, value in config.environment().items()]
+    return f"""\
+# gunicorn in front of graphite-web for the local stack, written by `bgl run` at every start
+# from its options. By hand: gunicorn -c {config.gunicorn_conf}
+wsgi_app = "graphite.wsgi:application"
+bind = [{f'{bind}:{config.web_port}'!r}]
+workers = {config.web_workers}
+worker_class = "gthread"
+threads = 4
+timeout = 120
+graceful_timeout = 30
+pythonpath = {str(config.conf_dir)!r}
+raw_env = {env!r}
+errorlog = {str(config.web_log)!r}
+accesslog = {str(config.log_dir / 'webapp' / 'access.log')!r}
+proc_name = "bgl-graphite-web"
+"""

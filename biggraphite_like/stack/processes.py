@@ -1,0 +1,248 @@
+"""The local stack's processes: carbon-cache and graphite-web (gunicorn), started, watched
+and stopped in order by `bgl run`.
+
+Both run in sessions of their own, so a terminal's Ctrl-C reaches `bgl run` alone, which
+then stops carbon-cache first (it writes its cache to the store before exiting) and
+graphite-web after. Each child also gets SIGTERM from the kernel if `bgl run` dies without
+stopping them (PR_SET_PDEATHSIG), so no process is left behind.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable, TextIO
+
+from biggraphite_like.errors import StackError
+from biggraphite_like.stack.config import StackConfig
+
+_PR_SET_PDEATHSIG = 1
+# module needed -> what provides it
+_REQUIREMENTS = {"carbon": "carbon", "graphite": "graphite-web", "django": "Django",
+                 "gunicorn": "gunicorn", "whitenoise": "whitenoise"}
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: receive SIGTERM when the parent exits (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Child:
+    """One supervised process, its output going to a file."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str], output: Path, log: Path):
+        self.name = name
+        self.command = command
+        self.env = env
+        self.output = output
+        self.log = log  # where the process logs what went wrong
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.output, "ab") as output:
+            self.process = subprocess.Popen(self.command, env=self.env, stdin=subprocess.DEVNULL, stdout=output,
+                                            stderr=subprocess.STDOUT, start_new_session=True,
+                                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def stop(self, timeout: float) -> int | None:
+        """SIGTERM, then wait up to `timeout` seconds; SIGKILL after that. Returns the exit
+        status, None when it had to be killed."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            return None
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of its log and of its output, to say why it failed."""
+        parts = []
+        for path in dict.fromkeys((self.log, self.output)):
+            try:
+                text = path.read_text(errors="replace").rstrip().splitlines()[-lines:]
+            except OSError:
+                continue
+            if text:
+                parts.append(f"--- {path} (last lines)\n" + "\n".join(text))
+        return "\n".join(parts) or "(no output)"
+
+
+def check_requirements() -> None:
+    """Refuse early, naming the packages, when carbon, graphite-web or the web server is missing."""
+    missing = [package for module, package in _REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise StackError(f"bgl run needs {', '.join(missing)} in this Python environment ({sys.prefix}):"
+                         " pip install -c constraints.txt -e '.[run]' (or run scripts/run.sh)")
+
+
+def check_ports(config: StackConfig) -> None:
+    """Refuse early when a port is given twice or something already listens on it."""
+    seen: dict[int, str] = {}
+    for option, port in config.ports().items():
+        if not 0 < port < 65536:
+            raise StackError(f"{option} {port} is not a TCP port (1-65535)")
+        if port in seen:
+            raise StackError(f"{option} and {seen[port]} are both {port}: give each service its own port")
+        seen[port] = option
+        family = socket.AF_INET6 if ":" in config.bind else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((config.bind, port))
+            except OSError as exc:
+                raise StackError(f"cannot listen on {config.bind}:{port} ({option}): {exc.strerror}; stop what"
+                                 f" uses it or choose another port with {option}") from None
+
+
+def prepare_graphite_database(config: StackConfig, env: dict[str, str]) -> None:
+    """Create or migrate graphite-web's own database (users, saved graphs, tags)."""
+    output = config.log_dir / "webapp" / "migrate.log"
+    with open(output, "ab") as log:
+        result = subprocess.run([sys.executable, "-m", "django", "migrate", "--noinput", "-v", "1"], env=env,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=600)
+    if result.returncode != 0:
+        tail = "\n".join(output.read_text(errors="replace").splitlines()[-15:])
+        raise StackError(f"graphite-web's database migration failed (exit {result.returncode}); {output}"
+                         f" ends with:\n{tail}")
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _web_ready(url: str) -> bool:
+    """graphite-web answers (any HTTP answer below 500 means Django is up). Not a find: its
+    answer would be cached (BG_FIND_CACHE_TTL) and hide the first metrics sent."""
+    try:
+        with urllib.request.urlopen(url + "version/", timeout=5) as response:
+            return response.status < 500
+    except urllib.error.HTTPError as error:
+        return error.code < 500
+    except OSError:
+        return False
+
+
+class Stack:
+    """carbon-cache and graphite-web on one store, from a written configuration."""
+
+    def __init__(self, config: StackConfig, out: TextIO, err: TextIO):
+        self.config = config
+        self.out = out
+        self.err = err
+        self.stop_requested: int | None = None  # the signal that asked to stop
+        base = dict(os.environ, PYTHONUNBUFFERED="1")
+        base.pop("BGL_STORE", None)  # the configuration files name the store
+        self.web_env = dict(base, **config.environment(),
+                            PYTHONPATH=os.pathsep.join(filter(None, [str(config.conf_dir), base.get("PYTHONPATH")])))
+        self.carbon = Child(
+            "carbon-cache",
+            [sys.executable, "-m", "carbon_plugin.launcher", f"--config={config.carbon_conf}", "--nodaemon", "start"],
+            dict(base, GRAPHITE_ROOT=str(config.data_dir)), config.carbon_output,
+            config.log_dir / "carbon-cache-a" / "console.log")
+        self.web = Child("graphite-web", [sys.executable, "-m", "gunicorn", "-c", str(config.gunicorn_conf)],
+                         self.web_env, config.log_dir / "gunicorn.out", config.web_log)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.stop_requested is None:
+            self.stop_requested = signum
+
+    def run(self, ready: Callable[[], None] | None = None) -> int:
+        """Start both, wait until they serve, call `ready`, run until a signal or a child's
+        exit, then stop both. Returns 0 after a requested stop where both exited cleanly,
+        1 otherwise."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            prepare_graphite_database(self.config, self.web_env)
+            self.carbon.start()
+            self.web.start()
+            failed = self._wait_until_ready()
+            if failed is None and self.stop_requested is None:
+                (ready or (lambda: None))()
+                failed = self._watch()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            # signals during the shutdown are ignored: carbon must finish writing its cache
+            ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                stopped_cleanly = self._stop_all()
+            finally:
+                for sig, handler in ignored.items():
+                    signal.signal(sig, handler)
+        if failed is not None:
+            self.err.write(f"bgl run: error: {failed.name} exited with status {failed.exit_code()}\n"
+                           f"{failed.log_tail()}\n")
+            return 1
+        return 0 if stopped_cleanly else 1
+
+    def _failed_child(self) -> Child | None:
+        return next((child for child in (self.carbon, self.web) if child.exit_code() is not None), None)
+
+    def _wait_until_ready(self, timeout: float = 180.0) -> Child | None:
+        """Wait until carbon's receivers listen and graphite-web answers; returns the child
+        that exited meanwhile, if any."""
+        config = self.config
+        deadline = time.monotonic() + timeout
+        waiting = {"carbon-cache": lambda: all(_listening(config.local_address, port) for port in
+                                               (config.line_port, config.pickle_port, config.carbonlink_port)),
+                   "graphite-web": lambda: _web_ready(config.web_url)}
+        while waiting and self.stop_requested is None:
+            failed = self._failed_child()
+            if failed is not None:
+                return failed
+            waiting = {name: check for name, check in waiting.items() if not check()}
+            if waiting and time.monotonic() > deadline:
+                raise StackError(f"{' and '.join(waiting)} did not start within {timeout:.0f}s; see"
+                                 f" {config.log_dir}")
+            if waiting:
+                time.sleep(0.2)
+        return None
+
+    def _watch(self) -> Child | None:
+        while self.stop_requested is None:
+            failed = self._failed_child()
+            if failed is not None:
+                return failed
+            time.sleep(0.2)
+        return None
+
+    def _stop_all(self) -> bool:
+        """carbon-cache first (its cache goes to the store), graphite-web after; True when
+        both stopped cleanly."""
+        clean = True
+        for child, timeout in ((self.carbon, 300.0), (self.web, 60.0)):
+            if child.exit_code() is not None or child.process is None:
+                continue
+            self.out.write(f"stopping {child.name}...\n")
+            self.out.flush()
+            status = child.stop(timeout)
+            if status is None:
+                self.err.write(f"bgl run: {child.name} did not stop within {timeout:.0f}s and was killed;"
+                               f" see {child.log}\n")
+            elif status not in (0, -signal.SIGTERM):  # twistd ends by re-raising SIGTERM after a clean stop
+                self.err.write(f"bgl run: {child.name} exited with status {status} while stopping; see {child.log}\n")
+            clean = clean and status in (0, -signal.SIGTERM)
+        return clean

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job: builds .venv (Python 3.11, pinned dependencies) and runs `bgl run`, carbon-cache
+# and graphite-web on the embedded SQLite store, until Ctrl-C. Extra arguments go to `bgl run`,
+# e.g. `bash scripts/run.sh --data-dir /var/lib/bgl --web-port 8000`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3.11}
+VENV=${BGL_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[run]'
+exec "$VENV/bin/bgl" run "$@"
