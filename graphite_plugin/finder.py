@@ -41,10 +41,17 @@ class Backend:
     globs: GlobCache
 
     def glob_metrics(self, pattern: str) -> Sequence[str]:
-        return self.globs.get("metrics", pattern, self.accessor.glob_metrics)
+        """The metrics matching the pattern (what render fetches)."""
+        return self.globs.get("metrics", pattern, lambda p: (tuple(self.accessor.glob_metrics(p)),))[0]
 
-    def glob_directories(self, pattern: str) -> Sequence[str]:
-        return self.globs.get("directories", pattern, self.accessor.glob_directories)
+    def glob_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]]:
+        """(metrics, directories) matching the pattern, cached as one answer: most patterns
+        match only one kind, and an empty part must not keep the other from the cache."""
+        def compute(p: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+            return tuple(self.accessor.glob_metrics(p)), tuple(self.accessor.glob_directories(p))
+
+        leaves, branches = self.globs.get("nodes", pattern, compute)
+        return leaves, branches
 
 
 def store_url() -> str:
@@ -99,8 +106,10 @@ class Finder(BaseFinder):
         backend = shared_backend()
         accessor = backend.accessor
         try:
-            leaves = backend.glob_metrics(query.pattern)
-            branches = () if query.leaves_only else backend.glob_directories(query.pattern)
+            if query.leaves_only:
+                leaves, branches = backend.glob_metrics(query.pattern), ()
+            else:
+                leaves, branches = backend.glob_nodes(query.pattern)
         except REFUSED as exc:
             return refused(exc)
         metadata = MetadataBatch(accessor, leaves)

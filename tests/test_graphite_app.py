@@ -323,6 +323,8 @@ def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
         assert paths() == ["c.one"]  # answered from the cache
         globs = shared_backend().globs
         assert globs.hits >= 1
+        misses = globs.misses
+        assert paths() == ["c.one"] and globs.misses == misses  # no directory either: still one cached answer
         globs.clear()
         assert paths() == ["c.one", "c.two"]
     with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=0):
