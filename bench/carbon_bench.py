@@ -153,6 +153,20 @@ def process_tree_cpu(pid: int) -> float:
     return total
 
 
+def process_tree_peak_rss(pid: int) -> int:
+    """Peak resident bytes (VmHWM) of a process plus those of its live children (our writer
+    process): what the daemon needed at most, on one machine."""
+    total = 0
+    for status_path in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status_path.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if int(status_path.parent.name) == pid or int(fields.get("PPid", "0").strip() or 0) == pid:
+            total += int(fields.get("VmHWM", "0 kB").split()[0]) * 1024
+    return total
+
+
 def run_round(carbon: CarbonCache, messages: list[tuple], checker: Checker, timeout: float) -> dict:
     """Send the round, poll until every point is readable; returns its figures."""
     points = [(n, t, v) for n, (t, v) in messages]
@@ -188,7 +202,8 @@ def run_round(carbon: CarbonCache, messages: list[tuple], checker: Checker, time
             "last_check_seconds": last_check}
 
 
-def run_side(side: str, workdir: Path, args, inputs: list[tuple[list[str], list[tuple]]]) -> list[dict]:
+def run_side(side: str, workdir: Path, args, inputs: list[tuple[list[str], list[tuple]]]) -> tuple[list[dict], int]:
+    """The rounds' figures of one side, and the daemon's peak resident bytes."""
     root = workdir / side
     settings = {
         "CARBON_METRIC_INTERVAL": 60,
@@ -224,13 +239,14 @@ def run_side(side: str, workdir: Path, args, inputs: list[tuple[list[str], list[
                 f" carbon used {result['cpu_seconds']:.1f} CPU-s: {result['points_per_cpu_second']:,.0f} points/CPU-s")
             figures.append(result)
     finally:
+        peak = process_tree_peak_rss(carbon.process.pid) if carbon.process else 0
         code = carbon.stop()
-        log(f"{side}: carbon-cache exited with {code}")
+        log(f"{side}: carbon-cache exited with {code}; peak memory {peak / 2**20:,.0f} MiB")
     if side == "ours":
         totals = [line for line in carbon.log().splitlines() if "totals since start" in line]
         if totals:
             log("  " + totals[-1].split("biggraphite_like: ")[-1])
-    return figures
+    return figures, peak
 
 
 def _start_profiled(carbon: CarbonCache, output: Path) -> None:
@@ -270,11 +286,12 @@ def main() -> int:
     now = int(time.time())
     inputs = [make_input(args.metrics, args.points, r, now) for r in (0, 1)]
     results = {}
+    peak_rss = {}
     try:
         for side in ("ours", "whisper"):
             if args.only and args.only != side:
                 continue
-            results[side] = run_side(side, workdir, args, inputs)
+            results[side], peak_rss[side] = run_side(side, workdir, args, inputs)
     finally:
         if args.keep:
             log(f"kept {workdir}")
@@ -282,7 +299,8 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
     report = {"metrics": args.metrics, "points_per_round": args.metrics * args.points, "retention": args.retention,
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "results": results}
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "results": results,
+              "peak_rss_bytes": peak_rss}
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

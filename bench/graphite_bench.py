@@ -25,6 +25,7 @@ import argparse
 import cProfile
 import io
 import json
+import math
 import os
 import pstats
 import random
@@ -45,13 +46,16 @@ from tests.graphite_env import configure  # noqa: E402
 
 FETCH_RETENTION = "60s:1d"
 FETCH_ARCHIVES = [(60, 1440)]
+# (pattern, what it exercises): over 1,000,000 names, tree.dcN holds 10,000 hosts
 FIND_PATTERNS = [
-    "tree.dc3.host0042.*",  # fixed prefix
-    "tree.dc1.host00*.cpu1",  # prefix wildcard in the middle
-    "tree.*.host0042.cpu3",  # wildcard first, fixed after
-    "tree.dc{1,2}.host01?0.*",  # braces and ?
-    "tree.dc5.*.cpu[2-3]",  # one directory's 1,000 children, a class
-    "tree.*.*.cpu9",  # every host of every dc
+    ("tree.dc3.host0042.*", "fixed prefix"),
+    ("tree.dc1.host00*.cpu1", "fixed prefix, wildcard after"),
+    ("*.dc7.host0042.cpu3", "wildcard first"),
+    ("tree.*.host0042.cpu3", "wildcard in the middle"),
+    ("tree.dc{1,2}.host00?0.*", "braces and ?"),
+    ("tree.dc5.host00[1-3]?.cpu[2-3]", "character classes"),
+    ("tree.dc3.host004*.**", "** (every descendant)"),
+    ("tree.**.host0042.cpu9", "** in the middle"),
 ]
 
 
@@ -65,18 +69,28 @@ def timed(call: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - started, result
 
 
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of the samples."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
 def side_by_side(ours: Callable[[], object], theirs: Callable[[], object], runs: int,
-                 hot: Callable[[], object] | None = None) -> dict:
-    """Median seconds of interleaved runs after one warm-up each, and theirs/ours
-    (`hot`: our side again with its glob cache warm)."""
+                 hot: Callable[[], object] | None = None, budget: float | None = None) -> dict:
+    """Median (`*_s`) and 99th percentile (`*_p99_s`) seconds of interleaved runs after one
+    warm-up each, and theirs/ours (`hot`: our side again with its glob cache warm). With a
+    budget, fewer runs (at least 5) when `runs` of them would take longer."""
     sides = {"ours_s": ours, "standard_s": theirs, **({"hot_s": hot} if hot else {})}
     samples: dict[str, list[float]] = {key: [] for key in sides}
-    for call in sides.values():
-        call()
+    warm_up = sum(timed(call)[0] for call in sides.values())
+    if budget is not None:
+        runs = max(5, min(runs, int(budget / max(warm_up, 1e-6))))
     for _ in range(runs):
         for key, call in sides.items():
             samples[key].append(timed(call)[0])
-    result = {key: statistics.median(values) for key, values in samples.items()}
+    result: dict = {key: statistics.median(values) for key, values in samples.items()}
+    result.update({key.replace("_s", "_p99_s"): percentile(values, 99) for key, values in samples.items()})
+    result["runs"] = runs
     result["ratio"] = result["standard_s"] / result["ours_s"]
     if hot:
         result["hot_ratio"] = result["standard_s"] / result["hot_s"]
@@ -174,7 +188,7 @@ def build_find_data(workdir: str, count: int) -> tuple[str, str]:
     return url, whisper_dir
 
 
-def bench_find(url: str, whisper_dir: str, runs: int, profile: bool) -> list[dict]:
+def bench_find(url: str, whisper_dir: str, runs: int, profile: bool, budget: float = 20.0) -> list[dict]:
     from graphite.finders.standard import StandardFinder
     from graphite.finders.utils import FindQuery
 
@@ -185,7 +199,7 @@ def bench_find(url: str, whisper_dir: str, runs: int, profile: bool) -> list[dic
     rows = []
     ours, standard = Finder(), StandardFinder([whisper_dir])
     settings.BG_STORE = url
-    for pattern in FIND_PATTERNS:
+    for pattern, kind in FIND_PATTERNS:
         def run_ours(ttl: int = 0):
             settings.BG_FIND_CACHE_TTL = ttl  # picks the process's backend with that cache setting
             return sorted((n.path, n.is_leaf) for n in ours.find_nodes(FindQuery(pattern, None, None)))
@@ -198,7 +212,10 @@ def bench_find(url: str, whisper_dir: str, runs: int, profile: bool) -> list[dic
 
         matched = run_ours()
         assert matched == run_standard() == run_hot(), f"answers differ for {pattern}"
-        row = {"pattern": pattern, "nodes": len(matched), **side_by_side(run_ours, run_standard, runs, run_hot)}
+        row = {"pattern": pattern, "kind": kind, "nodes": len(matched),
+               **side_by_side(run_ours, run_standard, runs, run_hot, budget)}
+        log(f"  {pattern:32} {row['nodes']:6} nodes  ours {row['ours_s'] * 1e3:8.2f} ms"
+            f"  standard {row['standard_s'] * 1e3:8.2f} ms  ({row['runs']} runs)")
         if profile:
             row["profile"] = profiled(run_ours)
         rows.append(row)
@@ -217,23 +234,58 @@ def geometric_mean(values: Sequence[float]) -> float:
     return statistics.geometric_mean(values) if values else float("nan")
 
 
+def run_one_side(part: str, side: str, workdir: str, now: int) -> None:
+    """One side's workload alone, on data an earlier run kept in workdir: what `python -m
+    bench` runs in a fresh process to measure each side's peak memory."""
+    from django.conf import settings
+    from graphite.finders.standard import StandardFinder
+    from graphite.finders.utils import FindQuery
+
+    from graphite_plugin.finder import Finder
+
+    settings.BG_FIND_CACHE_TTL = 0
+    settings.BG_STORE = f"sqlite://{workdir}/{part}.db"
+    finder = Finder() if side == "ours" else StandardFinder([os.path.join(workdir, f"{part}-whisper")])
+    for _ in range(3):
+        if part == "fetch":
+            assert len(finder.fetch(["fetch.*.*"], now - 86400, now, now)) > 0
+        else:
+            for pattern, _ in FIND_PATTERNS:
+                list(finder.find_nodes(FindQuery(pattern, None, None)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--series", type=int, default=1000, help="series fetched (default 1000)")
     parser.add_argument("--names", type=int, default=100_000, help="names in the find tree (default 100000)")
-    parser.add_argument("--runs", type=int, default=5, help="measured runs per side (default 5)")
+    parser.add_argument("--runs", type=int, default=5, help="measured fetch runs per side (default 5)")
+    parser.add_argument("--find-runs", type=int, default=100,
+                        help="measured runs per find pattern and side (default 100), fewer (at least 5) when they"
+                        " would take more than --find-budget seconds")
+    parser.add_argument("--find-budget", type=float, default=20.0, help="seconds per find pattern (default 20)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of our side")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--workdir", help="work (and keep everything) in this directory instead of a temporary one")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--side", choices=["ours", "standard"],
+                        help="with --part, --workdir and --now: run one side's workload on kept data, nothing else")
+    parser.add_argument("--part", choices=["fetch", "find"])
+    parser.add_argument("--now", type=int, help="the time the kept fetch data was written at")
     args = parser.parse_args(argv)
 
     configure(CARBONLINK_HOSTS=[], REPLICATION_FACTOR=0)
     import django
 
     django.setup()
-    workdir = tempfile.mkdtemp(prefix="graphite-bench-")
+    if args.side:
+        if not (args.part and args.workdir and args.now):
+            parser.error("--side needs --part, --workdir and --now")
+        run_one_side(args.part, args.side, args.workdir, args.now)
+        return 0
+    workdir = args.workdir or tempfile.mkdtemp(prefix="graphite-bench-")
+    os.makedirs(workdir, exist_ok=True)
     now = int(time.time())
-    report: dict = {"series": args.series, "names": args.names, "runs": args.runs, "workdir": workdir}
+    report: dict = {"series": args.series, "names": args.names, "runs": args.runs, "workdir": workdir, "now": now}
     try:
         log(f"writing {args.series} series x 1 day to whisper and the store ...")
         started = time.perf_counter()
@@ -243,12 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"creating {args.names:,} names in the store and as empty whisper files ...")
         started = time.perf_counter()
         url, whisper_dir = build_find_data(workdir, args.names)
-        log(f"  {time.perf_counter() - started:.1f} s; finding ...")
-        report["find"] = bench_find(url, whisper_dir, args.runs, args.profile)
+        report["find_build_seconds"] = time.perf_counter() - started
+        log(f"  {report['find_build_seconds']:.1f} s; finding ...")
+        report["find"] = bench_find(url, whisper_dir, args.find_runs, args.profile, args.find_budget)
         report["find_geometric_mean_ratio"] = geometric_mean([r["ratio"] for r in report["find"]])
         report["find_hot_geometric_mean_ratio"] = geometric_mean([r["hot_ratio"] for r in report["find"]])
     finally:
-        if not args.keep:
+        if not (args.keep or args.workdir):
             shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -259,12 +312,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  graphite_plugin.Finder.fetch   {fetch['ours_s'] * 1000:9.1f} ms")
     print(f"  StandardFinder.fetch (whisper) {fetch['standard_s'] * 1000:9.1f} ms")
     print(f"  ratio (standard / ours)        {fetch['ratio']:9.1f} x   (aim >= 5 x)")
-    print(f"\nfind_nodes over {args.names:,} names, median of {args.runs}:")
+    print(f"\nfind_nodes over {args.names:,} names, median and 99th percentile:")
     print("  cold: glob cache off (every find queries the store); hot: pattern answered before")
-    print(f"  {'pattern':28} {'nodes':>6} {'cold ms':>9} {'hot ms':>8} {'standard ms':>12} {'cold x':>7} {'hot x':>7}")
+    print(f"  {'pattern':32} {'nodes':>6} {'cold p50':>9} {'cold p99':>9} {'hot p50':>8} {'std p50':>9}"
+          f" {'std p99':>9} {'cold x':>7} {'hot x':>7}")
     for row in report["find"]:
-        print(f"  {row['pattern']:28} {row['nodes']:6} {row['ours_s'] * 1000:9.2f} {row['hot_s'] * 1000:8.3f} "
-              f"{row['standard_s'] * 1000:12.2f} {row['ratio']:7.1f} {row['hot_ratio']:7.1f}")
+        print(f"  {row['pattern']:32} {row['nodes']:6} {row['ours_s'] * 1000:9.2f} {row['ours_p99_s'] * 1000:9.2f}"
+              f" {row['hot_s'] * 1000:8.3f} {row['standard_s'] * 1000:9.2f} {row['standard_p99_s'] * 1000:9.2f}"
+              f" {row['ratio']:7.1f} {row['hot_ratio']:7.1f}")
     print(f"  geometric mean ratio: cold {report['find_geometric_mean_ratio']:.1f} x, "
           f"hot {report['find_hot_geometric_mean_ratio']:.1f} x   (aim >= 100 x)")
     if args.profile:

@@ -1,0 +1,175 @@
+"""`python -m bench [--quick]`: every benchmark, each figure next to its reference measured
+in the same run on the same data, in one table; the last line sums them up:
+
+    ratios: ingest_vs_whisper=X find_vs_standard=Y fetch_vs_whisper=Z
+
+(each > 1 means ours is better: points stored per second over whisper's through
+carbon-cache end to end; StandardFinder's median find time over ours, geometric mean over
+the patterns, glob cache off; whisper + StandardFinder's fetch time over ours).
+
+It runs the benchmarks of this folder as child processes (their own options are in
+bench/README.md) and measures each side's peak memory: carbon-cache's process tree with
+our plugin and with whisper; graphite-web's finder (ours and StandardFinder) each alone in
+a fresh process on the data the timed run kept (Python, Django and graphite included on
+both sides).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run_json(script: str, *args: str) -> dict:
+    """Run a benchmark of this folder with --json; its progress goes to our stderr."""
+    command = [sys.executable, os.path.join(BENCH_DIR, script), *args, "--json"]
+    log(f"$ {' '.join(command[1:])}")
+    started = time.perf_counter()
+    result = subprocess.run(command, stdout=subprocess.PIPE, cwd=REPO_ROOT, check=True)
+    log(f"  ({time.perf_counter() - started:.0f} s)")
+    return json.loads(result.stdout)
+
+
+def peak_rss_of(command: list[str]) -> int:
+    """Run a command to its end; its peak resident bytes (ru_maxrss, kernel-measured)."""
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    return usage.ru_maxrss * 1024
+
+
+def mib(value: int | None) -> str:
+    return f"{value / 2**20:,.0f} MiB" if value else ""
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.2f} ms" if seconds < 0.1 else f"{seconds * 1000:,.0f} ms"
+
+
+def table(rows: list[list[str]]) -> str:
+    headers = ["part", "measure", "ours", "reference", "ratio", "peak memory ours", "peak memory ref."]
+    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(headers, widths)).rstrip(),
+             "  ".join("-" * width for width in widths)]
+    lines += ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def ingest_rows(writes: dict, carbon: dict) -> tuple[list[list[str]], float]:
+    rows = []
+    for case in writes["writes"]:
+        ours, theirs = case["ours_points_per_s"], case["whisper_points_per_s"]
+        rows.append(["ingest", f"accessor writes, {case['retention']}, {case['metrics']:,} metrics x"
+                     f" {case['points_per_metric']} point(s) a batch", f"{ours:,.0f} pts/s",
+                     f"whisper {theirs:,.0f} pts/s", f"{ours / theirs:.2f}x", "", ""])
+    results, peaks = carbon["results"], carbon["peak_rss_bytes"]
+    totals = {}
+    for side in ("ours", "whisper"):
+        totals[side] = sum(r["points"] for r in results[side]) / sum(r["seconds"] for r in results[side])
+    for index, (ours, theirs) in enumerate(zip(results["ours"], results["whisper"])):
+        rows.append(["ingest", f"carbon-cache end to end, {carbon['metrics']:,} metrics, {ours['round']} metrics,"
+                     " points stored", f"{ours['points_per_second']:,.0f} pts/s",
+                     f"whisper {theirs['points_per_second']:,.0f} pts/s",
+                     f"{ours['points_per_second'] / theirs['points_per_second']:.2f}x",
+                     mib(peaks.get("ours")) if index == 0 else "", mib(peaks.get("whisper")) if index == 0 else ""])
+    return rows, totals["ours"] / totals["whisper"]
+
+
+def find_rows(graphite: dict, memory: dict) -> tuple[list[list[str]], float]:
+    rows = []
+    for index, row in enumerate(graphite["find"]):
+        first = index == 0
+        rows.append(["find", f"{row['pattern']} ({row['kind']}, {row['nodes']:,} nodes) p50 / p99",
+                     f"{ms(row['ours_s'])} / {ms(row['ours_p99_s'])}",
+                     f"StandardFinder {ms(row['standard_s'])} / {ms(row['standard_p99_s'])}",
+                     f"{row['ratio']:.1f}x", mib(memory.get("find ours")) if first else "",
+                     mib(memory.get("find standard")) if first else ""])
+    for row in graphite["find"]:
+        rows.append(["find", f"{row['pattern']}, answer cached (BG_FIND_CACHE_TTL) p50 / p99",
+                     f"{ms(row['hot_s'])} / {ms(row['hot_p99_s'])}", "", f"{row['hot_ratio']:.1f}x", "", ""])
+    return rows, statistics.geometric_mean([row["ratio"] for row in graphite["find"]])
+
+
+def fetch_rows(graphite: dict, memory: dict) -> tuple[list[list[str]], float]:
+    fetch = graphite["fetch"]
+    return [["fetch", f"{fetch['series']:,} series x 1 day at 60 s through the finder, p50 / p99",
+             f"{ms(fetch['ours_s'])} / {ms(fetch['ours_p99_s'])}",
+             f"whisper + StandardFinder {ms(fetch['standard_s'])} / {ms(fetch['standard_p99_s'])}",
+             f"{fetch['ratio']:.1f}x", mib(memory.get("fetch ours")), mib(memory.get("fetch standard"))]], fetch["ratio"]
+
+
+def cassandra_rows(cassandra: dict) -> list[list[str]]:
+    return [["cassandra", f"CQL requests: {label}", f"{figures['requests']:,} ({figures['statements']:,} statements)",
+             "", "", "", ""] for label, figures in cassandra["operations"].items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a fast check: 10,000 names for the finds, 10,000 metrics through carbon (a few minutes)")
+    parser.add_argument("--json", metavar="PATH", help="also write every figure there as JSON")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    names, metrics = (10_000, 10_000) if args.quick else (1_000_000, 100_000)
+    workdir = tempfile.mkdtemp(prefix="bgl-bench-")
+    figures: dict = {"quick": args.quick, "machine": {
+        "cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+        "loadavg_start": os.getloadavg()}}
+    try:
+        figures["writes"] = run_json("accessor_bench.py", "--only", "writes", *(["--quick"] if args.quick else []))
+        figures["graphite"] = graphite = run_json(
+            "graphite_bench.py", "--series", "1000", "--names", str(names), "--workdir", os.path.join(workdir, "graphite"),
+            "--find-runs", "20" if args.quick else "100", "--find-budget", "3" if args.quick else "20")
+        memory = {}
+        for part in ("fetch", "find"):
+            for side in ("ours", "standard"):
+                log(f"peak memory: {part}, {side} alone")
+                memory[f"{part} {side}"] = peak_rss_of([
+                    sys.executable, os.path.join(BENCH_DIR, "graphite_bench.py"), "--side", side, "--part", part,
+                    "--workdir", graphite["workdir"], "--now", str(graphite["now"])])
+        figures["graphite_peak_rss_bytes"] = memory
+        shutil.rmtree(graphite["workdir"], ignore_errors=True)
+        figures["carbon"] = run_json("carbon_bench.py", "--metrics", str(metrics), "--tmpdir", workdir)
+        figures["cassandra"] = run_json("cassandra_bench.py")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    figures["machine"]["loadavg_end"] = os.getloadavg()
+    figures["seconds"] = time.perf_counter() - started
+
+    ingest, ingest_ratio = ingest_rows(figures["writes"], figures["carbon"])
+    finds, find_ratio = find_rows(figures["graphite"], figures["graphite_peak_rss_bytes"])
+    fetches, fetch_ratio = fetch_rows(figures["graphite"], figures["graphite_peak_rss_bytes"])
+    figures["ratios"] = {"ingest_vs_whisper": ingest_ratio, "find_vs_standard": find_ratio,
+                         "fetch_vs_whisper": fetch_ratio}
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(figures, file, indent=2)
+    machine = figures["machine"]
+    print(f"biggraphite_like benchmarks ({'quick' if args.quick else 'full'}): {machine['cpus']} CPUs,"
+          f" Python {machine['python']}, load {machine['loadavg_start'][0]:.1f} -> {machine['loadavg_end'][0]:.1f},"
+          f" {figures['seconds'] / 60:.1f} min")
+    print(table([*ingest, *finds, *fetches, *cassandra_rows(figures["cassandra"])]))
+    print(f"ratios: ingest_vs_whisper={ingest_ratio:.2f} find_vs_standard={find_ratio:.2f}"
+          f" fetch_vs_whisper={fetch_ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
