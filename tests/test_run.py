@@ -63,6 +63,11 @@ def test_points_sent_to_carbon_are_found_and_rendered_by_graphite_web(stack):
     status, body, content_type = stack.get("/static/js/composer_widgets.js")
     assert status == 200 and "javascript" in content_type and len(body) > 10_000
 
+    # the banner's example command works as printed
+    example = next(line for line in banner.splitlines() if "e.g. (bash)" in line).split("e.g. (bash) ", 1)[1]
+    subprocess.run(["bash", "-c", example], check=True, timeout=30)
+    stack.wait_for_values("test.hello", [42.0], **{"from": "-5min"})
+
     children = stack.children()
     assert len(children) >= 3, children  # carbon-cache, gunicorn's master and workers
     assert stack.stop(signal.SIGINT) == 0

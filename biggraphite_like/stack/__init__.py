@@ -36,7 +36,7 @@ def _announce(config: StackConfig, out: TextIO) -> None:
     out.write(
         f"ready, listening on {where}:\n"
         f"  send metrics   plaintext {host}:{config.line_port}   pickle {host}:{config.pickle_port}\n"
-        f"                 e.g. echo \"test.hello 42 $(date +%s)\" | nc -q0 {host} {config.line_port}\n"
+        f"                 e.g. (bash) echo \"test.hello 42 $(date +%s)\" > /dev/tcp/{host}/{config.line_port}\n"
         f"  browse         {config.web_url}\n"
         f"  Grafana        a Graphite data source, URL {config.web_url.rstrip('/')}, version 1.1.x\n"
         f"  configuration  {config.conf_dir}\n"
