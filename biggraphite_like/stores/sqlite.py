@@ -644,7 +644,7 @@ class SQLiteStore(Store):
 
         As StandardFinder walks the file system: literal components extend the path without
         a query, a wildcard component lists the children of the current directories (parent
-        index) and keeps those that match. Only for patterns of fixed depth; gives up (None)
+        index; a name range when it starts with literal text) and keeps those that match. Only for patterns of fixed depth; gives up (None)
         past _MAX_WALK directories at one level, where the component indexes do better.
         """
         if pattern.depth is None or pattern.depth < 2 or len(pattern.literal_prefix()) >= pattern.depth - 1:
@@ -655,21 +655,32 @@ class SQLiteStore(Store):
                 parents = [f"{p}.{literal}" if p else literal for p in parents for literal in sorted(component.literals)]
             else:
                 children: list[str] = []
-                for start in range(0, len(parents), _CHUNK):
-                    chunk = parents[start:start + _CHUNK]
-                    for (name,) in self._conn.execute(
-                        f"SELECT name FROM directories WHERE parent IN ({', '.join(['?'] * len(chunk))})", chunk
-                    ):
-                        if component.matches(name.rpartition(".")[2]):
-                            children.append(name)
-                    if len(children) > _MAX_WALK:
-                        return None
+                for name in self._children(parents, component.prefix):
+                    if component.matches(name.rpartition(".")[2]):
+                        children.append(name)
+                        if len(children) > _MAX_WALK:
+                            return None
                 parents = children
             if len(parents) > _MAX_WALK:
                 return None
             if not parents:
                 return []
         return parents
+
+    def _children(self, parents: list[str], prefix: str) -> Iterator[str]:
+        """The child directories of the parents; with a literal prefix (`host00*`), only those
+        starting with it, as a range of the name index per parent instead of every child."""
+        conn = self._conn
+        if prefix:
+            for parent in parents:
+                low, high = _prefix_bounds(f"{parent}.{prefix}" if parent else prefix)
+                yield from (r[0] for r in conn.execute(
+                    "SELECT name FROM directories WHERE name >= ? AND name < ? AND +parent = ?", (low, high, parent)))
+            return
+        for start in range(0, len(parents), _CHUNK):
+            chunk = parents[start:start + _CHUNK]
+            yield from (r[0] for r in conn.execute(
+                f"SELECT name FROM directories WHERE parent IN ({', '.join(['?'] * len(chunk))})", chunk))
 
     def _plan(self, table: str, pattern: GlobPattern) -> list[tuple[str, list]]:
         """The queries whose union holds every match (see README: glob planning)."""
