@@ -50,8 +50,7 @@ class Backend:
         def compute(p: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             return tuple(self.accessor.glob_metrics(p)), tuple(self.accessor.glob_directories(p))
 
-        leaves, branches = self.globs.get("nodes", pattern, compute)
-        return leaves, branches
+        return self.globs.get("nodes", pattern, compute)
 
 
 def store_url() -> str:

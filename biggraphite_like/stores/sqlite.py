@@ -644,8 +644,9 @@ class SQLiteStore(Store):
 
         As StandardFinder walks the file system: literal components extend the path without
         a query, a wildcard component lists the children of the current directories (parent
-        index; a name range when it starts with literal text) and keeps those that match. Only for patterns of fixed depth; gives up (None)
-        past _MAX_WALK directories at one level, where the component indexes do better.
+        index; a name range when it starts with literal text) and keeps those that match.
+        Only for patterns of fixed depth; gives up (None) past _MAX_WALK directories at one
+        level, where the component indexes do better.
         """
         if pattern.depth is None or pattern.depth < 2 or len(pattern.literal_prefix()) >= pattern.depth - 1:
             return None  # globstar/optional components, or a single parent lookup does it
