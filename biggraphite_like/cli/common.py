@@ -1,0 +1,65 @@
+"""What several `bgl` subcommands share: opening the store, times, job summaries, options."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TextIO
+
+from biggraphite_like import settings
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.errors import InvalidMaintenanceOption, InvalidTimeRange
+from biggraphite_like.maintenance import metrics_file
+from biggraphite_like.maintenance.progress import format_summary
+from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.retention import parse_duration
+
+
+def parse_time(text: str, now: int) -> int:
+    """Epoch seconds from `1700000000`, `now`, or `-3600` / `-1h` / `-7d` (relative to now)."""
+    text = text.strip()
+    if text == "now":
+        return now
+    if text.startswith("-"):
+        return now - parse_duration(text[1:], "relative time")
+    try:
+        return int(float(text))
+    except ValueError:
+        raise InvalidTimeRange(f"invalid time {text!r}: use epoch seconds, 'now' or a relative time like -1h") from None
+
+
+def new_metric_metadata(args: argparse.Namespace) -> MetricMetadata:
+    """The metadata of metrics a command creates (--retention, --aggregation, --xff)."""
+    return MetricMetadata.create(args.retention, args.aggregation, args.xff)
+
+
+def open_accessor(args: argparse.Namespace) -> Accessor:
+    """The accessor on --store (or the default store, whose data dir is created)."""
+    url = args.store or settings.default_store_url()
+    if url == f"sqlite://{os.path.join(settings.default_data_dir(), settings.DB_FILE_NAME)}":
+        os.makedirs(settings.default_data_dir(), exist_ok=True)
+    return Accessor.from_url(url)
+
+
+def finish_job(args: argparse.Namespace, job: str, counters: dict, out: TextIO, help_texts: dict | None = None) -> None:
+    """Print a job's summary line and write its Prometheus text file if asked."""
+    out.write(format_summary(job, counters, getattr(args, "dry_run", False)) + "\n")
+    if getattr(args, "metrics_file", None):
+        metrics_file.write(args.metrics_file, job.replace("-", "_"), counters, help_texts)
+
+
+def check_metrics_file(args: argparse.Namespace) -> None:
+    """Refuse an unwritable --metrics-file before the job runs, not after."""
+    path = getattr(args, "metrics_file", None)
+    if path:
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+            raise InvalidMaintenanceOption(f"--metrics-file {path}: directory {directory} does not exist or is not writable")
+
+
+def add_shard_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard", type=int, default=0, metavar="N", help="which shard to work on, 0..M-1 (default 0)")
+    p.add_argument("--nshards", type=int, default=1, metavar="M", help="how many shards the work is split in (default 1)")
+
+
+def add_metrics_file_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-file", metavar="PATH", help="write the run's counters there (Prometheus text format)")

@@ -1,0 +1,89 @@
+"""`bgl clean`, `delete`, `repair` and `import-whisper`: the jobs that change what is stored."""
+from __future__ import annotations
+
+import argparse
+
+from biggraphite_like.cli.common import add_metrics_file_option, add_shard_options, finish_job, open_accessor
+from biggraphite_like.cli.streams import Streams
+from biggraphite_like.maintenance.clean import HELP as CLEAN_HELP
+from biggraphite_like.maintenance.clean import clean
+from biggraphite_like.maintenance.delete import delete
+from biggraphite_like.maintenance.import_whisper import import_whisper
+from biggraphite_like.maintenance.repair import repair
+from biggraphite_like.retention import parse_duration
+
+
+def cmd_clean(args: argparse.Namespace, io: Streams) -> int:
+    max_age = parse_duration(args.max_age, "max age") if args.max_age is not None else None
+    accessor = open_accessor(args)
+    report = clean(accessor, max_age=max_age, shard=args.shard, nshards=args.nshards, dry_run=args.dry_run,
+                   progress_stream=io.err)
+    finish_job(args, "clean", report.counters(), io.out, CLEAN_HELP)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, io: Streams) -> int:
+    accessor = open_accessor(args)
+    report = delete(accessor, args.glob, recursive=args.recursive, dry_run=args.dry_run)
+    for name in report.metrics:
+        io.out.write(name + "\n")
+    if report.matched_directories and not args.recursive:
+        io.err.write(
+            f"bgl delete: {args.glob!r} matches {len(report.matched_directories)} director"
+            f"{'y' if len(report.matched_directories) == 1 else 'ies'} (e.g. {report.matched_directories[0]}):"
+            " only metrics were deleted; use --recursive to delete everything beneath them\n"
+        )
+    if not report.metrics and not (args.recursive and report.matched_directories):
+        io.err.write(f"bgl delete: nothing matches {args.glob!r}\n")
+    finish_job(args, "delete", report.counters(), io.err)
+    return 0
+
+
+def cmd_repair(args: argparse.Namespace, io: Streams) -> int:
+    accessor = open_accessor(args)
+    report = repair(accessor, shard=args.shard, nshards=args.nshards, dry_run=args.dry_run, progress_stream=io.err)
+    for kind, names in report.examples.items():
+        io.out.write(f"{kind}: {', '.join(names)}{' ...' if len(names) >= 20 else ''}\n")
+    finish_job(args, "repair", report.counters(), io.out)
+    return 0
+
+
+def cmd_import_whisper(args: argparse.Namespace, io: Streams) -> int:
+    accessor = open_accessor(args)
+    if accessor.store.url.startswith("sqlite:") and not args.dry_run:
+        accessor.syncdb()  # the embedded store sets itself up on first use
+    report = import_whisper(accessor, args.directory, prefix=args.prefix, jobs=args.jobs, dry_run=args.dry_run,
+                            progress_stream=io.err, err=io.err)
+    finish_job(args, "import-whisper", report.counters(), io.out)
+    return 1 if report.files_failed else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("clean", help="remove stale metrics, empty directories and expired points")
+    p.add_argument("--max-age", metavar="DURATION",
+                   help="remove metrics not written for this long, like 30d (default: their whole retention)")
+    p.add_argument("--dry-run", action="store_true", help="count what would be removed, change nothing")
+    add_shard_options(p)
+    add_metrics_file_option(p)
+    p.set_defaults(handler=cmd_clean)
+
+    p = sub.add_parser("delete", help="delete metrics matching a glob, their points, and directories left empty")
+    p.add_argument("--recursive", action="store_true", help="also delete everything beneath matching directories")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted, change nothing")
+    add_metrics_file_option(p)
+    p.add_argument("glob", metavar="GLOB")
+    p.set_defaults(handler=cmd_delete)
+
+    p = sub.add_parser("repair", help="re-create missing directories, remove invalid metadata rows")
+    p.add_argument("--dry-run", action="store_true", help="report what would change, change nothing")
+    add_shard_options(p)
+    add_metrics_file_option(p)
+    p.set_defaults(handler=cmd_repair)
+
+    p = sub.add_parser("import-whisper", help="import a tree of whisper files")
+    p.add_argument("--prefix", metavar="P", help="prepend P. to every metric name")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="parallel processes (default 1)")
+    p.add_argument("--dry-run", action="store_true", help="read and check the files, write nothing")
+    add_metrics_file_option(p)
+    p.add_argument("directory", metavar="DIR")
+    p.set_defaults(handler=cmd_import_whisper)

@@ -1,0 +1,161 @@
+"""`bgl write` and `bgl read`: points in and out of the store."""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import time
+from typing import Iterator, TextIO
+
+from biggraphite_like import names as names_mod
+from biggraphite_like import settings
+from biggraphite_like.accessor import WriteResult, check_point
+from biggraphite_like.cli.common import new_metric_metadata, open_accessor, parse_time
+from biggraphite_like.cli.streams import Streams
+from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange
+
+STDIN_BATCH_LINES = 50_000
+
+
+@dataclasses.dataclass
+class _LineBatch:
+    """Points read from stdin, with the line each came from, to report refusals by line."""
+
+    points: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    lines: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    size: int = 0
+
+    def add(self, name: str, point: tuple[float, float], line: int) -> None:
+        self.points.setdefault(name, []).append(point)
+        self.lines.setdefault(name, []).append(line)
+        self.size += 1
+
+
+def _stdin_batches(lines: TextIO, total: WriteResult, err: TextIO) -> Iterator[_LineBatch]:
+    """Batches of carbon plaintext lines; malformed lines are reported and skipped."""
+    batch = _LineBatch()
+    for number, line in enumerate(lines, 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 3:
+            total.rejected += 1
+            err.write(f"bgl write: line {number}: expected 'NAME VALUE TIMESTAMP', got {len(fields)} field(s); skipped\n")
+            continue
+        name, value, timestamp = fields
+        try:
+            batch.add(name, (float(timestamp), float(value)), number)
+        except ValueError:
+            total.rejected += 1
+            err.write(f"bgl write: line {number}: value {value!r} or timestamp {timestamp!r} is not a number; skipped\n")
+            continue
+        if batch.size >= STDIN_BATCH_LINES:
+            yield batch
+            batch = _LineBatch()
+    if batch.size:
+        yield batch
+
+
+def _report_refused_lines(batch: _LineBatch, err: TextIO) -> None:
+    """Name the line of every point the accessor refused (bad name or point)."""
+    for name, points in batch.points.items():
+        try:
+            names_mod.normalize(name)
+        except BglError as exc:
+            for number in batch.lines[name]:
+                err.write(f"bgl write: line {number}: {exc}; skipped\n")
+            continue
+        for (timestamp, value), number in zip(points, batch.lines[name]):
+            try:
+                check_point(timestamp, value)
+            except InvalidPoint as exc:
+                err.write(f"bgl write: line {number}: {str(exc).replace('point: ', '')}; skipped\n")
+
+
+def _add(total: WriteResult, result: WriteResult) -> None:
+    total.stored += result.stored
+    total.too_old += result.too_old
+    total.rejected += result.rejected
+
+
+def cmd_write(args: argparse.Namespace, io: Streams) -> int:
+    accessor = open_accessor(args)
+    if accessor.store.url.startswith("sqlite:"):
+        accessor.syncdb()  # the embedded store sets itself up on first use
+    metadata = new_metric_metadata(args)
+    now = int(time.time())
+    total = WriteResult()
+    if args.name == "-":
+        if args.value is not None:
+            raise InvalidPoint("`bgl write -` reads lines from stdin and takes no VALUE")
+        for batch in _stdin_batches(io.stdin, total, io.err):
+            result = accessor.insert_points(batch.points, now=now, create=metadata)
+            if result.rejected:
+                _report_refused_lines(batch, io.err)
+            _add(total, result)
+    else:
+        if args.value is None:
+            raise InvalidPoint("bgl write NAME VALUE [TIMESTAMP]: VALUE is missing")
+        try:
+            value = float(args.value)
+            timestamp = float(args.timestamp) if args.timestamp is not None else float(now)
+        except ValueError:
+            raise InvalidPoint(f"value {args.value!r} or timestamp {args.timestamp!r} is not a number") from None
+        names_mod.normalize(args.name)  # a bad name or point is an error, not a skipped line
+        check_point(timestamp, value)
+        _add(total, accessor.insert_points({args.name: [(timestamp, value)]}, now=now, create=metadata))
+    io.err.write(
+        f"bgl write: {total.stored} point(s) stored, {total.rejected} rejected, {total.too_old} older than the retention\n"
+    )
+    return 1 if total.rejected or total.too_old else 0
+
+
+def cmd_read(args: argparse.Namespace, io: Streams) -> int:
+    accessor = open_accessor(args)
+    now = parse_time(args.now, int(time.time())) if args.now else int(time.time())
+    start = parse_time(args.from_, now) if args.from_ else now - 86400
+    end = parse_time(args.until, now) if args.until else now
+    if start > end:
+        raise InvalidTimeRange(f"--from {start} is after --until {end}")
+    series = accessor.fetch([args.name], start, end, now)
+    name, result = next(iter(series.items()))
+    values = result.values_list() if result is not None else []
+    if args.format == "json":
+        document = {
+            "name": name,
+            "start": result.start if result else None,
+            "end": result.end if result else None,
+            "step": result.step if result else None,
+            "values": values,
+        }
+        io.out.write(json.dumps(document) + "\n")
+    else:
+        writer = csv.writer(io.out, lineterminator="\n")
+        writer.writerow(["timestamp", "value"])
+        if result is not None:
+            for index, value in enumerate(values):
+                writer.writerow([result.start + index * result.step, "" if value is None else repr(value)])
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("write", help="write one point, or carbon plaintext lines from stdin with NAME '-'")
+    p.add_argument("--retention", default=settings.DEFAULT_RETENTION,
+                   help=f"retention of new metrics (default {settings.DEFAULT_RETENTION})")
+    p.add_argument("--aggregation", default=settings.DEFAULT_AGGREGATION,
+                   help=f"aggregation method of new metrics (default {settings.DEFAULT_AGGREGATION})")
+    p.add_argument("--xff", default=settings.DEFAULT_XFILESFACTOR, type=str,
+                   help=f"xFilesFactor of new metrics (default {settings.DEFAULT_XFILESFACTOR})")
+    p.add_argument("name", metavar="NAME", help="metric name, or - to read 'NAME VALUE TIMESTAMP' lines from stdin")
+    p.add_argument("value", metavar="VALUE", nargs="?")
+    p.add_argument("timestamp", metavar="TIMESTAMP", nargs="?", help="epoch seconds (default: now)")
+    p.set_defaults(handler=cmd_write)
+
+    p = sub.add_parser("read", help="read a metric's points as whisper.fetch would")
+    p.add_argument("--from", dest="from_", metavar="T", help="start: epoch, 'now' or relative like -1h (default -24h)")
+    p.add_argument("--until", metavar="T", help="end (default now)")
+    p.add_argument("--now", metavar="T", help="the time the read happens at (default: the clock)")
+    p.add_argument("--format", choices=["json", "csv"], default="json")
+    p.add_argument("name", metavar="NAME")
+    p.set_defaults(handler=cmd_read)

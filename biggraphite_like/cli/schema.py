@@ -1,0 +1,23 @@
+"""`bgl syncdb`: create the store's schema."""
+from __future__ import annotations
+
+import argparse
+
+from biggraphite_like.cli.common import open_accessor
+from biggraphite_like.cli.streams import Streams
+
+
+def cmd_syncdb(args: argparse.Namespace, io: Streams) -> int:
+    accessor = open_accessor(args)
+    statements = accessor.syncdb(dry_run=args.dry_run)
+    if args.dry_run:
+        io.out.write("\n".join(statements) + "\n")
+    else:
+        io.out.write(f"schema ready in {accessor.store.url} ({len(statements)} statements)\n")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("syncdb", help="create the schema (idempotent)")
+    p.add_argument("--dry-run", action="store_true", help="print the statements instead of running them")
+    p.set_defaults(handler=cmd_syncdb)

@@ -1,0 +1,59 @@
+"""`bgl du` and `bgl stats`: how much is stored, and facts an operator can act on."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from biggraphite_like.cli.common import open_accessor
+from biggraphite_like.cli.streams import Streams
+from biggraphite_like.maintenance.usage import disk_usage, statistics
+
+
+def _human_bytes(count: int) -> str:
+    for unit in ("B", "K", "M", "G", "T"):
+        if count < 1024 or unit == "T":
+            return f"{count:.0f}{unit}" if unit == "B" else f"{count:.1f}{unit}"
+        count /= 1024
+    raise AssertionError
+
+
+def cmd_du(args: argparse.Namespace, io: Streams) -> int:
+    accessor = open_accessor(args)
+    rows, total = disk_usage(accessor, args.glob)
+    if args.format == "json":
+        document = {"entries": [dataclasses.asdict(r) for r in rows], "total": dataclasses.asdict(total)}
+        io.out.write(json.dumps(document, indent=2) + "\n")
+        return 0
+    io.out.write(f"{'BYTES':>10} {'METRICS':>9} {'POINTS':>12}  NAME\n")
+    for row in [*rows, total]:
+        name = row.name + ("/" if row.kind == "directory" else "")
+        io.out.write(f"{_human_bytes(row.bytes):>10} {row.metrics:>9} {row.points:>12}  {name}\n")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, io: Streams) -> int:
+    accessor = open_accessor(args)
+    facts = statistics(accessor, progress_stream=io.err)
+    if args.format == "json":
+        io.out.write(json.dumps(facts, indent=2) + "\n")
+        return 0
+    for key, value in facts.items():
+        if isinstance(value, dict):
+            io.out.write(f"{key}:\n")
+            for inner, count in value.items():
+                io.out.write(f"  {inner}: {count}\n")
+        else:
+            io.out.write(f"{key}: {value}\n")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("du", help="metrics, points capacity and whisper-equivalent bytes per metric or directory")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("glob", metavar="GLOB", nargs="?", default="*", help="what to measure (default: top level, *)")
+    p.set_defaults(handler=cmd_du)
+
+    p = sub.add_parser("stats", help="store facts and counts an operator can act on")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(handler=cmd_stats)
