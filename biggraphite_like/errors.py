@@ -56,6 +56,10 @@ class InvalidStoreURL(BglError, ValueError):
     """A store URL that names no known store or has bad options."""
 
 
+class MissingDependency(BglError, ImportError):
+    """An optional package a feature needs is not installed (the message names the extra)."""
+
+
 class StoreError(BglError):
     """The store failed an operation (I/O, corruption, schema missing)."""
 

@@ -345,7 +345,9 @@ def test_read_csv_matches_json(env, url):
         document = json.loads(ok(bgl(env, *common, "--format", "json")).stdout)
         text = ok(bgl(env, *common, "--format", "csv")).stdout
         rows = list(csv.reader(io.StringIO(text)))
-        assert rows[0] == ["timestamp", "value"]
+        assert rows[0] == ["name", "timestamp", "value"]
+        assert {row[0] for row in rows[1:]} == {"csv.m"}
+        rows = [row[1:] for row in rows]
         assert len(rows) - 1 == len(document["values"]) == (document["end"] - document["start"]) // document["step"]
         assert any(v is None for v in document["values"]) and any(v is not None for v in document["values"])
         for index, (row, value) in enumerate(zip(rows[1:], document["values"])):

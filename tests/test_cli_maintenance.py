@@ -202,13 +202,22 @@ def test_du_and_stats(env, url, store):
     store.create_metrics([("v.a.x", META), ("v.a.y", META)], now=now - 3 * DAY)
     store.create_metrics([("w", MetricMetadata.create("10s:1h", "sum", 0))], now=now)
     text = ok(bgl(env, url, "du")).stdout.splitlines()
-    assert text[0].split() == ["BYTES", "METRICS", "POINTS", "NAME"]
+    assert text[0].split()[:4] == ["WSP-BYTES", "METRICS", "POINTS", "NAME"]
+    assert "what whisper files of these retentions would take, not disk" in text[0]
     assert text[1].split()[1:] == ["2", "2880", "v/"]
     assert text[2].split()[1:] == ["1", "360", "w"]
-    assert text[-1].split()[1:] == ["3", "3240", "total"]
+    assert text[-2].split()[1:] == ["3", "3240", "total"]
+    # the last line: the store's real size, the SQLite file and its WAL
+    file_bytes = sum(os.path.getsize(p) for p in (store.store.path, store.store.path + "-wal") if os.path.exists(p))
+    size, _, what = text[-1].partition("  on disk: ")
+    assert what.startswith("the whole store: SQLite file and its WAL")
+    assert size.strip() == (f"{file_bytes / 1024:.1f}K" if file_bytes < 1024 ** 2 else f"{file_bytes / 1024 ** 2:.1f}M")
     document = json.loads(ok(bgl(env, url, "du", "--format", "json", "v.*")).stdout)
     assert document["entries"] == [{"name": "v.a", "kind": "directory", "metrics": 2, "points": 2880,
                                     "bytes": 2 * (16 + 12 + 12 * 1440)}]
+    assert document["bytes_meaning"].startswith("whisper-equivalent")
+    assert document["store_on_disk"]["bytes"] == sum(
+        os.path.getsize(p) for p in (store.store.path, store.store.path + "-wal") if os.path.exists(p))
     facts = json.loads(ok(bgl(env, url, "stats", "--format", "json")).stdout)
     assert (facts["metrics"], facts["directories"], facts["store"]["store"]) == (3, 2, "sqlite")
     assert facts["metrics_by_time_since_update"]["1d-7d"] == 2

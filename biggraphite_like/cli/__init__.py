@@ -1,33 +1,72 @@
 """`bgl`: the operator's command line. One module a group of subcommands, each with a
-`register(subparsers)` that adds its parsers and sets their `handler(args, streams)`."""
+`register(subparsers)` that adds its parsers and sets their `handler(args, streams)`.
+
+Global options (`--store`) are accepted before or after the subcommand: every
+subcommand's parser gets them too, with a suppressed default so that one given before
+the subcommand is not overwritten by the subcommand's absent one.
+"""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from typing import Sequence, TextIO
 
 from biggraphite_like import settings
-from biggraphite_like.cli import maintenance, metrics, points, run, schema, usage
+from biggraphite_like.cli import maintenance, metrics, points, rename, run, schema, usage
 from biggraphite_like.cli.common import check_metrics_file, parse_time
 from biggraphite_like.cli.streams import Streams
-from biggraphite_like.errors import BglError
+from biggraphite_like.errors import BglError, MissingDependency
 
-__all__ = ["build_parser", "main", "main_entry", "parse_time"]
+__all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE"]
 
 # In the order `bgl --help` lists them.
-COMMAND_MODULES = (schema, points, metrics, maintenance, usage, run)
+COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, run)
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+EPILOG = f"""\
+global options (--store) may be given before or after the subcommand.
+--format json (where a subcommand has it) prints one JSON document on stdout.
+
+exit status:
+  {EXIT_OK}  success
+  {EXIT_ERROR}  the operation failed or refused something: bad name, point, glob or time, store error,
+     metric not found, points rejected by `write`, files that failed in `import-whisper`
+  {EXIT_USAGE}  usage error (unknown option, missing argument) or a missing optional package
+     (e.g. cassandra-driver: pip install 'biggraphite_like[cassandra]')
+"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bgl", description="Operate a biggraphite_like store.")
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("biggraphite_like")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a bare checkout
+        return "unknown"
+
+
+def add_global_options(parser: argparse.ArgumentParser, top_level: bool) -> None:
+    """--store on the top-level parser (default None) or a subcommand's (default suppressed)."""
+    default = None if top_level else argparse.SUPPRESS
     parser.add_argument(
-        "--store",
+        "--store", default=default, metavar="URL",
         help=f"store URL (default: ${settings.STORE_ENV}, else sqlite://<data dir>/{settings.DB_FILE_NAME};"
         f" data dir: ${settings.DATA_DIR_ENV} or ~/.local/share/biggraphite_like)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bgl", description="Operate a biggraphite_like store.", epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"bgl (biggraphite_like) {package_version()}")
+    add_global_options(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(sub)
+    for subparser in sub.choices.values():
+        add_global_options(subparser, top_level=False)
     return parser
 
 
@@ -57,9 +96,9 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         return args.handler(args, io)
     except BglError as exc:
         io.err.write(f"bgl {args.command}: error: {exc}\n")
-        return 1
+        return EXIT_USAGE if isinstance(exc, MissingDependency) else EXIT_ERROR
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
 
 
 def main_entry() -> None:

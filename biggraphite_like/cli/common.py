@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from typing import TextIO
 
@@ -40,9 +41,29 @@ def open_accessor(args: argparse.Namespace) -> Accessor:
     return Accessor.from_url(url)
 
 
-def finish_job(args: argparse.Namespace, job: str, counters: dict, out: TextIO, help_texts: dict | None = None) -> None:
-    """Print a job's summary line and write its Prometheus text file if asked."""
-    out.write(format_summary(job, counters, getattr(args, "dry_run", False)) + "\n")
+def add_format_option(p: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
+    """--format: text for people (the default), json for scripts (one document on stdout)."""
+    p.add_argument("--format", choices=list(choices), default=choices[0],
+                   help=f"output format (default {choices[0]}; json: one JSON document on stdout)")
+
+
+def wants_json(args: argparse.Namespace) -> bool:
+    return getattr(args, "format", None) == "json"
+
+
+def write_json(out: TextIO, document: object) -> None:
+    out.write(json.dumps(document, indent=2) + "\n")
+
+
+def finish_job(args: argparse.Namespace, job: str, counters: dict, out: TextIO, help_texts: dict | None = None,
+               details: dict | None = None) -> None:
+    """Print a job's summary (a line, or with --format json a document holding the counters
+    and `details`) and write its Prometheus text file if asked."""
+    dry_run = getattr(args, "dry_run", False)
+    if wants_json(args):
+        write_json(out, {"command": job, "dry_run": dry_run, **(details or {}), "counters": counters})
+    else:
+        out.write(format_summary(job, counters, dry_run) + "\n")
     if getattr(args, "metrics_file", None):
         metrics_file.write(args.metrics_file, job.replace("-", "_"), counters, help_texts)
 

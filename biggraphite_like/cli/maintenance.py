@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from biggraphite_like.cli.common import add_metrics_file_option, add_shard_options, finish_job, open_accessor
+from biggraphite_like.cli.common import (add_format_option, add_metrics_file_option, add_shard_options, finish_job,
+                                        open_accessor, wants_json)
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.maintenance.clean import HELP as CLEAN_HELP
 from biggraphite_like.maintenance.clean import clean
@@ -24,9 +25,10 @@ def cmd_clean(args: argparse.Namespace, io: Streams) -> int:
 
 def cmd_delete(args: argparse.Namespace, io: Streams) -> int:
     accessor = open_accessor(args)
-    report = delete(accessor, args.glob, recursive=args.recursive, dry_run=args.dry_run)
-    for name in report.metrics:
-        io.out.write(name + "\n")
+    report = delete(accessor, args.glob, recursive=args.recursive, dry_run=args.dry_run, exact=args.exact)
+    if not wants_json(args):
+        for name in report.metrics:
+            io.out.write(name + "\n")
     if report.matched_directories and not args.recursive:
         io.err.write(
             f"bgl delete: {args.glob!r} matches {len(report.matched_directories)} director"
@@ -34,17 +36,20 @@ def cmd_delete(args: argparse.Namespace, io: Streams) -> int:
             " only metrics were deleted; use --recursive to delete everything beneath them\n"
         )
     if not report.metrics and not (args.recursive and report.matched_directories):
-        io.err.write(f"bgl delete: nothing matches {args.glob!r}\n")
-    finish_job(args, "delete", report.counters(), io.err)
+        io.err.write(f"bgl delete: nothing is named {args.glob!r}\n" if args.exact
+                     else f"bgl delete: nothing matches {args.glob!r}\n")
+    finish_job(args, "delete", report.counters(), io.out if wants_json(args) else io.err,
+               details={"metrics": report.metrics, "directories_matched": report.matched_directories})
     return 0
 
 
 def cmd_repair(args: argparse.Namespace, io: Streams) -> int:
     accessor = open_accessor(args)
     report = repair(accessor, shard=args.shard, nshards=args.nshards, dry_run=args.dry_run, progress_stream=io.err)
-    for kind, names in report.examples.items():
-        io.out.write(f"{kind}: {', '.join(names)}{' ...' if len(names) >= 20 else ''}\n")
-    finish_job(args, "repair", report.counters(), io.out)
+    if not wants_json(args):
+        for kind, names in report.examples.items():
+            io.out.write(f"{kind}: {', '.join(names)}{' ...' if len(names) >= 20 else ''}\n")
+    finish_job(args, "repair", report.counters(), io.out, details={"examples": report.examples})
     return 0
 
 
@@ -54,7 +59,7 @@ def cmd_import_whisper(args: argparse.Namespace, io: Streams) -> int:
         accessor.syncdb()  # the embedded store sets itself up on first use
     report = import_whisper(accessor, args.directory, prefix=args.prefix, jobs=args.jobs, dry_run=args.dry_run,
                             progress_stream=io.err, err=io.err)
-    finish_job(args, "import-whisper", report.counters(), io.out)
+    finish_job(args, "import-whisper", report.counters(), io.out, details={"errors": report.errors})
     return 1 if report.files_failed else 0
 
 
@@ -65,12 +70,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="count what would be removed, change nothing")
     add_shard_options(p)
     add_metrics_file_option(p)
+    add_format_option(p)
     p.set_defaults(handler=cmd_clean)
 
     p = sub.add_parser("delete", help="delete metrics matching a glob, their points, and directories left empty")
     p.add_argument("--recursive", action="store_true", help="also delete everything beneath matching directories")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted, change nothing")
+    p.add_argument("--exact", action="store_true",
+                   help="GLOB is an exact name, not expanded (for names holding *, ?, [ ], { })")
     add_metrics_file_option(p)
+    add_format_option(p)
     p.add_argument("glob", metavar="GLOB")
     p.set_defaults(handler=cmd_delete)
 
@@ -78,6 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="report what would change, change nothing")
     add_shard_options(p)
     add_metrics_file_option(p)
+    add_format_option(p)
     p.set_defaults(handler=cmd_repair)
 
     p = sub.add_parser("import-whisper", help="import a tree of whisper files")
@@ -85,5 +95,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="parallel processes (default 1)")
     p.add_argument("--dry-run", action="store_true", help="read and check the files, write nothing")
     add_metrics_file_option(p)
+    add_format_option(p)
     p.add_argument("directory", metavar="DIR")
     p.set_defaults(handler=cmd_import_whisper)

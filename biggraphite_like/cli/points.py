@@ -13,7 +13,8 @@ from biggraphite_like import settings
 from biggraphite_like.accessor import WriteResult, check_point
 from biggraphite_like.cli.common import new_metric_metadata, open_accessor, parse_time
 from biggraphite_like.cli.streams import Streams
-from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange
+from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound
+from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
 
 STDIN_BATCH_LINES = 50_000
 
@@ -111,6 +112,17 @@ def cmd_write(args: argparse.Namespace, io: Streams) -> int:
     return 1 if total.rejected or total.too_old else 0
 
 
+def _read_names(accessor, args: argparse.Namespace) -> list[str]:
+    """The metrics a read names: NAME itself with --exact or when it is no glob, else every
+    metric the glob matches (bounded like every glob: TooManyResults past the limit)."""
+    if args.exact or not is_glob(args.name):
+        return [args.name]
+    found = accessor.store.glob_metrics(accessor.glob(args.name), args.max_series)
+    if not found:
+        raise MetricNotFound(f"no metric matches {args.name!r} (use --exact if it is a name holding glob characters)")
+    return found
+
+
 def cmd_read(args: argparse.Namespace, io: Streams) -> int:
     accessor = open_accessor(args)
     now = parse_time(args.now, int(time.time())) if args.now else int(time.time())
@@ -118,24 +130,24 @@ def cmd_read(args: argparse.Namespace, io: Streams) -> int:
     end = parse_time(args.until, now) if args.until else now
     if start > end:
         raise InvalidTimeRange(f"--from {start} is after --until {end}")
-    series = accessor.fetch([args.name], start, end, now)
-    name, result = next(iter(series.items()))
-    values = result.values_list() if result is not None else []
-    if args.format == "json":
-        document = {
-            "name": name,
-            "start": result.start if result else None,
-            "end": result.end if result else None,
-            "step": result.step if result else None,
-            "values": values,
-        }
-        io.out.write(json.dumps(document) + "\n")
-    else:
-        writer = csv.writer(io.out, lineterminator="\n")
-        writer.writerow(["timestamp", "value"])
-        if result is not None:
+    series = accessor.fetch(_read_names(accessor, args), start, end, now)
+    writer = csv.writer(io.out, lineterminator="\n")
+    if args.format == "csv":
+        writer.writerow(["name", "timestamp", "value"])
+    for name, result in series.items():
+        values = result.values_list() if result is not None else []
+        if args.format == "json":  # one document a line (JSON lines), one line a series
+            document = {
+                "name": name,
+                "start": result.start if result else None,
+                "end": result.end if result else None,
+                "step": result.step if result else None,
+                "values": values,
+            }
+            io.out.write(json.dumps(document) + "\n")
+        elif result is not None:
             for index, value in enumerate(values):
-                writer.writerow([result.start + index * result.step, "" if value is None else repr(value)])
+                writer.writerow([name, result.start + index * result.step, "" if value is None else repr(value)])
     return 0
 
 
@@ -152,10 +164,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("timestamp", metavar="TIMESTAMP", nargs="?", help="epoch seconds (default: now)")
     p.set_defaults(handler=cmd_write)
 
-    p = sub.add_parser("read", help="read a metric's points as whisper.fetch would")
+    p = sub.add_parser("read", help="read the points of a metric (or of every metric a glob matches) as whisper.fetch would")
     p.add_argument("--from", dest="from_", metavar="T", help="start: epoch, 'now' or relative like -1h (default -24h)")
     p.add_argument("--until", metavar="T", help="end (default now)")
     p.add_argument("--now", metavar="T", help="the time the read happens at (default: the clock)")
-    p.add_argument("--format", choices=["json", "csv"], default="json")
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("--format", choices=["json", "csv"], default="json",
+                   help="json: one line a series (JSON lines); csv: name,timestamp,value rows (default json)")
+    p.add_argument("--exact", action="store_true",
+                   help="NAME is an exact name, not a glob (for names holding *, ?, [ ], { })")
+    p.add_argument("--max-series", type=int, default=DEFAULT_MAX_RESULTS, metavar="N",
+                   help=f"refuse a glob matching more than N metrics (default {DEFAULT_MAX_RESULTS}, the glob limit)")
+    p.add_argument("name", metavar="NAME", help="a metric name or a Graphite glob")
     p.set_defaults(handler=cmd_read)

@@ -22,7 +22,6 @@ def cmd_run(args: argparse.Namespace, io: Streams) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run carbon-cache and graphite-web on the store until Ctrl-C")
-    p.add_argument("--store", default=argparse.SUPPRESS, help="store URL (the same as bgl --store URL run)")
     p.add_argument("--data-dir", metavar="DIR",
                    help="configuration, logs and the default store (default: the data dir above)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",

@@ -7,7 +7,7 @@ import json
 
 from biggraphite_like.cli.common import open_accessor
 from biggraphite_like.cli.streams import Streams
-from biggraphite_like.maintenance.usage import disk_usage, statistics
+from biggraphite_like.maintenance.usage import disk_usage, statistics, store_disk_usage
 
 
 def _human_bytes(count: int) -> str:
@@ -21,14 +21,20 @@ def _human_bytes(count: int) -> str:
 def cmd_du(args: argparse.Namespace, io: Streams) -> int:
     accessor = open_accessor(args)
     rows, total = disk_usage(accessor, args.glob)
+    on_disk = store_disk_usage(accessor)
     if args.format == "json":
-        document = {"entries": [dataclasses.asdict(r) for r in rows], "total": dataclasses.asdict(total)}
+        document = {"entries": [dataclasses.asdict(r) for r in rows], "total": dataclasses.asdict(total),
+                    "bytes_meaning": "whisper-equivalent: the size whisper files of these retentions would take",
+                    "store_on_disk": dataclasses.asdict(on_disk)}
         io.out.write(json.dumps(document, indent=2) + "\n")
         return 0
-    io.out.write(f"{'BYTES':>10} {'METRICS':>9} {'POINTS':>12}  NAME\n")
+    io.out.write(f"{'WSP-BYTES':>10} {'METRICS':>9} {'POINTS':>12}  NAME"
+                 "    (WSP-BYTES: what whisper files of these retentions would take, not disk)\n")
     for row in [*rows, total]:
         name = row.name + ("/" if row.kind == "directory" else "")
         io.out.write(f"{_human_bytes(row.bytes):>10} {row.metrics:>9} {row.points:>12}  {name}\n")
+    size = "unknown" if on_disk.bytes is None else _human_bytes(on_disk.bytes)
+    io.out.write(f"{size:>10} {'':>9} {'':>12}  on disk: {on_disk.what}\n")
     return 0
 
 
@@ -49,7 +55,8 @@ def cmd_stats(args: argparse.Namespace, io: Streams) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("du", help="metrics, points capacity and whisper-equivalent bytes per metric or directory")
+    p = sub.add_parser("du", help="metrics, points capacity and whisper-equivalent bytes per metric or directory;"
+                       " the store's bytes on disk")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("glob", metavar="GLOB", nargs="?", default="*", help="what to measure (default: top level, *)")
     p.set_defaults(handler=cmd_du)

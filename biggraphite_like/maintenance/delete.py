@@ -5,6 +5,10 @@ says so and leaves what is beneath them). With it, everything beneath the matchi
 directories goes too (`GLOB` and `GLOB.**`). A deleted metric written again starts empty:
 stores give it new storage, so old points never come back. Directories left empty are
 removed with the cleanup's race protocol (`directories`).
+
+With `exact`, the pattern is a name, not a glob: only the metric of that very name goes
+(and, recursive, what is beneath the directory of that very name), even when the name
+holds glob characters such as `*`, `{a,b}` or `[x]` (see `subtree`).
 """
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ import time
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.maintenance.directories import prune_empty_directories
-
-MAX_DELETE = 10_000_000  # names a delete may gather (far above the glob limit of interactive reads)
+from biggraphite_like.maintenance.subtree import MAX_NAMES as MAX_DELETE
+from biggraphite_like.maintenance.subtree import subtree
 BATCH = 1000
 
 
@@ -37,29 +41,41 @@ class DeleteReport:
         }
 
 
-def delete(accessor: Accessor, pattern: str, recursive: bool = False, dry_run: bool = False) -> DeleteReport:
-    """Delete what pattern matches (see module docstring); dry_run only lists it."""
+def delete(accessor: Accessor, pattern: str, recursive: bool = False, dry_run: bool = False,
+           exact: bool = False) -> DeleteReport:
+    """Delete what pattern matches (or, exact, the name it is: see module docstring);
+    dry_run only lists it."""
     started = time.monotonic()
     store = accessor.store
-    glob = accessor.glob(pattern)  # InvalidGlob / GlobTooComplex on a bad pattern
     report = DeleteReport()
-    metrics = set(store.glob_metrics(glob, MAX_DELETE))
-    directories = store.glob_directories(glob, MAX_DELETE)
-    if recursive and directories:
-        beneath = accessor.glob(pattern.rstrip(".") + ".**")
-        metrics.update(store.glob_metrics(beneath, MAX_DELETE))
-        directories = sorted(set(directories) | set(store.glob_directories(beneath, MAX_DELETE)))
+    if exact:
+        found = subtree(accessor, pattern, recursive)
+        metrics = set(found.metrics)
+        directories = sorted(([found.root] if found.is_directory else []) + found.directories_beneath)
+    else:
+        glob = accessor.glob(pattern)  # InvalidGlob / GlobTooComplex on a bad pattern
+        metrics = set(store.glob_metrics(glob, MAX_DELETE))
+        directories = store.glob_directories(glob, MAX_DELETE)
+        if recursive and directories:
+            beneath = accessor.glob(pattern.rstrip(".") + ".**")
+            metrics.update(store.glob_metrics(beneath, MAX_DELETE))
+            directories = sorted(set(directories) | set(store.glob_directories(beneath, MAX_DELETE)))
     report.metrics = sorted(metrics)
     report.matched_directories = directories
     if dry_run:
         report.duration_seconds = round(time.monotonic() - started, 3)
         return report
-    for start in range(0, len(report.metrics), BATCH):
-        accessor.delete_metrics(report.metrics[start:start + BATCH])
-    candidates = {names_mod.parent(n) for n in report.metrics} - {""}
-    if recursive:
-        candidates.update(directories)
-    pruned = prune_empty_directories(accessor, candidates)
-    report.directories_removed, report.directories_restored = pruned.removed, pruned.restored
+    report.directories_removed, report.directories_restored = remove_metrics(
+        accessor, report.metrics, directories if recursive else [])
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def remove_metrics(accessor: Accessor, metrics: list[str], directories: list[str]) -> tuple[int, int]:
+    """Delete these metrics, then those of their parents and of directories left empty;
+    returns (directories removed, directories restored by a concurrent creation)."""
+    for start in range(0, len(metrics), BATCH):
+        accessor.delete_metrics(metrics[start:start + BATCH])
+    candidates = ({names_mod.parent(n) for n in metrics} | set(directories)) - {""}
+    pruned = prune_empty_directories(accessor, candidates)
+    return pruned.removed, pruned.restored

@@ -4,7 +4,9 @@
 the metrics beneath it, the points their retentions can hold (capacity, whatever is
 written yet) and the bytes whisper files of those retentions would take (16 bytes of
 header, 12 per archive, 12 per point): the size the data would have on whisper, and an
-upper bound of what it costs here before compression.
+upper bound of what it costs here before compression. What the store takes on disk is
+measured for the whole store only (`store_disk_usage`): SQLite keeps many metrics in a
+page and Cassandra spreads them over SSTables, so a per-metric figure would be a guess.
 
 `stats` adds to the store's own facts (`Store.stats()`) the counts found by scanning:
 metrics, metric rows whose metadata cannot be read, directories, metrics by time since
@@ -81,6 +83,26 @@ def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usa
                     directories[ancestor].add(metric)
     result = sorted([*metric_rows.values(), *directories.values()], key=lambda u: (u.name, u.kind))
     return result, total
+
+
+@dataclasses.dataclass
+class DiskUsage:
+    """Bytes the whole store takes on disk (None: this store cannot measure it) and what
+    the figure covers."""
+
+    bytes: int | None
+    what: str
+
+
+def store_disk_usage(accessor: Accessor) -> DiskUsage:
+    """The store's own size on disk, from its facts (`Store.stats`)."""
+    facts = accessor.store.stats()
+    if isinstance(facts.get("file_bytes"), int):
+        return DiskUsage(facts["file_bytes"], "the whole store: SQLite file and its WAL, every metric included")
+    if facts.get("store") == "cassandra":
+        return DiskUsage(None, "unknown: Cassandra does not report it over CQL;"
+                               " see `nodetool tablestats` on each node (Space used)")
+    return DiskUsage(None, "unknown: this store does not report its size")
 
 
 def statistics(accessor: Accessor, now: int | None = None, progress_stream: TextIO | None = None) -> dict:

@@ -5,7 +5,7 @@ the Cassandra driver installed.
 """
 from __future__ import annotations
 
-from biggraphite_like.errors import InvalidStoreURL
+from biggraphite_like.errors import InvalidStoreURL, MissingDependency
 from biggraphite_like.stores.base import Store
 
 
@@ -20,6 +20,13 @@ def open_store(url: str) -> Store:
         from biggraphite_like.stores.cassandra_options import parse_url
 
         options = parse_url(url)  # URL errors do not need the driver
+        try:
+            import cassandra  # noqa: F401  (the DataStax driver, an optional extra)
+        except ImportError as exc:
+            raise MissingDependency(
+                f"the cassandra store needs the cassandra-driver package ({exc}):"
+                " pip install 'biggraphite_like[cassandra]'"
+            ) from None
         from biggraphite_like.stores.cassandra import CassandraStore
 
         return CassandraStore(options, url)
