@@ -2,12 +2,20 @@
 # The main job: builds .venv (Python 3.11, pinned dependencies) and runs `bgl run`, carbon-cache
 # and graphite-web on the embedded SQLite store, until Ctrl-C. Extra arguments go to `bgl run`,
 # e.g. `bash scripts/run.sh --data-dir /var/lib/bgl --web-port 8000`.
+# pip runs only when the environment is new or setup.cfg, pyproject.toml or constraints.txt
+# changed since the last install (a stamp of their checksums in the venv): a second start
+# goes straight to `bgl run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 VENV=${BGL_VENV:-.venv}
+STAMP="$VENV/.bgl-install-stamp"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[run]'
+wanted="$(sha256sum setup.cfg pyproject.toml constraints.txt) extras=run"
+if [ ! -x "$VENV/bin/bgl" ] || [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$wanted" ]; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[run]'
+  printf '%s\n' "$wanted" > "$STAMP"
+fi
 exec "$VENV/bin/bgl" run "$@"

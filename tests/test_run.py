@@ -72,7 +72,8 @@ def test_points_sent_to_carbon_are_found_and_rendered_by_graphite_web(stack):
     assert len(children) >= 3, children  # carbon-cache, gunicorn's master and workers
     assert stack.stop(signal.SIGINT) == 0
     assert _wait_gone(children, timeout=5) == []
-    assert stack.output().rstrip().endswith("stopping graphite-web...")
+    assert stack.output().rstrip().splitlines()[-2:] == [
+        "stopping graphite-web...", "bgl run: stopped: carbon-cache and graphite-web have exited (status 0)"]
 
 
 def test_configuration_is_written_for_operators_to_reuse(stack):
@@ -152,6 +153,7 @@ def test_a_service_that_dies_stops_the_other_and_says_why(stack):
     assert stack.process.wait(120) == 1
     assert "bgl run: error: carbon-cache exited with status -9" in stack.output()
     assert "carbon-cache.out (last lines)" in stack.output()
+    assert stack.output().rstrip().endswith("bgl run: stopped: carbon-cache and graphite-web have exited (status 1)")
     assert _wait_gone(children, timeout=10) == []
 
 

@@ -195,8 +195,10 @@ class Stack:
         if failed is not None:
             self.err.write(f"bgl run: error: {failed.name} exited with status {failed.exit_code()}\n"
                            f"{failed.log_tail()}\n")
-            return 1
-        return 0 if stopped_cleanly else 1
+        status = 0 if failed is None and stopped_cleanly else 1
+        self.out.write(f"bgl run: stopped: carbon-cache and graphite-web have exited (status {status})\n")
+        self.out.flush()
+        return status
 
     def _failed_child(self) -> Child | None:
         return next((child for child in (self.carbon, self.web) if child.exit_code() is not None), None)

@@ -1,0 +1,57 @@
+"""`scripts/run.sh` starts `bgl run` without reinstalling when the environment is current
+(issue #19 item 8): pip runs on the first start and when setup.cfg, pyproject.toml or
+constraints.txt changed (their checksums are stamped in the venv), never otherwise.
+
+Hermetic: the venv is a fresh one in tmp_path, and `python -m pip` finds a stand-in pip
+first on PYTHONPATH that records its arguments and installs a `bgl` forwarding to this
+checkout's.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
+FAKE_PIP = """\
+import os, sys
+venv = os.environ["BGL_VENV"]
+with open(os.environ["FAKE_PIP_LOG"], "a") as log:
+    log.write(" ".join(sys.argv[1:]) + "\\n")
+path = os.path.join(venv, "bin", "bgl")
+with open(path, "w") as script:
+    script.write("#!/bin/sh\\nexec {bgl} \\"$@\\"\\n")
+os.chmod(path, 0o755)
+"""
+
+
+def test_run_sh_installs_once_then_starts_directly(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    fake = tmp_path / "fake" / "pip"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text(FAKE_PIP.replace("{bgl}", BGL))
+    log = tmp_path / "pip.log"
+    env = dict(os.environ, BGL_VENV=str(venv), PYTHONPATH=str(tmp_path / "fake"), FAKE_PIP_LOG=str(log))
+
+    def start() -> list[str]:
+        result = subprocess.run(["bash", str(ROOT / "scripts" / "run.sh"), "--help"], env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, result
+        assert result.stdout.startswith("usage: bgl run"), result.stdout
+        return log.read_text().splitlines() if log.exists() else []
+
+    assert start() == ["install -q --disable-pip-version-check -c constraints.txt -e .[run]"]
+    stamp = venv / ".bgl-install-stamp"
+    assert "setup.cfg" in stamp.read_text() and "constraints.txt" in stamp.read_text()
+    assert len(start()) == 1  # current: straight to bgl run
+    assert len(start()) == 1
+    stamp.write_text(stamp.read_text().replace("constraints.txt", "constraints.txt (older)"))
+    assert len(start()) == 2  # the pins changed: install again
+    assert len(start()) == 2
+    (venv / "bin" / "bgl").unlink()
+    assert len(start()) == 3  # the environment lost its bgl: install again
