@@ -12,7 +12,9 @@ Importing it:
 * makes `/functions` work on Python 3.11 (`graphite_plugin.compat.install()`);
 * sets STATIC_ROOT to the virtualenv's `<prefix>/webapp/content` when it exists (where
   pip puts graphite-web's UI files, and where graphite's settings do not look); with
-  whitenoise 5.x installed, graphite's app settings then serve them (`bgl run`);
+  whitenoise 5.x installed, graphite's app settings then serve them (`bgl run`); adds a
+  static files finder for that folder (`graphite_plugin.staticfiles`), so the dashboard
+  finds its theme;
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
   and adds `graphite_plugin.middleware.PatternRefusedMiddleware` to MIDDLEWARE.
 
@@ -39,6 +41,12 @@ _content = os.path.join(sys.prefix, "webapp", "content")
 if os.path.isdir(_content):
     STATIC_ROOT = _content
     __all__.append("STATIC_ROOT")
+# graphite.settings points STATICFILES_DIRS at a missing folder, after local_settings: the
+# dashboard's theme lookup (css/dashboard-default.css) needs a finder that knows _content.
+STATICFILES_FINDERS = ("django.contrib.staticfiles.finders.FileSystemFinder",
+                       "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+                       "graphite_plugin.staticfiles.WebappContentFinder")
+__all__.append("STATICFILES_FINDERS")
 
 
 def _app_settings() -> dict:

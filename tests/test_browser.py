@@ -104,3 +104,46 @@ def test_an_unknown_metric_draws_no_line(stack, browser):
     browser.open(f"{stack.web}/render?{query}")
     image = browser.wait_for("const i = document.images[0]; return i && i.complete && i.naturalWidth > 0 && i")
     assert browser.script(_COUNT_COLOUR, image, MAGENTA) == 0
+
+
+def test_the_dashboard_opens_clean_saves_loads_and_graphs(stack, browser):
+    """graphite-web's /dashboard/: no "Invalid theme 'default'" dialog (its theme CSS is
+    found and loaded), a graph of the metric added and drawn, the dashboard saved to
+    graphite-web's database, cleared, and loaded back with its graph."""
+    status, body, _ = stack.get("/dashboard/")
+    assert status == 200 and b"var initialError = null;" in body, body[:3000]
+    browser.open(f"{stack.web}/dashboard/")
+    assert browser.wait_for("return window.Ext && window.graphStore && window.Ext.isReady", timeout=60)
+    assert browser.script("return initialError") is None
+    assert "Invalid theme" not in browser.script("return document.body.innerText")
+    theme_rules = browser.script("""return Array.from(document.styleSheets)
+        .filter(s => (s.href || '').endsWith('/dashboard-default.css')).map(s => s.cssRules.length)""")
+    assert theme_rules and theme_rules[0] > 0, theme_rules  # loaded (a missing file has no rules)
+
+    graph_loaded = f"""const images = Array.from(document.images).filter(
+        i => i.src.includes('/render') && i.src.includes('{METRIC}') && i.complete && i.naturalWidth > 0);
+        return images.length && [images[0].naturalWidth, images[0].naturalHeight]"""
+    browser.script(f"defaultGraphParams.colorList = 'ff00ff'; graphAreaToggle('{METRIC}')")
+    size = browser.wait_for(graph_loaded, timeout=60)
+    assert size[0] >= 200 and size[1] >= 100, size
+    image = browser.script(f"return Array.from(document.images).find(i => i.src.includes('{METRIC}'))")
+    drawn = browser.script(_COUNT_COLOUR, image, MAGENTA)
+    assert drawn > 100, (drawn, browser.script("return arguments[0].src", image))  # the series is drawn
+
+    browser.script("sendSaveRequest('bgl-browser-test')")
+    deadline = time.monotonic() + 60
+    while True:
+        saved = stack.get_json("/dashboard/load/bgl-browser-test")
+        if "state" in saved or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert [graph[0] for graph in saved["state"]["graphs"]] == [f"target={METRIC}"], saved
+
+    browser.script("graphStore.removeAll(); updateGraphRecords();")
+    assert browser.script("return graphStore.getCount()") == 0
+    browser.script("sendLoadRequest('bgl-browser-test')")
+    assert browser.wait_for("return graphStore.getCount() === 1 && graphStore.getAt(0).get('target')",
+                            timeout=60) == f"target={METRIC}"
+    browser.wait_for(graph_loaded, timeout=60)
+    png = browser.screenshot(ARTIFACTS / "browser-dashboard.png")
+    assert png[:4] == b"\x89PNG" and len(png) > 20_000
