@@ -66,6 +66,22 @@ def test_store_option_before_or_after_the_subcommand(env, url, tmp_path):
     assert ok(bgl(env, "--store", other, "list", "--store", url, "s.*")).stdout == "s.a\ns.b\n"
 
 
+
+def test_format_option_before_or_after_the_subcommand(env, url):
+    write_lines(env, url, ["f.a", "f.b"])
+    before = json.loads(ok(bgl(env, "--format", "json", "--store", url, "list", "f.*")).stdout)
+    after = json.loads(ok(bgl(env, "list", "f.*", "--format", "json", "--store", url)).stdout)
+    assert before == after and before["names"] == ["f.a", "f.b"]
+    text = ok(bgl(env, "--format", "csv", "read", "--store", url, "--from", "-5m", "f.a")).stdout
+    assert text.splitlines()[0] == "name,timestamp,value"
+    assert ok(bgl(env, "--store", url, "list", "f.*")).stdout == "f.a\nf.b\n"  # the default: text
+    wrong = bgl(env, "--format", "csv", "--store", url, "list", "f.*")
+    assert wrong.returncode == 2 and "--format csv: `bgl list` takes text, json" in wrong.stderr
+    useless = bgl(env, "--format", "json", "--store", url, "write", "f.c", "1")
+    assert useless.returncode == 2 and "--format does not apply to `bgl write`" in useless.stderr
+    assert ok(bgl(env, "--store", url, "list", "f.*")).stdout == "f.a\nf.b\n"  # nothing was written
+
+
 # -- item 3: no traceback without cassandra-driver -------------------------------------
 def test_missing_cassandra_driver_is_one_line_and_status_2(env, tmp_path):
     broken = tmp_path / "no_driver" / "cassandra"

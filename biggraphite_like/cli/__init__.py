@@ -14,7 +14,7 @@ from typing import Sequence, TextIO
 
 from biggraphite_like import settings
 from biggraphite_like.cli import maintenance, metrics, points, rename, run, schema, usage
-from biggraphite_like.cli.common import check_metrics_file, parse_time
+from biggraphite_like.cli.common import check_metrics_file, parse_time, resolve_format
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, MissingDependency
 
@@ -28,7 +28,8 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 EPILOG = f"""\
-global options (--store) may be given before or after the subcommand.
+global options (--store, and --format where the subcommand has it) may be given before or
+after the subcommand.
 --format json (where a subcommand has it) prints one JSON document on stdout.
 
 exit status:
@@ -62,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"bgl (biggraphite_like) {package_version()}")
     add_global_options(parser, top_level=True)
+    parser.add_argument("--format", dest="global_format", metavar="FORMAT",
+                        help="the subcommand's --format (text, json or csv, where it applies)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -90,7 +93,11 @@ def _attach_time_values(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
          stderr: TextIO | None = None) -> int:
     io = Streams(stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr)
-    args = build_parser().parse_args(_attach_time_values(sys.argv[1:] if argv is None else list(argv)))
+    parser = build_parser()
+    args = parser.parse_args(_attach_time_values(sys.argv[1:] if argv is None else list(argv)))
+    problem = resolve_format(args)
+    if problem:
+        parser.error(problem)  # exits with the usage status, 2
     try:
         check_metrics_file(args)
         return args.handler(args, io)

@@ -41,10 +41,28 @@ def open_accessor(args: argparse.Namespace) -> Accessor:
     return Accessor.from_url(url)
 
 
-def add_format_option(p: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
-    """--format: text for people (the default), json for scripts (one document on stdout)."""
-    p.add_argument("--format", choices=list(choices), default=choices[0],
-                   help=f"output format (default {choices[0]}; json: one JSON document on stdout)")
+def add_format_option(p: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json"),
+                      help: str | None = None) -> None:
+    """--format: the first choice by default (text for people), json for scripts. The
+    default is applied after parsing (`resolve_format`), so that `bgl --format json CMD`
+    (before the subcommand) works as well as `bgl CMD --format json`."""
+    p.add_argument("--format", choices=list(choices), default=None,
+                   help=help or f"output format (default {choices[0]}; json: one JSON document on stdout)")
+    p.set_defaults(format_choices=choices)
+
+
+def resolve_format(args: argparse.Namespace) -> str | None:
+    """Settle args.format from the subcommand's --format, else the one given before the
+    subcommand, else the subcommand's default; an error message if it does not apply."""
+    given_before = getattr(args, "global_format", None)
+    choices = getattr(args, "format_choices", None)
+    if choices is None:
+        return f"--format does not apply to `bgl {args.command}`" if given_before else None
+    if args.format is None:
+        if given_before is not None and given_before not in choices:
+            return f"--format {given_before}: `bgl {args.command}` takes {', '.join(choices)}"
+        args.format = given_before or choices[0]
+    return None
 
 
 def wants_json(args: argparse.Namespace) -> bool:

@@ -11,7 +11,7 @@ from typing import Iterator, TextIO
 from biggraphite_like import names as names_mod
 from biggraphite_like import settings
 from biggraphite_like.accessor import WriteResult, check_point
-from biggraphite_like.cli.common import new_metric_metadata, open_accessor, parse_time
+from biggraphite_like.cli.common import add_format_option, new_metric_metadata, open_accessor, parse_time
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound
 from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
@@ -168,8 +168,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_", metavar="T", help="start: epoch, 'now' or relative like -1h (default -24h)")
     p.add_argument("--until", metavar="T", help="end (default now)")
     p.add_argument("--now", metavar="T", help="the time the read happens at (default: the clock)")
-    p.add_argument("--format", choices=["json", "csv"], default="json",
-                   help="json: one line a series (JSON lines); csv: name,timestamp,value rows (default json)")
+    add_format_option(p, ("json", "csv"),
+                      help="json: one line a series (JSON lines); csv: name,timestamp,value rows (default json)")
     p.add_argument("--exact", action="store_true",
                    help="NAME is an exact name, not a glob (for names holding *, ?, [ ], { })")
     p.add_argument("--max-series", type=int, default=DEFAULT_MAX_RESULTS, metavar="N",

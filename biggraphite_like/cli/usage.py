@@ -5,7 +5,7 @@ import argparse
 import dataclasses
 import json
 
-from biggraphite_like.cli.common import open_accessor
+from biggraphite_like.cli.common import add_format_option, open_accessor
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.maintenance.usage import disk_usage, statistics, store_disk_usage
 
@@ -57,10 +57,10 @@ def cmd_stats(args: argparse.Namespace, io: Streams) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("du", help="metrics, points capacity and whisper-equivalent bytes per metric or directory;"
                        " the store's bytes on disk")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    add_format_option(p)
     p.add_argument("glob", metavar="GLOB", nargs="?", default="*", help="what to measure (default: top level, *)")
     p.set_defaults(handler=cmd_du)
 
     p = sub.add_parser("stats", help="store facts and counts an operator can act on")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    add_format_option(p)
     p.set_defaults(handler=cmd_stats)
