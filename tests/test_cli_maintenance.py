@@ -206,11 +206,13 @@ def test_du_and_stats(env, url, store):
     assert "what whisper files of these retentions would take, not disk" in text[0]
     assert text[1].split()[1:] == ["2", "2880", "v/"]
     assert text[2].split()[1:] == ["1", "360", "w"]
-    assert text[-2].split()[1:] == ["3", "3240", "total"]
+    assert text[-4].split()[1:] == ["3", "3240", "total"]
     # the last line: the store's real size, the SQLite file and its WAL
     file_bytes = sum(os.path.getsize(p) for p in (store.store.path, store.store.path + "-wal") if os.path.exists(p))
-    size, _, what = text[-1].partition("  on disk: ")
+    size, _, what = text[-3].partition("  on disk: ")
     assert what.startswith("the whole store: SQLite file and its WAL")
+    assert "of which the datapoints tables (pages in use)" in text[-2]
+    assert "of which metric and directory tables, indexes" in text[-1]
     assert size.strip() == (f"{file_bytes / 1024:.1f}K" if file_bytes < 1024 ** 2 else f"{file_bytes / 1024 ** 2:.1f}M")
     document = json.loads(ok(bgl(env, url, "du", "--format", "json", "v.*")).stdout)
     assert document["entries"] == [{"name": "v.a", "kind": "directory", "metrics": 2, "points": 2880,
@@ -218,6 +220,9 @@ def test_du_and_stats(env, url, store):
     assert document["bytes_meaning"].startswith("whisper-equivalent")
     assert document["store_on_disk"]["bytes"] == sum(
         os.path.getsize(p) for p in (store.store.path, store.store.path + "-wal") if os.path.exists(p))
+    parts = document["store_on_disk"]["parts"]  # dbstat: pages in use, within the file
+    assert set(parts) == {"points", "metadata"} and parts["metadata"] > 0
+    assert sum(parts.values()) <= document["store_on_disk"]["bytes"]
     facts = json.loads(ok(bgl(env, url, "stats", "--format", "json")).stdout)
     assert (facts["metrics"], facts["directories"], facts["store"]["store"]) == (3, 2, "sqlite")
     assert facts["metrics_by_time_since_update"]["1d-7d"] == 2

@@ -10,6 +10,9 @@ from biggraphite_like.cli.streams import Streams
 from biggraphite_like.maintenance.usage import disk_usage, statistics, store_disk_usage
 
 
+_PART_LABELS = {"points": "the datapoints tables", "metadata": "metric and directory tables, indexes"}
+
+
 def _human_bytes(count: int) -> str:
     for unit in ("B", "K", "M", "G", "T"):
         if count < 1024 or unit == "T":
@@ -35,6 +38,9 @@ def cmd_du(args: argparse.Namespace, io: Streams) -> int:
         io.out.write(f"{_human_bytes(row.bytes):>10} {row.metrics:>9} {row.points:>12}  {name}\n")
     size = "unknown" if on_disk.bytes is None else _human_bytes(on_disk.bytes)
     io.out.write(f"{size:>10} {'':>9} {'':>12}  on disk: {on_disk.what}\n")
+    for part, count in on_disk.parts.items():
+        label = _PART_LABELS.get(part, part)
+        io.out.write(f"{_human_bytes(count):>10} {'':>9} {'':>12}    of which {label} (pages in use)\n")
     return 0
 
 

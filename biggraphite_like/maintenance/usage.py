@@ -87,18 +87,20 @@ def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usa
 
 @dataclasses.dataclass
 class DiskUsage:
-    """Bytes the whole store takes on disk (None: this store cannot measure it) and what
-    the figure covers."""
+    """Bytes the whole store takes on disk (None: this store cannot measure it), what the
+    figure covers, and its parts where the store can tell (name -> bytes)."""
 
     bytes: int | None
     what: str
+    parts: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def store_disk_usage(accessor: Accessor) -> DiskUsage:
     """The store's own size on disk, from its facts (`Store.stats`)."""
     facts = accessor.store.stats()
     if isinstance(facts.get("file_bytes"), int):
-        return DiskUsage(facts["file_bytes"], "the whole store: SQLite file and its WAL, every metric included")
+        parts = {key.split(".", 1)[1]: value for key, value in facts.items() if key.startswith("disk_bytes.")}
+        return DiskUsage(facts["file_bytes"], "the whole store: SQLite file and its WAL, every metric included", parts)
     if facts.get("store") == "cassandra":
         return DiskUsage(None, "unknown: Cassandra does not report it over CQL;"
                                " see `nodetool tablestats` on each node (Space used)")

@@ -603,7 +603,20 @@ class SQLiteStore(Store):
             }
             for name in self.stage_tables():
                 facts[f"blocks.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+            facts.update(self._bytes_by_kind(conn))
         return facts
+
+    @staticmethod
+    def _bytes_by_kind(conn: sqlite3.Connection) -> dict[str, int]:
+        """Bytes of the pages of the datapoints tables and of the rest (metadata, indexes),
+        from the dbstat virtual table; nothing when SQLite was built without it."""
+        try:
+            rows = conn.execute("SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat AS d JOIN sqlite_master AS m"
+                                " ON m.name = d.name GROUP BY m.tbl_name").fetchall()
+        except sqlite3.OperationalError:  # no SQLITE_ENABLE_DBSTAT_VTAB
+            return {}
+        points = sum(size for table, size in rows if table.startswith("datapoints_"))
+        return {"disk_bytes.points": points, "disk_bytes.metadata": sum(size for _, size in rows) - points}
 
     # -- globs -------------------------------------------------------------------------
     def glob_metrics(self, pattern: GlobPattern, max_results: int) -> list[str]:
