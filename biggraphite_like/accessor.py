@@ -72,8 +72,10 @@ class Accessor:
         max_glob_results: int = DEFAULT_MAX_RESULTS,
         touch_interval: int = DEFAULT_TOUCH_INTERVAL,
         cache_ttl: float = DEFAULT_CACHE_TTL,
+        clock: Callable[[], float] = time.time,
     ):
         self.store = store
+        self.clock = clock  # wall clock (epoch seconds) for every default `now`; tests inject a simulated one
         self.max_glob_expansion = max_glob_expansion
         self.max_glob_results = max_glob_results
         self.touch_interval = touch_interval
@@ -94,6 +96,10 @@ class Accessor:
     def close(self) -> None:
         self.store.close()
 
+    def now(self) -> int:
+        """The current time in epoch seconds, from the accessor's clock."""
+        return int(self.clock())
+
     def syncdb(self, dry_run: bool = False) -> list[str]:
         """Create the store's schema (or only list the statements); idempotent."""
         statements = self.store.schema_statements()
@@ -107,7 +113,7 @@ class Accessor:
         return self.create_metrics([(name, metadata)], now)[0]
 
     def create_metrics(self, specs: Sequence[tuple[str, MetricMetadata]], now: int | None = None) -> list[Metric]:
-        now = int(time.time()) if now is None else now
+        now = self.now() if now is None else now
         metrics = [make_metric(name, metadata, now) for name, metadata in specs]
         self.store.create_metrics(metrics)
         self._check_ancestors([m.name for m in metrics], set())
@@ -204,7 +210,7 @@ class Accessor:
 
     def touch(self, names: Sequence[str], field: str = "updated_on", now: int | None = None, force: bool = False) -> None:
         """Record a write (updated_on) or read (read_on), at most once per touch_interval per metric."""
-        now = int(time.time()) if now is None else now
+        now = self.now() if now is None else now
         due = []
         with self._lock:
             for name in names:
@@ -252,7 +258,7 @@ class Accessor:
         Invalid points and points of unknown metrics (unless `create` gives the metadata to
         create them with) are refused and reported in the result; the rest are stored.
         """
-        now = int(time.time()) if now is None else int(now)
+        now = self.now() if now is None else int(now)
         result = WriteResult()
         position: dict[str, int] = {}  # normalised name -> index in `batch_names`
         batch_names: list[str] = []
@@ -329,7 +335,7 @@ class Accessor:
 
         Raises MetricNotFound if a name is not a metric.
         """
-        now = int(time.time()) if now is None else int(now)
+        now = self.now() if now is None else int(now)
         end = now if end is None else int(end)
         start = int(start)
         canonical_names = [names_mod.normalize(name) for name in names]
@@ -373,7 +379,7 @@ class Accessor:
 
     def expire(self, now: int | None = None) -> int:
         """Remove points past their stage's retention (stores without TTL); returns the count."""
-        return self.store.expire_points(int(time.time()) if now is None else now)
+        return self.store.expire_points(self.now() if now is None else now)
 
 
 def _validate_points(

@@ -84,13 +84,13 @@ def cmd_write(args: argparse.Namespace, io: Streams) -> int:
     if accessor.store.url.startswith("sqlite:"):
         accessor.syncdb()  # the embedded store sets itself up on first use
     metadata = new_metric_metadata(args)
-    now = int(time.time())
+    now = accessor.now()
     total = WriteResult()
     if args.name == "-":
         if args.value is not None:
             raise InvalidPoint("`bgl write -` reads lines from stdin and takes no VALUE")
         for batch in _stdin_batches(io.stdin, total, io.err):
-            result = accessor.insert_points(batch.points, now=now, create=metadata)
+            result = accessor.insert_points(batch.points, create=metadata)  # now: when the batch is written
             if result.rejected:
                 _report_refused_lines(batch, io.err)
             _add(total, result)
