@@ -240,11 +240,13 @@ class Accessor:
 
     def glob_metrics(self, pattern: str) -> list[str]:
         """Sorted metric names matching a Graphite glob."""
-        return self.store.glob_metrics(self.glob(pattern), self.max_glob_results)
+        glob = self.glob(pattern)
+        return [] if glob.matches_nothing else self.store.glob_metrics(glob, self.max_glob_results)
 
     def glob_directories(self, pattern: str) -> list[str]:
         """Sorted directory names matching a Graphite glob."""
-        return self.store.glob_directories(self.glob(pattern), self.max_glob_results)
+        glob = self.glob(pattern)
+        return [] if glob.matches_nothing else self.store.glob_directories(glob, self.max_glob_results)
 
     # -- points ------------------------------------------------------------------------
     def insert_points(
