@@ -27,7 +27,7 @@ import functools
 import os
 import sqlite3
 import threading
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -486,6 +486,27 @@ class SQLiteStore(Store):
             raise ValueError(f"cannot touch {field!r}: use updated_on or read_on")
         with self.write_batch(), self._errors(f"set {field}"):
             self._conn.executemany(f"UPDATE metrics SET {field} = ? WHERE name = ?", ((timestamp, n) for n in names))
+
+    def record_reads(self, reads: Mapping[str, int]) -> bool:
+        """read_on without waiting: the writer lock is tried once (busy timeout 0); False
+        if another connection holds it. Inside this thread's own write it is ours."""
+        self._check_schema()
+        conn = self._conn
+        waits = not self._local.depth
+        if waits:
+            conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            with self.write_batch(), self._errors("record reads (read_on)"):
+                conn.executemany("UPDATE metrics SET read_on = max(read_on, ?) WHERE name = ?",
+                                 ((timestamp, name) for name, timestamp in reads.items()))
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, sqlite3.OperationalError) or "locked" not in str(exc.__cause__):
+                raise
+            return False
+        finally:
+            if waits:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        return True
 
     def delete_metrics(self, names: Sequence[str]) -> None:
         self._check_schema()
