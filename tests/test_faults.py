@@ -1,5 +1,11 @@
 """Faults: a full disk, and kill -9 at random points of writes, creation and clean.
 
+kill -9: worker processes (tests/fault_workers.py) write, create, clean, find and read on
+one SQLite store and append a line to an ack file after each operation the store
+acknowledged; they are killed with SIGKILL at random moments, then the store must pass
+`integrity_check`, hold every acknowledged point and metric, and have no metric without
+its parent directory.
+
 Each case counts what was sent, what the store acknowledged (a committed transaction
 reported to the caller) and what is stored, then checks nothing acknowledged is lost,
 SQLite's `PRAGMA integrity_check` is ok and no metric lacks its parent directory.
@@ -11,37 +17,31 @@ SQLITE_FULL (the CLI case needs root and is skipped without it).
 """
 from __future__ import annotations
 
-import contextlib
 import os
+import random
+import signal
 import shutil
-import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
 
-from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import StoreFull
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.stores import sqlite as sqlite_store
+from tests import fault_workers
+from tests.fault_workers import integrity, orphans
 
 NOW = 1_699_999_980  # a multiple of 60: points keep their timestamps at the 60 s precision
 META = MetricMetadata.create("60s:1d", "average", 0.5)
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IS_ROOT = os.geteuid() == 0
 
 
 # -- helpers shared by the cases ---------------------------------------------------------------
-def integrity(path) -> str:
-    conn = sqlite3.connect(str(path))
-    try:
-        return conn.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        conn.close()
-
-
 def stored_points(accessor: Accessor, names: list[str], now: int = NOW) -> dict[str, dict[int, float]]:
     """Every stored stage-0 point of names, read back through the accessor."""
     found: dict[str, dict[int, float]] = {}
@@ -55,12 +55,6 @@ def stored_points(accessor: Accessor, names: list[str], now: int = NOW) -> dict[
                 found[name] = {series.start + i * series.step: v
                                for i, v in enumerate(series.values_list()) if v is not None}
     return found
-
-
-def orphans(accessor: Accessor) -> list[str]:
-    directories = {d for page in accessor.scan_directories() for d in page.items}
-    return [m.name for page in accessor.scan_metrics() for m in page.items
-            if not set(names_mod.ancestors(m.name)) <= directories]
 
 
 class SmallDisk:
@@ -232,3 +226,46 @@ def test_bgl_write_reports_the_lines_committed_before_a_full_disk(tmp_path, smal
     assert integrity(path) == "ok" and orphans(reader) == []
     reader.close()
     print(f"\nbgl write on a full disk: sent 20000 lines, committed {committed} before the failure, all stored after")
+
+
+# -- kill -9 at random points --------------------------------------------------------------------
+def _wait_until_each_acknowledged(tmp_path, kinds, round_index: int, limit: float = 60) -> None:
+    """Until every worker has had round_index + 1 operations acknowledged in all (or limit s)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if all(sum(len(v) for v in fault_workers.acknowledged(str(tmp_path / f"acks-{kind}")).values()) > round_index
+               for kind in kinds):
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("kinds", [
+    ("write",), ("create",), ("clean", "create"), ("write", "create", "clean", "find", "read"),
+], ids=["write", "create", "clean+create", "everything"])
+def test_kill_9_at_random_points_loses_nothing_acknowledged(tmp_path, kinds):
+    url = f"sqlite://{tmp_path / 'bgl.db'}"
+    Accessor.from_url(url).syncdb()
+    rng = random.Random(" ".join(kinds))
+    counts: dict[str, int] = {}
+    for round_index in range(4):
+        workers = [subprocess.Popen([sys.executable, "-m", "tests.fault_workers", kind, url,
+                                     str(tmp_path / f"acks-{kind}"), str(round_index)], cwd=REPO)
+                   for kind in kinds]
+        _wait_until_each_acknowledged(tmp_path, kinds, round_index)  # past their start-up...
+        time.sleep(rng.uniform(0, 1.0))  # ...then at a random point of their work
+        for worker in rng.sample(workers, len(workers)):
+            os.kill(worker.pid, signal.SIGKILL)
+            time.sleep(rng.uniform(0, 0.05))
+        for worker in workers:
+            assert worker.wait(timeout=30) == -signal.SIGKILL, "a worker ended before it was killed"
+        acks: dict[str, list[list[str]]] = {}
+        for kind in kinds:
+            for name, entries in fault_workers.acknowledged(str(tmp_path / f"acks-{kind}")).items():
+                acks.setdefault(name, []).extend(entries)
+        counts = fault_workers.check_store(url, acks)
+        counts.update({f"{kind}_acknowledged": len(acks.get(kind, [])) for kind in kinds})
+    print(f"\nkill -9 x4 of {'+'.join(kinds)}: {counts}")
+    for kind in kinds:
+        assert counts[f"{kind}_acknowledged"] > 0, f"no {kind} was ever acknowledged: the kills came too early"
+    if "write" in kinds:
+        assert counts["points_stored"] == counts["points_acknowledged"] > 0
