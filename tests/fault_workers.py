@@ -4,8 +4,9 @@ clean, finds and reads on one store, each reporting what the store acknowledged.
 A worker runs as its own process (`python -m tests.fault_workers KIND URL ACK_FILE SEED`)
 so it can be killed with SIGKILL at any point. After every acknowledged operation (the
 accessor call returned: the transaction is committed) it appends one line to ACK_FILE,
-written with one `os.write` so a kill leaves whole lines: `write B` (batch B of
-`write_batch(B)` stored), `create B`, `clean K`, `find N`, `read N`. What a batch holds
+written with one `os.write` so a kill leaves whole lines: `send B` (batch B about to
+be written), `write B` (batch B of `write_batch(B)` stored), `create B`, `clean K N`,
+`find N`, `read N`. What a batch holds
 is a pure function of its number, so the parent can check every acknowledged point
 without being told the points.
 """
@@ -51,8 +52,9 @@ def _batches(start: int = 0) -> Iterator[int]:
         batch += 1
 
 
-def run(kind: str, url: str, ack_path: str, seed: int, stop_after: float = 0.0) -> None:
-    """Do `kind` of work on the store until killed (or for stop_after seconds if > 0)."""
+def run(kind: str, url: str, ack_path: str, seed: int, stop_after: float = 0.0, pause: float = 0.0) -> None:
+    """Do `kind` of work on the store until killed (or for stop_after seconds if > 0),
+    sleeping `pause` seconds between operations."""
     accessor = Accessor.from_url(url)
     rng = random.Random(seed)
     fd = os.open(ack_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -61,8 +63,11 @@ def run(kind: str, url: str, ack_path: str, seed: int, stop_after: float = 0.0) 
     for batch in _batches(start):
         if time.monotonic() > deadline:
             break
+        if pause and batch > start:
+            time.sleep(pause)
         if kind == "write":
             points = write_batch(batch)
+            _ack(fd, f"send {batch}")  # sent, not yet acknowledged
             result = accessor.insert_points({n: [p] for n, p in points.items()}, now=BASE + 60 * batch + 30,
                                             create=META)
             assert result.stored == len(points), result
@@ -173,4 +178,4 @@ def check_store(url: str, acks: dict[str, list[list[str]]]) -> dict[str, int]:
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]) if len(sys.argv) > 5 else 0.0)
+    run(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), *(float(a) for a in sys.argv[5:7]))
