@@ -35,6 +35,7 @@ from biggraphite_like.metric import Metric
 from biggraphite_like.stores.base import check_shard
 
 PAGE_SIZE = 1000
+DELETE_CHUNK = 100  # stale metrics re-read and deleted in one write batch
 CLOCK_MARGIN = 600  # seconds: clock skew between writers and the cleaner, carbon's buffering
 
 
@@ -114,11 +115,17 @@ def clean(
             live.update(live_directories([*(m.name for m in page.items if not is_stale(m)), *page.unreadable]))
         elif stale:
             # read again: a write since the scan refreshed updated_on (on SQLite the writer
-            # lock is held from this read to the deletion: no write slips in between)
-            with store.write_batch():
-                stale = [m.name for m in store.get_metrics(stale).values() if is_stale(m)]
-                if stale:
-                    accessor.delete_metrics(stale)
+            # lock is held from this read to the deletion: no write slips in between; the
+            # chunks keep each such operation short, within a Cassandra store's timeout)
+            confirmed = []
+            for start in range(0, len(stale), DELETE_CHUNK):
+                with store.write_batch():
+                    chunk = [m.name for m in store.get_metrics(stale[start:start + DELETE_CHUNK]).values()
+                             if is_stale(m)]
+                    if chunk:
+                        accessor.delete_metrics(chunk)
+                confirmed += chunk
+            stale = confirmed
         report.metrics_removed += len(stale)
         emptied.update(names_mod.parent(n) for n in stale)
         progress.advance(len(page.items) + len(page.unreadable))
