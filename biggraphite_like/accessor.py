@@ -29,6 +29,7 @@ MAX_TIMESTAMP = 2**32 - 1  # whisper stores timestamps as unsigned 32-bit intege
 DEFAULT_TOUCH_INTERVAL = 3600  # seconds between two updates of a metric's updated_on / read_on
 DEFAULT_CACHE_TTL = 300  # seconds a metric's metadata is trusted without reading it again
 MAX_REPORTED_ERRORS = 100
+MAX_UNRECORDED_READS = 100_000  # reads kept for a later attempt while writers hold the store
 MAX_DIRECTORY_ROUNDS = 10  # write-then-check rounds before giving up on a directory that keeps vanishing
 
 
@@ -72,8 +73,10 @@ class Accessor:
         max_glob_results: int = DEFAULT_MAX_RESULTS,
         touch_interval: int = DEFAULT_TOUCH_INTERVAL,
         cache_ttl: float = DEFAULT_CACHE_TTL,
+        clock: Callable[[], float] = time.time,
     ):
         self.store = store
+        self.clock = clock  # wall clock (epoch seconds) for every default `now`; tests inject a simulated one
         self.max_glob_expansion = max_glob_expansion
         self.max_glob_results = max_glob_results
         self.touch_interval = touch_interval
@@ -84,6 +87,8 @@ class Accessor:
         self._lock = threading.Lock()
         self.directories_restored = 0  # ancestors found missing right after a creation, and re-created
         self.read_on_failures = 0  # reads whose read_on could not be recorded (logged)
+        self.read_on_deferred = 0  # attempts to record reads put off because a writer held the store
+        self._unrecorded_reads: dict[str, int] = {}  # name -> read time, for the next attempt
         # Test-only: called between writing names and checking their ancestors, to widen the race window.
         self._race_hook: Callable[[Sequence[str]], None] | None = None
 
@@ -93,6 +98,10 @@ class Accessor:
 
     def close(self) -> None:
         self.store.close()
+
+    def now(self) -> int:
+        """The current time in epoch seconds, from the accessor's clock."""
+        return int(self.clock())
 
     def syncdb(self, dry_run: bool = False) -> list[str]:
         """Create the store's schema (or only list the statements); idempotent."""
@@ -107,7 +116,7 @@ class Accessor:
         return self.create_metrics([(name, metadata)], now)[0]
 
     def create_metrics(self, specs: Sequence[tuple[str, MetricMetadata]], now: int | None = None) -> list[Metric]:
-        now = int(time.time()) if now is None else now
+        now = self.now() if now is None else now
         metrics = [make_metric(name, metadata, now) for name, metadata in specs]
         self.store.create_metrics(metrics)
         self._check_ancestors([m.name for m in metrics], set())
@@ -204,7 +213,17 @@ class Accessor:
 
     def touch(self, names: Sequence[str], field: str = "updated_on", now: int | None = None, force: bool = False) -> None:
         """Record a write (updated_on) or read (read_on), at most once per touch_interval per metric."""
-        now = int(time.time()) if now is None else now
+        now = self.now() if now is None else now
+        due = self._due(names, field, now, force)
+        if due:
+            try:
+                self.store.touch_metrics(due, field, now)
+            except BaseException:
+                self._undue(due, field, now)
+                raise
+
+    def _due(self, names: Sequence[str], field: str, now: int, force: bool = False) -> list[str]:
+        """The names whose field was not recorded within touch_interval (marked as recorded now)."""
         due = []
         with self._lock:
             for name in names:
@@ -212,8 +231,14 @@ class Accessor:
                 if force or last is None or now - last >= self.touch_interval:
                     self._touched[(name, field)] = now
                     due.append(name)
-        if due:
-            self.store.touch_metrics(due, field, now)
+        return due
+
+    def _undue(self, names: Sequence[str], field: str, now: int) -> None:
+        """Forget the marks _due set: the store did not record them (tried again next time)."""
+        with self._lock:
+            for name in names:
+                if self._touched.get((name, field)) == now:
+                    del self._touched[(name, field)]
 
     # -- full scans --------------------------------------------------------------------
     def scan_metrics(
@@ -234,11 +259,13 @@ class Accessor:
 
     def glob_metrics(self, pattern: str) -> list[str]:
         """Sorted metric names matching a Graphite glob."""
-        return self.store.glob_metrics(self.glob(pattern), self.max_glob_results)
+        glob = self.glob(pattern)
+        return [] if glob.matches_nothing else self.store.glob_metrics(glob, self.max_glob_results)
 
     def glob_directories(self, pattern: str) -> list[str]:
         """Sorted directory names matching a Graphite glob."""
-        return self.store.glob_directories(self.glob(pattern), self.max_glob_results)
+        glob = self.glob(pattern)
+        return [] if glob.matches_nothing else self.store.glob_directories(glob, self.max_glob_results)
 
     # -- points ------------------------------------------------------------------------
     def insert_points(
@@ -252,7 +279,7 @@ class Accessor:
         Invalid points and points of unknown metrics (unless `create` gives the metadata to
         create them with) are refused and reported in the result; the rest are stored.
         """
-        now = int(time.time()) if now is None else int(now)
+        now = self.now() if now is None else int(now)
         result = WriteResult()
         position: dict[str, int] = {}  # normalised name -> index in `batch_names`
         batch_names: list[str] = []
@@ -329,7 +356,7 @@ class Accessor:
 
         Raises MetricNotFound if a name is not a metric.
         """
-        now = int(time.time()) if now is None else int(now)
+        now = self.now() if now is None else int(now)
         end = now if end is None else int(end)
         start = int(start)
         canonical_names = [names_mod.normalize(name) for name in names]
@@ -363,17 +390,38 @@ class Accessor:
         return results
 
     def _record_reads(self, names: list[str], now: int) -> None:
-        """Set read_on, best effort: a store the reader may not write (or whose writer lock
-        is held past the timeout) must not fail the read. Failures are logged and counted."""
+        """Set read_on without ever blocking or failing the read.
+
+        The store is asked not to wait (`Store.record_reads`): while another writer holds
+        the store, the reads are kept (at most MAX_UNRECORDED_READS names) and recorded
+        with their own times by a later read (counted in read_on_deferred). A store the
+        reader may not write is logged and counted (read_on_failures), and not tried again
+        for those metrics before touch_interval.
+        """
+        due = self._due(names, "read_on", now)
+        with self._lock:
+            pending = self._unrecorded_reads
+            if not due and not pending:
+                return
+            self._unrecorded_reads = {}
+        reads = {**pending, **{name: now for name in due}}
         try:
-            self.touch(names, "read_on", now)
-        except StoreError as exc:
+            recorded = self.store.record_reads(reads)
+        except StoreError as exc:  # not tried again before touch_interval
             self.read_on_failures += 1
-            _log.warning("could not record the read of %d metric(s) (read_on): %s", len(names), exc)
+            _log.warning("could not record the read of %d metric(s) (read_on): %s", len(reads), exc)
+            return
+        if not recorded:
+            self.read_on_deferred += 1
+            with self._lock:
+                for name, timestamp in reads.items():
+                    self._touched.pop((name, "read_on"), None)
+                    if name in self._unrecorded_reads or len(self._unrecorded_reads) < MAX_UNRECORDED_READS:
+                        self._unrecorded_reads[name] = max(timestamp, self._unrecorded_reads.get(name, 0))
 
     def expire(self, now: int | None = None) -> int:
         """Remove points past their stage's retention (stores without TTL); returns the count."""
-        return self.store.expire_points(int(time.time()) if now is None else now)
+        return self.store.expire_points(self.now() if now is None else now)
 
 
 def _validate_points(

@@ -68,6 +68,11 @@ class StoreUnavailable(StoreError):
     """The store cannot be reached (file not writable, server down)."""
 
 
+class StoreFull(StoreError):
+    """The disk holding the store is full: the transaction was rolled back, nothing of it
+    stored, earlier ones kept. Free space and write again."""
+
+
 class SchemaMissing(StoreError):
     """The store has no schema yet: run `bgl syncdb`."""
 

@@ -7,10 +7,11 @@ structure (`literal_prefix`, `ComponentPattern.literals` / `prefix`, `depth`,
 Semantics (graphite-web 1.1 `StandardFinder._find_paths` + `expand_braces`):
 
 * Backslashes are removed first (`a\\*` is the glob `a*`, as StandardFinder's
-  `pattern.replace('\\\\', '')`). The text is then split on `.`. Empty components
-  (`a..b`, leading or trailing dots) are dropped, as metric names are normalised;
-  StandardFinder gives the same result for leading and inner empty components, and
-  bogus names ending in `.` for a trailing one. An empty pattern is invalid.
+  `pattern.replace('\\\\', '')`). The text is then split on `.`. Leading and inner
+  empty components (`.a`, `a..b`, `a.{}.b`) are dropped, as metric names are normalised
+  (StandardFinder gives the same result). A trailing empty component (`a.`, `a.{}`,
+  `a.{,}`) matches nothing: StandardFinder finds only the bogus name `a.` there, which
+  no metric can have. An empty pattern is invalid.
 * Each component is brace-expanded like graphite's `expand_braces`: `{a,b}`
   alternatives, nested groups (`{a,{b,c}d}` is `a`, `bd`, `cd`), empty alternatives
   (`a{,b}` is `a`, `ab`). Braces that do not pair up stay literal characters (`{a`,
@@ -26,6 +27,8 @@ Semantics (graphite-web 1.1 `StandardFinder._find_paths` + `expand_braces`):
     backtracking;
   - the empty string (a component such as `{,b}`): the component may match zero name
     components, as in StandardFinder where `join(dir, '')` is the directory itself;
+    in the last component it matches nothing (`a.{,b}` is `a.b` only, not `a`), since
+    StandardFinder then answers the bogus `a.`;
   - otherwise a literal, compared by string equality.
   A component matches a name component when any alternative does.
 * A name matches when its components can be aligned with the pattern's (dynamic
@@ -291,6 +294,7 @@ class GlobPattern:
             )
         expander = _BraceExpander(pattern, max_expansion)
         components = []
+        alternatives: set[str] = set()
         for part in parts:
             alternatives = expander.expand(part)
             if alternatives == {""}:  # `{}` or `{,}`: an empty component, dropped
@@ -298,6 +302,11 @@ class GlobPattern:
             components.append(ComponentPattern(alternatives))
         if not components:
             raise InvalidGlob(f"glob pattern {pattern!r} is empty once braces are expanded")
+        #: True when the pattern can match no name whatever is stored (a trailing empty
+        #: component, see the module docstring); stores need not be asked.
+        self.matches_nothing: bool = pattern.replace("\\", "").endswith(SEPARATOR) or alternatives == {""}
+        if components[-1].optional:  # a trailing empty alternative matches nothing
+            components[-1] = ComponentPattern(a for a in components[-1].alternatives if a)
         self.components: tuple[ComponentPattern, ...] = tuple(components)
         self.has_globstar: bool = any(c.is_globstar for c in components)
         last = len(components) - 1
@@ -330,6 +339,8 @@ class GlobPattern:
 
     def matches_components(self, components: Sequence[str]) -> bool:
         """True when the name made of these components matches."""
+        if self.matches_nothing:
+            return False
         if self.depth is not None:
             if len(components) != self.depth:
                 return False
@@ -389,6 +400,8 @@ class GlobPattern:
         """The sorted full names the pattern can match, when it has no wildcard and no
         globstar (only literals and empty alternatives) and at most `limit` of them; else
         None. Stores look these up by primary key instead of scanning."""
+        if self.matches_nothing:
+            return []
         if self.has_globstar:
             return None
         choices: list[list[str | None]] = []

@@ -649,3 +649,72 @@ def test_tls_and_replication_options_shape_the_connection_and_schema():
     assert ("CREATE KEYSPACE IF NOT EXISTS ks_metadata WITH replication = {'class': 'NetworkTopologyStrategy',"
             " 'dc1': 3, 'dc2': 2} AND durable_writes = true;") in statements
     assert not any("SASI" in s for s in statements) and sum("USING 'sai'" in s for s in statements) == 130
+
+
+# -- the timeout bounds a whole operation (issue 15 item 9) ------------------------------------------
+@pytest.fixture
+def slow_server():
+    """A CQL test server of its own, to slow down (or stop) without disturbing other tests."""
+    from tests.cqlserver import CQLTestServer
+
+    server = CQLTestServer(host="127.0.0.1", port=0).start()
+    yield server
+    server.slow_down(0)
+    server.stop()
+
+
+def _two_stage_metrics(url: str, prefix: str) -> tuple[Accessor, list[str], int]:
+    """150 metrics of two stages, created and their metadata cached (an insert then starts
+    with the points), and a time in the middle of a 5-minute interval."""
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    meta = MetricMetadata.create("60s:1d,300s:7d", "average", 0.5)
+    names = [f"{prefix}.m{i:03d}" for i in range(150)]
+    accessor.create_metrics([(n, meta) for n in names])
+    accessor.get_metrics(names)
+    return accessor, names, int(time.time()) // 300 * 300 + 150
+
+
+def test_the_timeout_bounds_a_whole_write_and_the_error_says_what_was_stored(slow_server):
+    """timeout=5 gave up after 41 s: each request had the timeout, and one insert runs several
+    batches of requests in a row (raw points, aggregated stages, updated_on). With every
+    request answered 10 ms late, 150 metrics take ~1.5 s a batch: the raw points fit in
+    the 2 s timeout, the rest does not. The insert fails at the deadline, naming the raw
+    points as written, and they are stored."""
+    url = f"cassandra://127.0.0.1:{slow_server.port}/slow?timeout=2"
+    accessor, names, now = _two_stage_metrics(url, "slow")
+    slow_server.slow_down(0.01)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as info:
+        accessor.insert_points({n: [(now - 60, float(i))] for i, n in enumerate(names)}, now=now)
+    elapsed = time.monotonic() - started
+    slow_server.slow_down(0)
+    message = str(info.value)
+    print(f"\nfailed after {elapsed:.1f}s: {message}")
+    assert elapsed < 2 + 1.5, f"gave up after {elapsed:.1f}s with timeout=2"
+    assert "within the timeout of 2s, which bounds the whole operation" in message
+    assert "completed before: " in message and "write 150 raw points to slow.datapoints_1440p_60s_0" in message
+    reader = Accessor.from_url(url)
+    series = reader.fetch(names, now - 600, now, now)
+    assert all(series[n] is not None and float(i) in series[n].values_list() for i, n in enumerate(names))
+    accessor.close()
+    reader.close()
+
+
+def test_a_server_stopped_mid_write_fails_within_the_timeout_saying_what_was_stored(slow_server):
+    accessor, names, now = _two_stage_metrics(f"cassandra://127.0.0.1:{slow_server.port}/stopped?timeout=3", "stop")
+    slow_server.slow_down(0.005)  # ~0.75 s a batch of 150 requests
+    stopper = threading.Timer(1.0, slow_server.stop)  # during the second batch of the insert
+    started = time.monotonic()
+    stopper.start()
+    try:
+        with pytest.raises(StoreUnavailable) as info:
+            accessor.insert_points({n: [(now - 60, float(i))] for i, n in enumerate(names)}, now=now)
+    finally:
+        stopper.join()
+    elapsed = time.monotonic() - started
+    message = str(info.value)
+    print(f"\nfailed after {elapsed:.1f}s: {message}")
+    assert elapsed < 3 + 1.5
+    assert "completed before: " in message and "write 150 raw points to stopped.datapoints_1440p_60s_0" in message
+    accessor.close()

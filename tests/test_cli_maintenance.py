@@ -131,6 +131,30 @@ def test_clean_bad_input(env, url, store, args, message):
     fails(bgl(env, url, "clean", *args), "bgl clean: error: ", message)
 
 
+FAKETIME = shutil.which("faketime")
+
+
+@pytest.mark.skipif(FAKETIME is None, reason="libfaketime's faketime is not installed")
+def test_clean_max_age_accounts_for_the_touch_interval_under_faketime(env, url):
+    """Issue 15 item 1 through the CLI, every process on libfaketime's clock: a metric
+    written at T0 survives `clean --max-age 1h` at T0 + 1h05 (its updated_on may lag its
+    last write by the 1 h touch interval) and goes once max age + touch interval + margin
+    (2 h 10 min) has passed; a max age below the touch interval is refused with the reason."""
+    t0 = 1_800_000_000
+
+    def at(offset, *args):
+        return subprocess.run([FAKETIME, f"@{t0 + offset}", BGL, "--store", url, *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    ok(at(0, "write", "--retention", "60s:30d", "c.m", "1"))
+    assert f"{t0}," in ok(at(0, "read", "--from", "-5min", "c.m", "--format", "csv")).stdout  # the fake clock is used
+    assert "metrics removed 0" in ok(at(3900, "clean", "--max-age", "1h")).stdout
+    assert "metrics removed 0" in ok(at(2 * 3600 + 590, "clean", "--max-age", "1h")).stdout
+    assert "metrics removed 1" in ok(at(2 * 3600 + 610, "clean", "--max-age", "1h")).stdout
+    fails(at(0, "clean", "--max-age", "30min"), "bgl clean: error: max age 1800s is shorter than the interval",
+          "cannot tell a metric idle for 1800s from one written a second ago")
+
+
 def test_maintenance_on_a_store_without_schema(env, tmp_path):
     url = f"sqlite://{tmp_path / 'missing.db'}"
     for command in (["clean"], ["repair"], ["du"], ["stats"], ["delete", "a.b"]):

@@ -33,7 +33,8 @@ def match(pattern: str, names=NAMES) -> list[str]:
 
 
 def alternatives(component: str) -> tuple[str, ...]:
-    return GlobPattern(component).components[0].alternatives
+    """The brace expansion of a component (not last: there an empty alternative is dropped)."""
+    return GlobPattern(component + ".x").components[0].alternatives
 
 
 # --- constants and helpers -------------------------------------------------------------
@@ -172,8 +173,8 @@ def test_braces_match_graphite_expand_braces_random():
             with pytest.raises(InvalidGlob):
                 GlobPattern(text)
             continue
-        components = GlobPattern(text).components
-        assert len(components) == 1, text
+        components = GlobPattern(text + ".x").components
+        assert len(components) == 2, text
         assert set(components[0].alternatives) == expected, text
 
 
@@ -237,9 +238,27 @@ def test_globstar_matching_is_polynomial():
 def test_empty_components_are_dropped():
     assert match("a..b") == ["a.b"]
     assert match(".a.b") == ["a.b"]
-    assert match("a.b.") == ["a.b"]
-    assert len(GlobPattern("..a...b..").components) == 2
+    assert len(GlobPattern("..a...b").components) == 2
     assert len(GlobPattern("a.{}.b").components) == 2
+
+
+@pytest.mark.parametrize("pattern", ["a.b.", "a.b.{}", "a.b.{,}", "a.b..", "a.b\\."])
+def test_a_trailing_empty_component_matches_nothing(pattern):
+    """StandardFinder finds only the bogus `a.b.` (issue 15 item 10)."""
+    glob = GlobPattern(pattern)
+    assert glob.matches_nothing and match(pattern) == [] and glob.exact_names() == []
+
+
+def test_an_empty_alternative_in_the_last_component_matches_nothing():
+    """`a.{,b}` is `a.` (nothing, as in StandardFinder) or `a.b`: never `a` (issue 15 item 10)."""
+    names = ["a", "a.b", "a.bb", "a.c", "a.b.c"]
+    assert match("a.{,b}", names) == ["a.b"]
+    assert match("a.{b,{,c}}", names) == ["a.b", "a.c"]
+    assert match("a.{,**}", names) == ["a.b", "a.b.c", "a.bb", "a.c"]
+    assert match("{,a}", names) == ["a"]
+    assert GlobPattern("a.{,b}").exact_names() == ["a.b"]
+    assert (GlobPattern("a.{,b}").depth, GlobPattern("a.{,b}").components[1].literals) == (2, {"b"})
+    assert not GlobPattern("a.{,b}").matches_nothing
 
 
 def test_whole_empty_alternative_matches_zero_components():

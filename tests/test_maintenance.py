@@ -21,7 +21,7 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidGlob, InvalidMaintenanceOption
 from biggraphite_like.maintenance import directories as directories_mod
 from biggraphite_like.maintenance import metrics_file
-from biggraphite_like.maintenance.clean import clean
+from biggraphite_like.maintenance.clean import CLOCK_MARGIN, clean
 from biggraphite_like.maintenance.delete import delete
 from biggraphite_like.maintenance.directories import prune_empty_directories
 from biggraphite_like.maintenance.progress import Progress, format_summary
@@ -320,6 +320,81 @@ def test_clean_dry_run_counts_without_changing(accessor):
 def test_clean_refuses_bad_options(accessor, kwargs):
     with pytest.raises(InvalidMaintenanceOption):
         clean(accessor, now=NOW, **kwargs)
+
+
+class SimulatedClock:
+    """A wall clock the test moves by hand (Accessor(clock=...))."""
+
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_clean_never_removes_a_metric_written_within_max_age(store_url, accessor, seed):
+    """Issue 15 item 1: `clean --max-age 1h` removed a metric written every 7 minutes.
+
+    One long-lived writer (its touch interval defers updated_on by up to an hour) writes
+    metrics at several periods, on a simulated clock; a cleaner with max age = the touch
+    interval runs at random moments. Whenever it runs, every metric written within max
+    age is still there; a metric no longer written goes once max age plus the slack
+    (touch interval + margin) has passed.
+    """
+    rng = random.Random(seed)
+    clock = SimulatedClock(NOW)
+    writer = Accessor.from_url(store_url, clock=clock)
+    cleaner = Accessor.from_url(store_url, clock=clock)
+    hour = cleaner.touch_interval
+    periods = {"w.every7m": 420, "w.every59m": 3540, "w.every61m": 3660, "w.every2m": 120}
+    meta = MetricMetadata.create("60s:1d", "average", 0.5)
+    last_write: dict[str, float] = {}
+    stop_at = NOW + 5 * hour  # w.every2m stops being written then
+    cleans = 0
+    while clock.now < NOW + 8 * hour:
+        for name, period in periods.items():
+            due = last_write.get(name, NOW - period) + period
+            if due <= clock.now and not (name == "w.every2m" and clock.now >= stop_at):
+                writer.insert_points({name: [(clock.now, 1.0)]}, create=meta)
+                last_write[name] = clock.now
+        clock.now += 60
+        if rng.random() < 0.2:
+            report = clean(cleaner, max_age=hour)
+            cleans += 1
+            present = set(all_metrics(cleaner))
+            recent = {n for n, t in last_write.items() if t >= clock.now - hour}
+            assert recent <= present, (clock.now - NOW, sorted(recent - present), report)
+    assert cleans > 50
+    # w.every2m, last written at stop_at, went once max age + touch interval + margin had passed
+    assert clock.now > last_write["w.every2m"] + 2 * hour + CLOCK_MARGIN
+    clean(cleaner, max_age=hour)
+    assert all_metrics(cleaner) == sorted(set(periods) - {"w.every2m"})
+    writer.close()
+    cleaner.close()
+
+
+def test_clean_without_max_age_keeps_a_metric_whose_retention_is_the_touch_interval(accessor, store_url):
+    """Default age = the retention (here 1h, the touch interval): a metric written every
+    7 minutes stays; once no longer written, it goes after its retention plus the slack."""
+    clock = SimulatedClock(NOW)
+    writer = Accessor.from_url(store_url, clock=clock)
+    meta = MetricMetadata.create("60s:1h", "average", 0.5)
+    for _ in range(40):  # 4 h 40 min of writes, every 7 minutes
+        writer.insert_points({"short.m": [(clock.now, 1.0)]}, create=meta)
+        clock.now += 420
+        assert clean(accessor, now=int(clock.now)).metrics_removed == 0
+    last = clock.now - 420
+    assert clean(accessor, now=int(last + 3600)).metrics_removed == 0
+    assert clean(accessor, now=int(last + 2 * 3600 + CLOCK_MARGIN + 1)).metrics_removed == 1
+    writer.close()
+
+
+def test_clean_refuses_a_max_age_below_the_touch_interval_with_the_reason(accessor):
+    with pytest.raises(InvalidMaintenanceOption, match="cannot tell a metric idle for 3599s from one written"):
+        clean(accessor, max_age=3599, now=NOW)
+    short = Accessor(accessor.store, touch_interval=300)  # writers that refresh updated_on every 5 min
+    assert clean(short, max_age=600, now=NOW).metrics_removed == 0
 
 
 # -- delete --------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ depends on timing.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import multiprocessing
 import os
 import queue
@@ -17,6 +19,8 @@ import random
 import re
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -1016,28 +1020,103 @@ def test_one_accessor_shared_by_eight_threads(tmp_path):
             assert matrix[row, ts - BASE] == value, (name, ts)
 
 
-def test_a_read_succeeds_when_its_read_on_cannot_be_recorded(tmp_path, caplog):
-    """graphite-web may hold a store it cannot write (or carbon holds the writer lock):
-    fetch still answers, and the failure to record read_on is counted and logged."""
-    url = f"sqlite://{tmp_path / 'bgl.db'}"
-    writer = Accessor.from_url(url)
+_LOCK_HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE store_state SET value = value WHERE name = 'deletions'")
+print("locked", flush=True)
+sys.stdin.readline()  # hold the writer lock until told (or killed)
+conn.execute("COMMIT")
+"""
+
+
+@contextlib.contextmanager
+def writer_lock_held_by_another_process(path):
+    """A second process holding the SQLite writer lock (BEGIN IMMEDIATE) until the block ends."""
+    holder = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        holder.stdin.close()  # EOF: commit and exit
+        try:
+            holder.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+
+
+def test_a_read_never_waits_behind_another_process_to_record_read_on(tmp_path):
+    """Issue 15 item 8: `bgl read` waited 14 s behind carbon's write lock to record read_on.
+    With the writer lock held by another process and a 20 s busy timeout, fetch answers at
+    once; the read is recorded, with its own time, by a later read once the lock is free."""
+    path = tmp_path / "bgl.db"
+    writer = Accessor.from_url(_url(path))
     writer.syncdb()
     meta = MetricMetadata.create("60s:1h", "average", 0.5)
-    writer.create_metric("read.only", meta, now=1_700_000_000)
-    writer.insert_points({"read.only": [(1_700_000_040, 4.5)]}, now=1_700_000_100)
-    reader = Accessor.from_url(url + "?timeout=0.2")
-    blocker = sqlite3.connect(str(tmp_path / "bgl.db"), isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # another process holds the writer lock
-    try:
-        series = reader.fetch(["read.only"], 1_700_000_000, 1_700_000_100, now=1_700_000_100)["read.only"]
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
+    writer.insert_points({"read.busy": [(1_700_000_040, 4.5)]}, now=1_700_000_100, create=meta)
+    reader = Accessor.from_url(_url(path) + "?timeout=20")
+    with writer_lock_held_by_another_process(path):
+        started = time.monotonic()
+        series = reader.fetch(["read.busy"], 1_700_000_000, 1_700_000_100, now=1_700_000_100)["read.busy"]
+        waited = time.monotonic() - started
+        assert 4.5 in series.values_list()
+        assert waited < 5, f"the read waited {waited:.1f}s behind the other process's lock"
+        assert (reader.read_on_deferred, reader.read_on_failures) == (1, 0)
+        with pytest.raises(StoreUnavailable):  # a write does wait (0.3 s here) and then fails
+            Accessor.from_url(_url(path) + "?timeout=0.3").store.touch_metrics(["read.busy"], "read_on", 1)
+        assert writer.store.get_metrics(["read.busy"])["read.busy"].read_on == 0
+    # the lock is free: the next read (of another metric) records both, each with its time
+    writer.insert_points({"read.other": [(1_700_000_040, 1.0)]}, now=1_700_000_100, create=meta)
+    reader.fetch(["read.other"], 1_700_000_000, 1_700_000_200, now=1_700_000_200)
+    found = writer.store.get_metrics(["read.busy", "read.other"])
+    assert (found["read.busy"].read_on, found["read.other"].read_on) == (1_700_000_100, 1_700_000_200)
+    assert (reader.read_on_deferred, reader.read_on_failures) == (1, 0)
+    writer.close()
+    reader.close()
+
+
+def test_bgl_read_does_not_wait_behind_another_process(tmp_path, env):
+    path = tmp_path / "bgl.db"
+    writer = Accessor.from_url(_url(path))
+    writer.syncdb()
+    writer.insert_points({"cli.busy": [(1_700_000_040, 2.5)]}, now=1_700_000_100,
+                         create=MetricMetadata.create("60s:1h", "average", 0.5))
+    bgl = os.path.join(os.path.dirname(sys.executable), "bgl")
+    with writer_lock_held_by_another_process(path):
+        started = time.monotonic()
+        done = subprocess.run([bgl, "--store", _url(path), "read", "--from", "1700000000", "--until", "1700000100",
+                               "--now", "1700000100", "cli.busy"], env=env, capture_output=True, text=True, timeout=60)
+        waited = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert 2.5 in json.loads(done.stdout)["values"]
+    assert waited < DEFAULT_TIMEOUT / 3, f"bgl read took {waited:.1f}s (busy timeout {DEFAULT_TIMEOUT}s)"
+    writer.close()
+
+
+def test_a_read_succeeds_when_its_read_on_cannot_be_recorded(tmp_path, caplog):
+    """A store the reader may not write (here a trigger refuses the update, as a read-only
+    replica would): fetch still answers; the failure is counted and logged, and not tried
+    again for that metric before the touch interval."""
+    path = tmp_path / "bgl.db"
+    writer = Accessor.from_url(_url(path))
+    writer.syncdb()
+    meta = MetricMetadata.create("60s:1h", "average", 0.5)
+    writer.insert_points({"read.only": [(1_700_000_040, 4.5)]}, now=1_700_000_100, create=meta)
+    writer.store._conn.execute("CREATE TRIGGER no_reads BEFORE UPDATE OF read_on ON metrics"
+                               " BEGIN SELECT RAISE(ABORT, 'read-only replica'); END")
+    reader = Accessor.from_url(_url(path))
+    series = reader.fetch(["read.only"], 1_700_000_000, 1_700_000_100, now=1_700_000_100)["read.only"]
     assert series is not None and 4.5 in series.values_list()
     assert reader.read_on_failures == 1
-    assert "could not record the read" in caplog.text
-    assert writer.get_metric("read.only").read_on == 0  # nothing recorded, and nothing broken
+    assert "could not record the read" in caplog.text and "read-only replica" in caplog.text
+    reader.fetch(["read.only"], 1_700_000_000, 1_700_000_100, now=1_700_000_160)
+    assert reader.read_on_failures == 1  # within the touch interval: not tried again
+    writer.store._conn.execute("DROP TRIGGER no_reads")
     reader.fetch(["read.only"], 1_700_000_000, 1_700_000_100, now=1_700_000_100 + 7200)
+    assert writer.store.get_metrics(["read.only"])["read.only"].read_on == 1_700_000_100 + 7200
     assert reader.read_on_failures == 1
     writer.close()
     reader.close()

@@ -10,13 +10,15 @@ from typing import Iterator, TextIO
 
 from biggraphite_like import names as names_mod
 from biggraphite_like import settings
-from biggraphite_like.accessor import WriteResult, check_point
+from biggraphite_like.accessor import Accessor, WriteResult, check_point
 from biggraphite_like.cli.common import add_format_option, new_metric_metadata, open_accessor, parse_time
 from biggraphite_like.cli.streams import Streams
-from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound
+from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound, StoreError, StoreFull
 from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
+from biggraphite_like.metric import MetricMetadata
 
 STDIN_BATCH_LINES = 50_000
+MIN_SPLIT_LINES = 1_000  # a batch that does not fit is halved down to this many lines
 
 
 @dataclasses.dataclass
@@ -26,11 +28,25 @@ class _LineBatch:
     points: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
     lines: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     size: int = 0
+    first_line: int = 0
+    last_line: int = 0
 
     def add(self, name: str, point: tuple[float, float], line: int) -> None:
         self.points.setdefault(name, []).append(point)
         self.lines.setdefault(name, []).append(line)
         self.size += 1
+        self.first_line = self.first_line or line
+        self.last_line = line
+
+    def halves(self) -> tuple["_LineBatch", "_LineBatch"]:
+        """The lines before the middle one and the rest, in input order."""
+        entries = sorted((line, name, point) for name, points in self.points.items()
+                         for line, point in zip(self.lines[name], points))
+        middle = len(entries) // 2
+        halves = (_LineBatch(), _LineBatch())
+        for index, (line, name, point) in enumerate(entries):
+            halves[index >= middle].add(name, point, line)
+        return halves
 
 
 def _stdin_batches(lines: TextIO, total: WriteResult, err: TextIO) -> Iterator[_LineBatch]:
@@ -74,6 +90,35 @@ def _report_refused_lines(batch: _LineBatch, err: TextIO) -> None:
                 err.write(f"bgl write: line {number}: {str(exc).replace('point: ', '')}; skipped\n")
 
 
+@dataclasses.dataclass
+class _Committed:
+    """How far the input is stored: every line up to `line` is committed (or was refused
+    and reported)."""
+
+    line: int = 0
+
+
+def _write_lines(accessor: Accessor, batch: _LineBatch, metadata: MetricMetadata, total: WriteResult, err: TextIO,
+                 committed: _Committed) -> None:
+    """Write one batch (one transaction) and advance `committed`.
+
+    A batch the disk cannot hold is split in halves, in input order, down to
+    MIN_SPLIT_LINES, so as many leading lines as fit are committed; past that the
+    StoreFull goes up, `committed` telling how far the input was stored."""
+    try:
+        result = accessor.insert_points(batch.points, create=metadata)  # now: when the batch is written
+    except StoreFull:
+        if batch.size <= MIN_SPLIT_LINES:
+            raise
+        for half in batch.halves():
+            _write_lines(accessor, half, metadata, total, err, committed)
+        return
+    if result.rejected:
+        _report_refused_lines(batch, err)
+    _add(total, result)
+    committed.line = batch.last_line
+
+
 def _add(total: WriteResult, result: WriteResult) -> None:
     total.stored += result.stored
     total.too_old += result.too_old
@@ -85,16 +130,22 @@ def cmd_write(args: argparse.Namespace, io: Streams) -> int:
     if accessor.store.url.startswith("sqlite:"):
         accessor.syncdb()  # the embedded store sets itself up on first use
     metadata = new_metric_metadata(args)
-    now = int(time.time())
+    now = accessor.now()
     total = WriteResult()
     if args.name == "-":
         if args.value is not None:
             raise InvalidPoint("`bgl write -` reads lines from stdin and takes no VALUE")
-        for batch in _stdin_batches(io.stdin, total, io.err):
-            result = accessor.insert_points(batch.points, now=now, create=metadata)
-            if result.rejected:
-                _report_refused_lines(batch, io.err)
-            _add(total, result)
+        committed = _Committed()
+        try:
+            for batch in _stdin_batches(io.stdin, total, io.err):
+                _write_lines(accessor, batch, metadata, total, io.err, committed)
+        except StoreError as exc:
+            io.err.write(
+                f"bgl write: error: {exc}\n"
+                f"bgl write: lines 1-{committed.line} were committed ({total.stored} point(s) stored);"
+                f" nothing from line {committed.line + 1} on was written: send those lines again\n"
+            )
+            return 1
     else:
         if args.value is None:
             raise InvalidPoint("bgl write NAME VALUE [TIMESTAMP]: VALUE is missing")

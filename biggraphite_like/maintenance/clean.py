@@ -1,10 +1,16 @@
 """`bgl clean`: remove stale metrics and their points, empty directories, expired points.
 
-A metric is stale when its `updated_on` (set at creation and refreshed by every write,
-at most once per touch interval, see `Accessor.touch`) is older than `max_age`; without
-`max_age`, when it is older than the metric's whole retention (no point it holds could
-still be read). Stale metrics are read again just before they are deleted, so a metric
-written since the scan stays. Directories are removed bottom-up when nothing is left
+A metric is stale when no write can have reached it for `max_age` (without `max_age`:
+for its whole retention, so no point it holds could still be read). The store only knows
+`updated_on`, set at creation and refreshed by writes at most once per touch interval
+(`Accessor.touch`, per writer process): a metric written a second ago may show an
+`updated_on` almost one touch interval old. So the test is
+`updated_on < now - age - touch_interval - CLOCK_MARGIN` (the margin covers clock skew
+between writers and the cleaner and points buffered by carbon before they are written),
+and a `max_age` shorter than the touch interval is refused: the store cannot tell ages
+apart that finely. Stale metrics are read again just before they are deleted, in the
+same write transaction as the deletion where the store has transactions (SQLite), so a
+metric written since the scan stays. Directories are removed bottom-up when nothing is left
 beneath them, with the race protocol of `directories` (a metric created meanwhile keeps
 its parents). Points past their stage's retention are expired on stores without TTL.
 Metric rows whose metadata cannot be read are counted and left alone (`bgl repair`
@@ -21,7 +27,7 @@ import time
 from typing import Callable, Sequence, TextIO
 
 from biggraphite_like import names as names_mod
-from biggraphite_like.accessor import DEFAULT_TOUCH_INTERVAL, Accessor
+from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidMaintenanceOption
 from biggraphite_like.maintenance.directories import PruneResult, live_directories, prune_empty_directories
 from biggraphite_like.maintenance.progress import Progress, show_total
@@ -29,6 +35,8 @@ from biggraphite_like.metric import Metric
 from biggraphite_like.stores.base import check_shard
 
 PAGE_SIZE = 1000
+DELETE_CHUNK = 100  # stale metrics re-read and deleted in one write batch
+CLOCK_MARGIN = 600  # seconds: clock skew between writers and the cleaner, carbon's buffering
 
 
 @dataclasses.dataclass
@@ -60,6 +68,17 @@ HELP = {
 }
 
 
+def check_max_age(max_age: int | None, touch_interval: int) -> None:
+    """Refuse a max age the store cannot measure: updated_on is only refreshed every touch_interval."""
+    if max_age is not None and max_age < touch_interval:
+        raise InvalidMaintenanceOption(
+            f"max age {max_age}s is shorter than the interval at which writers refresh a metric's updated_on"
+            f" ({touch_interval}s): the store cannot tell a metric idle for {max_age}s from one written a second ago;"
+            f" use at least {touch_interval}s (a metric goes once not written for max age plus up to"
+            f" {touch_interval + CLOCK_MARGIN}s)"
+        )
+
+
 def clean(
     accessor: Accessor,
     max_age: int | None = None,
@@ -73,19 +92,16 @@ def clean(
 ) -> CleanReport:
     """Clean one shard of the store (see module docstring); dry_run changes nothing."""
     check_shard(shard, nshards)
-    if max_age is not None and max_age < DEFAULT_TOUCH_INTERVAL:
-        raise InvalidMaintenanceOption(
-            f"max age {max_age}s is shorter than the interval at which writers refresh a metric's"
-            f" updated_on ({DEFAULT_TOUCH_INTERVAL}s): metrics still written would be removed; use at least 1h"
-        )
+    check_max_age(max_age, accessor.touch_interval)
     started = time.monotonic()
-    now = int(time.time()) if now is None else now
+    now = accessor.now() if now is None else now
     report = CleanReport()
     store = accessor.store
+    slack = accessor.touch_interval + CLOCK_MARGIN  # how far updated_on may lag the last write
 
     def is_stale(metric: Metric) -> bool:
         age = max_age if max_age is not None else metric.retention.duration
-        return metric.updated_on < now - age
+        return metric.updated_on < now - age - slack
 
     progress = Progress("clean: metrics", stream=progress_stream)
     show_total(progress, accessor.store, "metrics", nshards)
@@ -98,10 +114,18 @@ def clean(
         if dry_run:
             live.update(live_directories([*(m.name for m in page.items if not is_stale(m)), *page.unreadable]))
         elif stale:
-            # read again: a write since the scan refreshed updated_on
-            stale = [m.name for m in store.get_metrics(stale).values() if is_stale(m)]
-            if stale:
-                accessor.delete_metrics(stale)
+            # read again: a write since the scan refreshed updated_on (on SQLite the writer
+            # lock is held from this read to the deletion: no write slips in between; the
+            # chunks keep each such operation short, within a Cassandra store's timeout)
+            confirmed = []
+            for start in range(0, len(stale), DELETE_CHUNK):
+                with store.write_batch():
+                    chunk = [m.name for m in store.get_metrics(stale[start:start + DELETE_CHUNK]).values()
+                             if is_stale(m)]
+                    if chunk:
+                        accessor.delete_metrics(chunk)
+                confirmed += chunk
+            stale = confirmed
         report.metrics_removed += len(stale)
         emptied.update(names_mod.parent(n) for n in stale)
         progress.advance(len(page.items) + len(page.unreadable))

@@ -10,7 +10,7 @@ import abc
 import contextlib
 import dataclasses
 import logging
-from typing import Generic, Hashable, Iterable, Iterator, Sequence, TypeVar
+from typing import Generic, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -162,6 +162,17 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def touch_metrics(self, names: Sequence[str], field: str, timestamp: int) -> None:
         """Set `updated_on` or `read_on` of metrics to timestamp."""
+
+    def record_reads(self, reads: Mapping[str, int]) -> bool:
+        """Set `read_on` of metrics (name -> read time) without waiting for anyone: False
+        when that would wait (another writer holds the store's lock) and nothing was
+        written. A read must never block behind a writer to record itself."""
+        by_time: dict[int, list[str]] = {}
+        for name, timestamp in reads.items():
+            by_time.setdefault(timestamp, []).append(name)
+        for timestamp, names in sorted(by_time.items()):
+            self.touch_metrics(names, "read_on", timestamp)
+        return True
 
     @abc.abstractmethod
     def delete_metrics(self, names: Sequence[str]) -> None:

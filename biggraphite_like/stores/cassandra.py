@@ -467,15 +467,17 @@ class CassandraStore(Store):
 
     @contextlib.contextmanager
     def _deletions_checked(self) -> Iterator[None]:
+        """The outermost batch or snapshot is one operation: `timeout` bounds all of it."""
         local = self._local
         depth = getattr(local, "depth", 0)
-        if not depth:
-            self._check_deletions()
-        local.depth = depth + 1
-        try:
-            yield
-        finally:
-            local.depth = depth
+        with self._conn.runner.operation():
+            if not depth:
+                self._check_deletions()
+            local.depth = depth + 1
+            try:
+                yield
+            finally:
+                local.depth = depth
 
     def _check_deletions(self) -> None:
         """Forget cached data ids when any process deleted metrics since we last looked.
@@ -617,6 +619,10 @@ class CassandraStore(Store):
         return self._glob("directories", pattern, max_results)
 
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
+        with self._conn.runner.operation():  # a walk's levels share the timeout
+            return self._glob_in_time(table, pattern, max_results)
+
+    def _glob_in_time(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         kind = self._check_schema()
         if self.options.max_results is not None:
             max_results = min(max_results, self.options.max_results)
@@ -754,7 +760,8 @@ class CassandraStore(Store):
                     for p in params:
                         batch.add(statement, p)
                     requests.append((batch, None))
-        self._run(requests, f"write {len(timestamps)} points to {self.keyspace}.{table.name}")
+        kind = "aggregated" if table.aggregated else "raw"
+        self._run(requests, f"write {len(timestamps)} {kind} points to {self.keyspace}.{table.name}")
 
     def read_points(self, table, names, starts, ends) -> PointReads:
         if not len(names):

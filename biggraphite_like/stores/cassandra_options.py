@@ -43,7 +43,8 @@ OPTIONS = {
     "index": "auto|sasi|sai: metadata indexes syncdb creates (default auto: SASI where enabled, else SAI)",
     "max_results": "most names one glob may return (default: the accessor's max_glob_results)",
     "max_concurrency": "most requests in flight at once per process (default 64)",
-    "timeout": "seconds a request (or a connection attempt) may take before failing (default 10)",
+    "timeout": "seconds a whole store operation (a write batch, a read of many series, a glob; or a"
+               " connection attempt) may take before failing (default 10)",
     "writer_id": "0..16383: this writer's part of the shard of aggregated rows (default 0)",
     "replica_id": "0..3: this replica's part of the shard of aggregated rows (default 0)",
     "local_dc": "the data center to send requests to (DC-aware, token-aware routing)",

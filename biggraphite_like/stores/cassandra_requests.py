@@ -4,11 +4,19 @@ Every request is asynchronous (`execute_async`); at most `max_concurrency` are i
 store, shared by every thread. A batch of requests either returns every row of every
 request (all pages) or raises: the first failure is reported with what was being done,
 the hosts involved and the configured timeout. Nothing gives up silently.
+
+The timeout bounds a whole store operation, not each request: `RequestRunner.operation()`
+(the store's outermost write batch or read snapshot, a glob) sets one deadline that every
+batch of requests inside it shares (each request's own timeout is what is left of it);
+a batch run outside an operation is one by itself. When the deadline passes, the error
+lists what the operation had completed (e.g. the raw points written) and what it had not.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Sequence
+import time
+from typing import Any, Iterator, Sequence
 
 from cassandra import (
     ConsistencyLevel,
@@ -77,6 +85,24 @@ def translate(exc: BaseException, what: str, timeout: float, url: str, host: Any
     return exc
 
 
+class _Operation:
+    """One store operation's deadline and the steps (batches of requests) it completed."""
+
+    def __init__(self, timeout: float):
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout
+        self.done: list[str] = []
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def progress(self) -> str:
+        if not self.done:
+            return "nothing was completed before"
+        steps = self.done if len(self.done) <= 10 else [*self.done[:9], f"... ({len(self.done) - 10} more)", self.done[-1]]
+        return "completed before: " + "; ".join(steps)
+
+
 class RequestRunner:
     """Runs many statements concurrently, at most `limit` in flight (shared across threads)."""
 
@@ -85,12 +111,49 @@ class RequestRunner:
         self.timeout = timeout
         self.url = url
         self._slots = threading.BoundedSemaphore(limit)
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[None]:
+        """Every run inside shares one deadline, `timeout` from now (the outermost one counts)."""
+        if getattr(self._local, "operation", None) is not None:
+            yield
+            return
+        self._local.operation = _Operation(self.timeout)
+        try:
+            yield
+        finally:
+            self._local.operation = None
+
+    def _out_of_time(self, operation: _Operation, what: str, cause: str = "", host: Any = None) -> CassandraUnavailable:
+        elapsed = time.monotonic() - operation.started
+        where = str(getattr(host, "endpoint", host)) if host is not None else "Cassandra"
+        return CassandraUnavailable(
+            f"{what}: no answer from {where} within the timeout of {self.timeout:g}s, which bounds the whole"
+            f" operation ({elapsed:.1f}s spent{'; ' + cause if cause else ''}); {operation.progress()}",
+            what, [where] if host is not None else [])
 
     def run(self, session, requests: Sequence[tuple[Any, Any]], what: str) -> list[list[tuple]]:
         """Rows of each (statement, parameters) request, every page, in request order."""
+        operation = getattr(self._local, "operation", None)
+        if operation is None:
+            operation = _Operation(self.timeout)
+        try:
+            results = self._run(session, requests, what, operation)
+        except CassandraUnavailable as exc:
+            if operation.done and "completed before" not in str(exc):
+                raise CassandraUnavailable(f"{exc}; {operation.progress()}", exc.what, exc.hosts) from exc
+            raise
+        operation.done.append(what)
+        return results
+
+    def _run(self, session, requests: Sequence[tuple[Any, Any]], what: str, operation: _Operation
+             ) -> list[list[tuple]]:
         count = len(requests)
         if not count:
             return []
+        if operation.left() <= 0:
+            raise self._out_of_time(operation, what, "nothing of this step was sent")
         results: list[list[tuple] | None] = [None] * count
         failures: list[tuple[BaseException, Any]] = []
         lock = threading.Lock()
@@ -124,11 +187,12 @@ class RequestRunner:
         for index, (statement, parameters) in enumerate(requests):
             if failures:
                 break
-            if not self._slots.acquire(timeout=self.timeout * 4 + 10):
-                failures.append((OperationTimedOut(f"{self.limit} requests in flight for too long"), None))
+            left = operation.left()
+            if left <= 0 or not self._slots.acquire(timeout=left):
+                failures.append((_DeadlinePassed(f"{index} of {count} requests sent"), None))
                 break
             try:
-                future = session.execute_async(statement, parameters, timeout=self.timeout)
+                future = session.execute_async(statement, parameters, timeout=max(operation.left(), 0.001))
             except BaseException as exc:
                 self._slots.release()
                 failures.append((exc, None))
@@ -140,10 +204,20 @@ class RequestRunner:
             remaining[0] -= count - submitted
             if remaining[0] == 0:
                 done.set()
-        # every request ends by the driver's own timeout (per page): this bound is a safety net
-        if not done.wait(self.timeout * 4 + 30):
-            raise CassandraUnavailable(f"{what}: requests still pending after {self.timeout * 4 + 30:g}s", what)
+        # every request ends by the driver's own timeout (per page, so a paged read may
+        # take longer): the operation's deadline bounds the whole
+        if not done.wait(max(operation.left(), 0) + 0.5):
+            with lock:
+                pending = remaining[0]
+            raise self._out_of_time(operation, what, f"{pending} of {count} requests unanswered")
         if failures:
             exc, host = failures[0]
+            if isinstance(exc, (_DeadlinePassed, OperationTimedOut)) and operation.left() <= 0:
+                host = host or getattr(exc, "last_host", None)
+                raise self._out_of_time(operation, what, str(exc), host) from exc
             raise translate(exc, what, self.timeout, self.url, host) from exc
         return results  # type: ignore[return-value]
+
+
+class _DeadlinePassed(Exception):
+    """The operation's deadline passed before every request of a step was sent."""

@@ -25,9 +25,10 @@ import collections
 import contextlib
 import functools
 import os
+import shutil
 import sqlite3
 import threading
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -40,6 +41,7 @@ from biggraphite_like.errors import (
     MetricNotFound,
     SchemaMissing,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 from biggraphite_like.glob import GlobPattern
@@ -59,6 +61,7 @@ _SPLICE_POINTS = 3  # an existing block given fewer points in a batch is changed
 _PROBE_LIMIT = 1000  # rows read to estimate how selective a candidate index is
 _MAX_WALK = 5000  # directories one level of a glob walk may expand before the indexes take over
 DEFAULT_TIMEOUT = 30.0
+WAL_LIMIT_BYTES = 16 << 20  # past this after a commit, the WAL is checkpointed and truncated (journal_size_limit)
 _MAX_TIMESTAMP = 2**32 - 1  # timestamps are whisper's unsigned 32-bit integers
 
 
@@ -199,6 +202,7 @@ class SQLiteStore(Store):
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
+        self.wal_limit = WAL_LIMIT_BYTES  # set before the first connection to change it
 
     @classmethod
     def from_url(cls, url: str) -> "SQLiteStore":
@@ -235,6 +239,7 @@ class SQLiteStore(Store):
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA temp_store = MEMORY")
                 conn.execute("PRAGMA cache_size = -65536")
+                conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
             local.conn, local.pid, local.depth, local.points_marked = conn, os.getpid(), 0, False
@@ -256,9 +261,21 @@ class SQLiteStore(Store):
                 raise SchemaMissing(f"{what}: the store {self.path} has no schema ({text}); run `bgl syncdb`") from exc
             if "locked" in text or "unable to open" in text or "readonly" in text:
                 raise StoreUnavailable(f"{what}: SQLite store {self.path}: {text}") from exc
+            if _is_disk_full(exc):
+                raise self._full(what, exc) from exc
             raise StoreError(f"{what}: SQLite store {self.path}: {text}") from exc
         except sqlite3.Error as exc:
+            if _is_disk_full(exc):
+                raise self._full(what, exc) from exc
             raise StoreError(f"{what}: SQLite store {self.path}: {exc}") from exc
+
+    def _full(self, what: str, exc: sqlite3.Error) -> StoreFull:
+        try:
+            free = f"{shutil.disk_usage(os.path.dirname(self.path)).free >> 10} KiB free"
+        except OSError:
+            free = "free space unknown"
+        return StoreFull(f"{what}: the disk holding the SQLite store {self.path} is full ({free}; {exc}): the"
+                         " transaction was rolled back, earlier ones are kept; free some space and write again")
 
     @contextlib.contextmanager
     def write_batch(self) -> Iterator[None]:
@@ -279,20 +296,46 @@ class SQLiteStore(Store):
         try:
             self._check_deletions()
             yield
-        except BaseException:
+            local.depth = 0
+            with self._errors("commit a write"):
+                conn.execute("COMMIT")
+        except BaseException as exc:
             local.depth = 0
             # Forget keys and tables the rolled back transaction created before ROLLBACK lets
             # a waiting writer in, or it could write under a key that no longer exists.
             self._keys.clear()
             self._tables.clear()
             local.points_marked = False
-            if conn.in_transaction:
+            if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)
                 conn.execute("ROLLBACK")
+            if isinstance(exc, StoreFull) or (isinstance(exc, sqlite3.Error) and _is_disk_full(exc)):
+                self._checkpoint()  # give back the WAL's space if readers allow it
             raise
-        local.depth = 0
         local.points_marked = False
-        with self._errors("commit a write"):
-            conn.execute("COMMIT")
+        self._bound_wal()
+
+    def _bound_wal(self) -> None:
+        """Checkpoint and truncate the WAL once it passes wal_limit, so a burst of big
+        transactions (or a long reader holding off autocheckpoints) cannot leave it huge."""
+        try:
+            size = os.path.getsize(self.path + "-wal")
+        except OSError:
+            return
+        if size > self.wal_limit:
+            self._checkpoint()
+
+    def _checkpoint(self) -> bool:
+        """wal_checkpoint(TRUNCATE) without waiting for readers or writers; True when the WAL
+        was emptied (False: busy, or the disk is too full to copy it into the database)."""
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return not busy
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
 
     @contextlib.contextmanager
     def read_snapshot(self) -> Iterator[None]:
@@ -486,6 +529,27 @@ class SQLiteStore(Store):
             raise ValueError(f"cannot touch {field!r}: use updated_on or read_on")
         with self.write_batch(), self._errors(f"set {field}"):
             self._conn.executemany(f"UPDATE metrics SET {field} = ? WHERE name = ?", ((timestamp, n) for n in names))
+
+    def record_reads(self, reads: Mapping[str, int]) -> bool:
+        """read_on without waiting: the writer lock is tried once (busy timeout 0); False
+        if another connection holds it. Inside this thread's own write it is ours."""
+        self._check_schema()
+        conn = self._conn
+        waits = not self._local.depth
+        if waits:
+            conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            with self.write_batch(), self._errors("record reads (read_on)"):
+                conn.executemany("UPDATE metrics SET read_on = max(read_on, ?) WHERE name = ?",
+                                 ((timestamp, name) for name, timestamp in reads.items()))
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, sqlite3.OperationalError) or "locked" not in str(exc.__cause__):
+                raise
+            return False
+        finally:
+            if waits:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        return True
 
     def delete_metrics(self, names: Sequence[str]) -> None:
         self._check_schema()
@@ -940,6 +1004,11 @@ class SQLiteStore(Store):
                     removed += int(np.count_nonzero(_decode(table, [b for (b,) in blobs])["ts"]))
                 self._conn.execute(f"DELETE FROM {name} WHERE newest < ?", (cutoff,))
         return removed
+
+
+def _is_disk_full(exc: sqlite3.Error) -> bool:
+    """SQLITE_FULL (the disk, or max_page_count, is full)."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL or "is full" in str(exc)
 
 
 def _json_ids(ids: np.ndarray) -> str:

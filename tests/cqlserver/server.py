@@ -37,6 +37,7 @@ class CQLTestServer:
         self._conns: set[socket.socket] = set()
         self._conn_lock = threading.Lock()
         self._stopping = threading.Event()
+        self.request_delay = 0.0  # test hook: seconds each QUERY/EXECUTE/BATCH waits before it is answered
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "CQLTestServer":
@@ -92,6 +93,12 @@ class CQLTestServer:
     def reset_counts(self) -> None:
         with self._counts_lock:
             self.statement_counts.clear()
+
+    def slow_down(self, seconds: float) -> None:
+        """Answer every later QUERY, EXECUTE and BATCH `seconds` late (0: at once). Requests
+        of one connection are answered in order, so a burst of n waits n x seconds: a slow or
+        overloaded node, for timeout tests."""
+        self.request_delay = seconds
 
     def advance_clock(self, seconds: float) -> None:
         """Move the server clock forward: TTLs expire without sleeping."""
@@ -174,6 +181,8 @@ class CQLTestServer:
 
     def _dispatch(self, session: Session, opcode: int, r: p.Reader) -> tuple[int, bytes]:
         engine = self.engine
+        if opcode in (p.QUERY, p.EXECUTE, p.BATCH) and self.request_delay:
+            self._stopping.wait(self.request_delay)
         if opcode == p.QUERY:
             text = r.long_string()
             values, opts = p.read_query_parameters(r)
