@@ -5,6 +5,7 @@ import argparse
 
 from biggraphite_like.cli.common import open_accessor
 from biggraphite_like.cli.streams import Streams
+from biggraphite_like.urls import redact_url
 
 
 def cmd_syncdb(args: argparse.Namespace, io: Streams) -> int:
@@ -13,7 +14,7 @@ def cmd_syncdb(args: argparse.Namespace, io: Streams) -> int:
     if args.dry_run:
         io.out.write("\n".join(statements) + "\n")
     else:
-        io.out.write(f"schema ready in {accessor.store.url} ({len(statements)} statements)\n")
+        io.out.write(f"schema ready in {redact_url(accessor.store.url)} ({len(statements)} statements)\n")
     return 0
 
 

@@ -5,11 +5,13 @@ It only writes files and starts programs: nothing here imports carbon, Django or
 """
 from __future__ import annotations
 
+import os
 from typing import TextIO
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.stack.config import StackConfig, write_configuration
+from biggraphite_like.stack.config import PRIVATE_UMASK, StackConfig, write_configuration
 from biggraphite_like.stack.processes import Stack, check_ports, check_requirements
+from biggraphite_like.urls import redact_url
 
 __all__ = ["StackConfig", "run"]
 
@@ -18,13 +20,14 @@ def run(config: StackConfig, out: TextIO, err: TextIO) -> int:
     """Check, configure, prepare the store, then run the stack until Ctrl-C or SIGTERM."""
     check_requirements()
     check_ports(config)
+    os.umask(PRIVATE_UMASK)  # the store, graphite-web's database and the logs: 0600 in 0700 folders
     write_configuration(config)
     accessor = Accessor.from_url(config.store_url)
     try:
         accessor.syncdb()
     finally:
         accessor.close()
-    out.write(f"bgl run: starting carbon-cache and graphite-web on {accessor.store.url}"
+    out.write(f"bgl run: starting carbon-cache and graphite-web on {redact_url(accessor.store.url)}"
               f" (data directory {config.data_dir})\n")
     out.flush()
     return Stack(config, out, err).run(ready=lambda: _announce(config, out))

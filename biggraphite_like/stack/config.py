@@ -14,6 +14,11 @@ Layout of a data directory:
 
 carbon.conf, local_settings.py and gunicorn.conf.py follow `bgl run`'s options and are
 written again at every start; each says how to run its program by hand.
+
+Nothing in it is world-readable: carbon.conf and local_settings.py hold the store URL (and
+so a Cassandra password given in it), the store and logs hold the metrics. `bgl run` works
+under umask 077 (PRIVATE_UMASK), so what it and its programs create is 0600 in 0700
+folders; the files written here are made 0600 even when an older version left them 0644.
 """
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ from pathlib import Path
 from biggraphite_like import settings
 
 CARBON_INSTANCE = "a"
+PRIVATE_UMASK = 0o077  # files 0600, folders 0700
+FILE_MODE = 0o600
+DIR_MODE = 0o700
 SETTINGS_MODULE = "local_settings"
 
 _SCHEMAS = f"""\
@@ -141,26 +149,35 @@ class StackConfig:
 def write_configuration(config: StackConfig) -> list[Path]:
     """Create the data directory's folders and write every configuration file; returns the
     files written this time."""
+    if not config.data_dir.exists():
+        config.data_dir.mkdir(mode=DIR_MODE, parents=True)
     for folder in (config.conf_dir, config.storage_dir, config.log_dir, config.log_dir / "webapp"):
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        folder.chmod(DIR_MODE)
     written = []
     for name, text in (("storage-schemas.conf", _SCHEMAS), ("storage-aggregation.conf", _AGGREGATION)):
         path = config.conf_dir / name
         if not path.exists():
-            path.write_text(text)
+            write_private(path, text)
             written.append(path)
     secret = config.conf_dir / "secret_key"
     if not secret.exists():
-        descriptor = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(secrets.token_urlsafe(48) + "\n")
+        write_private(secret, secrets.token_urlsafe(48) + "\n")
         written.append(secret)
     for path, text in ((config.carbon_conf, carbon_conf_text(config)),
                        (config.conf_dir / f"{SETTINGS_MODULE}.py", local_settings_text(config)),
                        (config.gunicorn_conf, gunicorn_conf_text(config))):
-        path.write_text(text)
+        write_private(path, text)
         written.append(path)
     return written
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file readable by its owner only (0600, also when it existed with another mode)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(descriptor, "w") as file:
+        os.fchmod(descriptor, FILE_MODE)
+        file.write(text)
 
 
 def carbon_conf_text(config: StackConfig) -> str:
