@@ -14,7 +14,8 @@ Importing it:
   pip puts graphite-web's UI files, and where graphite's settings do not look); with
   whitenoise 5.x installed, graphite's app settings then serve them (`bgl run`);
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
-  and adds `graphite_plugin.middleware.PatternRefusedMiddleware` to MIDDLEWARE.
+  and adds `graphite_plugin.middleware`'s CrossSiteWriteMiddleware (a browser's write from
+  another origin is refused) and PatternRefusedMiddleware to MIDDLEWARE.
 
 It imports neither Django's settings nor graphite-web's modules that read them.
 """
@@ -46,7 +47,8 @@ def _app_settings() -> dict:
     import graphite.app_settings as app_settings
 
     values = {name: getattr(app_settings, name) for name in dir(app_settings) if name.isupper()}
-    values["MIDDLEWARE"] = tuple(values["MIDDLEWARE"]) + ("graphite_plugin.middleware.PatternRefusedMiddleware",)
+    values["MIDDLEWARE"] = tuple(values["MIDDLEWARE"]) + ("graphite_plugin.middleware.CrossSiteWriteMiddleware",
+                                                          "graphite_plugin.middleware.PatternRefusedMiddleware")
     values["GRAPHITE_WEB_APP_SETTINGS_LOADED"] = True  # graphite.settings must not load them again
     return values
 

@@ -9,7 +9,7 @@ import os
 from typing import TextIO
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.stack.config import PRIVATE_UMASK, StackConfig, write_configuration
+from biggraphite_like.stack.config import ALLOWED_HOSTS_ENV, PRIVATE_UMASK, StackConfig, write_configuration
 from biggraphite_like.stack.processes import Stack, check_ports, check_requirements
 from biggraphite_like.urls import redact_url
 
@@ -47,5 +47,6 @@ def _announce(config: StackConfig, out: TextIO) -> None:
         "Ctrl-C stops both (carbon first: every point it received is written).\n")
     if config.bind not in ("127.0.0.1", "::1", "localhost"):
         out.write("warning: graphite-web has no authentication; anyone who reaches these ports can read and"
-                  " write metrics\n")
+                  " write metrics (CarbonLink's port stays on 127.0.0.1; graphite-web answers the Host names"
+                  f" {', '.join(config.allowed_hosts())}, more with ${ALLOWED_HOSTS_ENV})\n")
     out.flush()
