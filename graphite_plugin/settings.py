@@ -33,8 +33,11 @@ _compat.install()
 STORAGE_FINDERS = ("graphite_plugin.Finder",)
 BG_STORE = _default_store_url()
 globals().update(_OPTION_DEFAULTS)  # BG_MAX_GLOB_EXPANSION, BG_MAX_GLOB_RESULTS, BG_CACHE_TTL, ...
+# the key type of graphite-web's tables (its migrations predate Django 3.2's setting, which
+# otherwise warns, models.W042, for every model at each start)
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 
-__all__ = ["STORAGE_FINDERS", "BG_STORE", *_OPTION_DEFAULTS]
+__all__ = ["STORAGE_FINDERS", "BG_STORE", "DEFAULT_AUTO_FIELD", *_OPTION_DEFAULTS]
 
 _content = os.path.join(sys.prefix, "webapp", "content")
 if os.path.isdir(_content):

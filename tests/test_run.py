@@ -177,5 +177,6 @@ def test_bgl_run_without_its_parts_says_what_to_install(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     assert "bgl run needs carbon, graphite-web, Django, gunicorn, whitenoise in this Python environment" in result.stderr
-    assert "pip install -c constraints.txt -e '.[run]'" in result.stderr
+    assert "pip install -c constraints.txt -e '.[run]', then pip install -c constraints.txt --no-deps graphite-web" \
+        in result.stderr
     assert not (tmp_path / "data").exists()

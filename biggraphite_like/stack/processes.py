@@ -91,7 +91,8 @@ def check_requirements() -> None:
     missing = [package for module, package in _REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
     if missing:
         raise StackError(f"bgl run needs {', '.join(missing)} in this Python environment ({sys.prefix}):"
-                         " pip install -c constraints.txt -e '.[run]' (or run scripts/run.sh)")
+                         " pip install -c constraints.txt -e '.[run]', then pip install -c constraints.txt --no-deps"
+                         " graphite-web (or run scripts/run.sh)")
 
 
 def check_ports(config: StackConfig) -> None:
