@@ -11,6 +11,7 @@ import pickle
 import re
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -131,3 +132,37 @@ def test_sigterm_does_not_wait_for_an_idle_open_connection(tmp_path):
     assert code in SIGTERM_EXIT
     assert waited < 30, f"shutdown waited {waited:.1f}s for an idle connection (BG_DRAIN_TIMEOUT is 60s)"
     assert stored_count(accessor, "faults.idle", 10, now) == len(points)
+
+
+def test_the_drain_gives_up_at_its_deadline_and_says_what_was_left(tmp_path):
+    url, accessor = make_store(tmp_path)
+    carbon = CarbonCache(tmp_path / "carbon", url, schemas=SCHEMAS, settings={"BG_DRAIN_TIMEOUT": 2})
+    carbon.start()
+    stop_sending = threading.Event()
+
+    def send_forever() -> None:
+        line = b"faults.forever 1 %d\n" % (int(time.time()) - 60)
+        try:
+            with socket.create_connection(("127.0.0.1", carbon.line_port), timeout=30) as sock:
+                while not stop_sending.is_set():
+                    sock.sendall(line * 1000)
+        except OSError:
+            pass  # carbon closed the connection
+
+    sender = threading.Thread(target=send_forever, daemon=True)
+    sender.start()
+    try:
+        time.sleep(1.0)
+        started = time.monotonic()
+        carbon.process.send_signal(15)
+        code = carbon.process.wait(120)
+        waited = time.monotonic() - started
+    finally:
+        stop_sending.set()
+        carbon.kill()
+        sender.join(30)
+    assert code in SIGTERM_EXIT
+    assert 2 <= waited < 30, waited
+    log = carbon.log()
+    assert re.search(r"BG_DRAIN_TIMEOUT \(2s\) reached with 1 connections still receiving, \d+ bytes unread", log), \
+        log[-3000:]
