@@ -47,6 +47,14 @@ def stored_count(accessor: Accessor, prefix: str, metrics: int, now: int) -> int
     return total
 
 
+def sigterm(carbon: CarbonCache) -> tuple[int, float]:
+    """SIGTERM carbon-cache now; its exit status and the seconds it took to exit."""
+    started = time.monotonic()
+    carbon.process.send_signal(15)
+    code = carbon.process.wait(120)
+    return code, time.monotonic() - started
+
+
 def refused_total(log: str) -> int:
     found = re.findall(r"refused lines since start: (\d+)", log)
     assert found, log[-3000:]
@@ -101,9 +109,7 @@ def test_sigterm_right_after_a_closed_burst_stores_all_of_it(tmp_path):
     try:
         with socket.create_connection(("127.0.0.1", carbon.line_port), timeout=120) as sock:
             sock.sendall(plaintext(points))
-        # closed, most of it still in carbon's socket buffer: stop at once
-        carbon.process.send_signal(15)
-        code = carbon.process.wait(120)
+        code, _ = sigterm(carbon)  # closed, most of it still in carbon's socket buffer: stop at once
     finally:
         carbon.kill()
     log = carbon.log()
@@ -123,10 +129,7 @@ def test_sigterm_does_not_wait_for_an_idle_open_connection(tmp_path):
         with socket.create_connection(("127.0.0.1", carbon.line_port), timeout=120) as sock:
             sock.sendall(plaintext(points))
             time.sleep(1.0)  # read by carbon; the client stays connected and silent
-            started = time.monotonic()
-            carbon.process.send_signal(15)
-            code = carbon.process.wait(120)
-            waited = time.monotonic() - started
+            code, waited = sigterm(carbon)
     finally:
         carbon.kill()
     assert code in SIGTERM_EXIT
@@ -153,10 +156,7 @@ def test_the_drain_gives_up_at_its_deadline_and_says_what_was_left(tmp_path):
     sender.start()
     try:
         time.sleep(1.0)
-        started = time.monotonic()
-        carbon.process.send_signal(15)
-        code = carbon.process.wait(120)
-        waited = time.monotonic() - started
+        code, waited = sigterm(carbon)
     finally:
         stop_sending.set()
         carbon.kill()
