@@ -17,6 +17,8 @@ import termios
 import time
 from typing import Any, Iterable, Mapping
 
+from carbon_plugin.options import number_setting
+
 DRAIN_TIMEOUT = 30.0  # seconds the shutdown waits at most for clients' bytes
 DRAIN_IDLE = 1.0  # a connection that received nothing for this long counts as drained
 _POLL = 0.05
@@ -24,22 +26,9 @@ _POLL = 0.05
 
 def drain_settings(settings: Mapping[str, Any]) -> tuple[float, float]:
     """(timeout, idle) from carbon.conf's BG_DRAIN_TIMEOUT and BG_DRAIN_IDLE."""
-    from carbon_plugin.options import InvalidPluginOption
-
-    values = []
-    for key, default in (("BG_DRAIN_TIMEOUT", DRAIN_TIMEOUT), ("BG_DRAIN_IDLE", DRAIN_IDLE)):
-        raw = settings.get(key)
-        if raw is None or raw == "":
-            values.append(default)
-            continue
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise InvalidPluginOption(f"carbon.conf {key} = {raw!r}: expected a number of seconds") from None
-        if value < 0:
-            raise InvalidPluginOption(f"carbon.conf {key} = {raw!r}: must be at least 0")
-        values.append(value)
-    return values[0], values[1]
+    timeout = number_setting(settings, "BG_DRAIN_TIMEOUT", float, 0.0)
+    idle = number_setting(settings, "BG_DRAIN_IDLE", float, 0.0)
+    return (DRAIN_TIMEOUT if timeout is None else timeout), (DRAIN_IDLE if idle is None else idle)
 
 
 def unread_bytes(protocol: Any) -> int:

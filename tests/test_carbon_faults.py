@@ -73,11 +73,14 @@ def test_bad_lines_are_refused_and_counted_and_the_connection_goes_on(tmp_path):
     message = [("faults.bad.pickle", (math.nan, 1.0)), (42, (now - 60, 1.0))]
     message += [(n, (t, v)) for n, t, v in pickled]
     payload = pickle.dumps(message, protocol=2)
-    carbon = CarbonCache(tmp_path / "carbon", url, schemas=SCHEMAS)
+    # self-metrics every second, kept at one-second precision: the refusedLines points add up
+    carbon = CarbonCache(tmp_path / "carbon", url, schemas=(("carbon", r"^carbon\.", "1s:1h"), *SCHEMAS[1:]),
+                         settings={"CARBON_METRIC_INTERVAL": 1})
     carbon.start()
     try:
         send_to_carbon(carbon.line_port, data)
         send_to_carbon(carbon.pickle_port, struct.pack("!L", len(payload)) + payload)
+        time.sleep(2.5)  # a self-metrics record after the last refusal
     finally:
         assert carbon.stop() in SIGTERM_EXIT
     log = carbon.log()
@@ -85,6 +88,10 @@ def test_bad_lines_are_refused_and_counted_and_the_connection_goes_on(tmp_path):
     assert stored_count(accessor, "faults.pickle", 10, now) == len(pickled)
     assert refused_total(log) == len(bad) + 2
     assert "refused from 127.0.0.1" in log and "not UTF-8" in log and "is not a finite number" in log
+    [counter] = accessor.glob_metrics("carbon.agents.*.biggraphite_like.refusedLines")
+    recorded = accessor.fetch([counter], now - 600, int(time.time()) + 1, int(time.time()) + 1)[counter]
+    assert sum(v for v in recorded.values.tolist() if not math.isnan(v)) == len(bad) + 2
+    assert accessor.glob_metrics("faults.bad.**") == []
 
 
 def test_refusals_are_logged_at_most_ten_a_minute_but_all_counted(tmp_path):
