@@ -38,9 +38,9 @@ def stack(tmp_path_factory):
         run.kill()
 
 
-def request(stack: BglRun, method: str, path: str, headers: dict | None = None, data: dict | None = None,
+def request(stack: BglRun, method: str, path: str, headers: dict | None = None, data: dict | bytes | None = None,
             host: str = "127.0.0.1") -> tuple[int, bytes]:
-    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    body = urllib.parse.urlencode(data).encode() if isinstance(data, dict) else data
     req = urllib.request.Request(f"http://{host}:{stack.ports['--web-port']}{path}", data=body, method=method,
                                  headers=headers or {})
     try:
@@ -87,6 +87,13 @@ def test_its_own_pages_and_clients_that_are_not_browsers_still_write(stack):
     assert dashboards(stack) == ["mine", "scripted"]
     assert request(stack, "POST", "/dashboard/delete/scripted", {"Referer": own + "/dashboard/"}, {})[0] == 200
     assert dashboards(stack) == ["mine"]
+    # events, tagged through django-tagging, posted by a script and read back as Grafana does
+    event = json.dumps({"what": "deploy", "tags": ["web", "v2"], "data": "release 2"}).encode()
+    assert request(stack, "POST", "/events/", {"Content-Type": "application/json"}, event)[0] == 200
+    status, body = request(stack, "GET", "/events/get_data?tags=v2&from=-1h",
+                           {"Origin": "http://grafana.example:3000", "Sec-Fetch-Site": "cross-site"})
+    assert status == 200, body
+    assert [(e["what"], e["tags"], e["data"]) for e in json.loads(body)] == [("deploy", ["web", "v2"], "release 2")]
 
 
 def test_grafana_reads_from_another_origin_keep_working(stack):
