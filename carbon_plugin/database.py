@@ -31,6 +31,7 @@ from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
 from biggraphite_like.errors import BglError
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.retention import Retention
+from biggraphite_like.urls import redact_url
 from carbon_plugin.buffer import WriteBuffer
 from carbon_plugin.flusher import Flusher
 from carbon_plugin.known import KnownMetrics
@@ -77,7 +78,7 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
         self.flusher = Flusher(writer, self.buffer, self.known, self.options, self.stats)
         self._stat_interval = float(settings.get("CARBON_METRIC_INTERVAL", 60) or 0)
         self._closed = False
-        log.msg(f"biggraphite_like: store {self.options.store_url}, flush every"
+        log.msg(f"biggraphite_like: store {redact_url(self.options.store_url)}, flush every"
                 f" {self.options.flush_interval}s or {self.options.flush_size} points")
         self._hook_into_reactor()
 

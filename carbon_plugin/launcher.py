@@ -6,6 +6,11 @@ plugin exactly as carbon's `bin/carbon-cache.py` does. Carbon derives GRAPHITE_R
 the script's directory: here the environment's prefix (the virtualenv), unless
 $GRAPHITE_ROOT is set; `--config` sets the configuration directory, and STORAGE_DIR,
 PID_DIR, LOG_DIR and LOCAL_DATA_DIR in carbon.conf place the rest.
+
+Before carbon builds its services, the launcher puts the guarded plaintext and pickle
+receivers in place of carbon's (receivers.py: a bad line is refused and counted, the
+connection goes on) and adds the shutdown drain (drain.py: on SIGTERM, bytes clients
+already sent are read and stored before the exit).
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """Run carbon-cache (argv: carbon-cache's arguments, default sys.argv[1:])."""
     importlib.import_module("carbon_plugin")  # registers the database plugins with carbon
+    _guard_receivers()
     from carbon.exceptions import CarbonConfigException
     from carbon.util import run_twistd_plugin
 
@@ -31,6 +37,41 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bgl-carbon-cache: error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _guard_receivers() -> None:
+    """Wrap carbon-cache's twistd service maker: once twistd has installed its reactor (carbon's
+    protocols module must not be imported before), register the guarded receivers and the
+    drain, then build carbon's services as usual."""
+    from twisted.plugins.carbon_cache_plugin import serviceMaker
+
+    make_service = type(serviceMaker).makeService
+
+    def guarded_make_service(options):
+        from carbon.conf import settings
+
+        from carbon_plugin import drain, receivers
+
+        receivers.register()
+        service = make_service(serviceMaker, options)
+        drain.install(settings)
+        _record_refusals(settings)
+        return service
+
+    serviceMaker.makeService = guarded_make_service
+
+
+def _record_refusals(settings) -> None:
+    """Record the receivers' counters among carbon's self-metrics, every CARBON_METRIC_INTERVAL."""
+    interval = float(settings.get("CARBON_METRIC_INTERVAL", 60) or 0)
+    if interval <= 0:
+        return
+    from twisted.internet import reactor
+    from twisted.internet.task import LoopingCall
+
+    from carbon_plugin.receivers import record_refusals
+
+    reactor.callWhenRunning(lambda: LoopingCall(record_refusals).start(interval, now=False))
 
 
 if __name__ == "__main__":

@@ -46,16 +46,9 @@ class PluginOptions:
             ("lookup_batch", "BG_LOOKUP_BATCH", int, 1),
             ("max_logged_errors", "BG_MAX_LOGGED_ERRORS", int, 0),
         ):
-            raw = settings.get(key)
-            if raw is None or raw == "":
-                continue
-            try:
-                value = kind(raw)
-            except (TypeError, ValueError):
-                raise InvalidPluginOption(f"carbon.conf {key} = {raw!r}: expected a {kind.__name__}") from None
-            if value < minimum:
-                raise InvalidPluginOption(f"carbon.conf {key} = {raw!r}: must be at least {minimum}")
-            values[field] = value
+            value = number_setting(settings, key, kind, minimum)
+            if value is not None:
+                values[field] = value
         values["log_flushes"] = _flag(settings, "BG_LOG_FLUSHES", False)
         values["writer_process"] = _flag(settings, "BG_WRITER_PROCESS", True)
         options = cls(**values)
@@ -65,6 +58,20 @@ class PluginOptions:
                 f" BG_FLUSH_SIZE ({options.flush_size})"
             )
         return options
+
+
+def number_setting(settings: Mapping[str, Any], key: str, kind: type, minimum: float) -> Any:
+    """carbon.conf's `key` as an int or float of at least `minimum`; None when absent."""
+    raw = settings.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        raise InvalidPluginOption(f"carbon.conf {key} = {raw!r}: expected a {kind.__name__}") from None
+    if value < minimum:
+        raise InvalidPluginOption(f"carbon.conf {key} = {raw!r}: must be at least {minimum}")
+    return value
 
 
 def _flag(settings: Mapping[str, Any], key: str, default: bool) -> bool:

@@ -28,10 +28,11 @@ COUNTERS = (
 class PluginStats:
     """Thread-safe counters, taken (and reset) when recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: tuple[str, ...] = COUNTERS) -> None:
+        self._names = names
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(COUNTERS, 0)
-        self._totals = dict.fromkeys(COUNTERS, 0)
+        self._counts = dict.fromkeys(names, 0)
+        self._totals = dict.fromkeys(names, 0)
 
     def increment(self, name: str, count: int = 1) -> None:
         with self._lock:
@@ -41,7 +42,7 @@ class PluginStats:
     def take(self) -> dict[str, int]:
         """Counts since the previous take."""
         with self._lock:
-            counts, self._counts = self._counts, dict.fromkeys(COUNTERS, 0)
+            counts, self._counts = self._counts, dict.fromkeys(self._names, 0)
         return counts
 
     def totals(self) -> dict[str, int]:

@@ -1,14 +1,34 @@
-"""Django middleware answering 400 with the text for a pattern the store refused.
+"""Django middleware of the plugin, added to graphite-web's MIDDLEWARE by settings.py.
 
-`/metrics/find` and `/render` already turn `InputParameterError` into 400; views that
-do not (`/metrics/expand`) would answer graphite's 500 page. `graphite_plugin.settings`
-adds this middleware to graphite-web's MIDDLEWARE.
+* PatternRefusedMiddleware answers 400 with the text for a pattern the store refused.
+  `/metrics/find` and `/render` already turn `InputParameterError` into 400; views that do
+  not (`/metrics/expand`) would answer graphite's 500 page.
+* CrossSiteWriteMiddleware refuses (403) a request that a browser sent from another origin
+  to an endpoint that writes. graphite-web 1.1.10 has no CSRF protection (its MIDDLEWARE
+  lacks CsrfViewMiddleware and its APIs take no token), so any web page a user visits could
+  save or delete dashboards, tag or delete series, or post events through the user's
+  browser. A browser says where a request comes from (`Sec-Fetch-Site`, `Origin`,
+  `Referer`); clients that are not browsers (curl, scripts, Grafana's server access) send
+  none of them and are not affected, nor are Grafana's reads from the browser (`/render`,
+  `/metrics/find`, `/tags/autoComplete/*`, ...).
 """
 from __future__ import annotations
 
-from django.http import HttpResponseBadRequest
+import re
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http import HttpResponseBadRequest, HttpResponseForbidden
 
 from graphite_plugin.errors import PatternRefused
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Endpoints that change something whatever the method (graphite's GET /composer/mygraph saves
+# and deletes; dashboard save/delete, tag writes, the URL shortener, posting events)
+WRITE_PATHS = re.compile(r"^/(dashboard/(save|save_template|delete|delete_template|create-temporary|email)\b"
+                         r"|composer/mygraph|tags/(tagSeries|tagMultiSeries|delSeries)\b|s/|events/?$)")
+# Reads a browser may POST from another origin (Grafana's browser access)
+CROSS_SITE_READS = re.compile(r"^/(render|metrics/(find|expand)|tags/(autoComplete/|findSeries)|functions)")
 
 
 class PatternRefusedMiddleware:
@@ -24,3 +44,51 @@ class PatternRefusedMiddleware:
         if isinstance(exception, PatternRefused):
             return HttpResponseBadRequest(str(exception), content_type="text/plain; charset=utf-8")
         return None
+
+
+def foreign_origin(request) -> str | None:
+    """The other origin a browser says this request comes from, or None (same origin, or
+    not sent by a browser)."""
+    own = f"{request.scheme}://{request.get_host()}"
+    origin = request.headers.get("Origin")
+    if origin and origin != "null":
+        return None if origin == own else origin
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site in ("cross-site", "same-site"):
+        return origin or fetch_site
+    if origin == "null":  # sandboxed frames, file:// pages
+        return origin
+    referer = urlsplit(request.headers.get("Referer", ""))
+    if referer.scheme and referer.netloc and f"{referer.scheme}://{referer.netloc}" != own:
+        return f"{referer.scheme}://{referer.netloc}"
+    return None
+
+
+def writes(method: str, path: str) -> bool:
+    """Whether a request may change something: a write endpoint, or any method but
+    GET/HEAD/OPTIONS outside the reads Grafana makes."""
+    if WRITE_PATHS.match(path):
+        return not (path.startswith("/events") and method in SAFE_METHODS)
+    return method not in SAFE_METHODS and not CROSS_SITE_READS.match(path)
+
+
+class CrossSiteWriteMiddleware:
+    """Answer 403 for a write a browser sent from another origin (see the module docstring)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        path = request.path_info
+        prefix = "/" + getattr(settings, "URL_PREFIX", "").strip("/")
+        if prefix != "/" and path.startswith(prefix):
+            path = path[len(prefix):] or "/"
+        if writes(request.method, path):
+            origin = foreign_origin(request)
+            if origin is not None:
+                return HttpResponseForbidden(
+                    f"cross-site request refused: {request.method} {request.path} comes from {origin}, not from"
+                    " graphite-web's own pages; its writes (dashboards, tags, events) accept requests from its"
+                    " own pages and from clients that are not browsers",
+                    content_type="text/plain; charset=utf-8")
+        return self.get_response(request)

@@ -12,6 +12,7 @@ from graphite.readers.utils import BaseReader, merge_with_carbonlink
 
 from biggraphite_like.accessor import Accessor, TimeSeries
 from biggraphite_like.metric import Metric
+from biggraphite_like.urls import redact_url
 
 TimeInfo = tuple[int, int, int]
 GraphiteSeries = tuple[TimeInfo, list]
@@ -97,4 +98,4 @@ class Reader(BaseReader):
         return read_series(self.accessor, [self.name], startTime, endTime, now)[self.name]
 
     def __repr__(self) -> str:
-        return f"<biggraphite_like Reader {self.name} on {self.accessor.store.url}>"
+        return f"<biggraphite_like Reader {self.name} on {redact_url(self.accessor.store.url)}>"

@@ -16,7 +16,8 @@ Importing it:
   static files finder for that folder (`graphite_plugin.staticfiles`), so the dashboard
   finds its theme;
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
-  and adds `graphite_plugin.middleware.PatternRefusedMiddleware` to MIDDLEWARE.
+  and adds `graphite_plugin.middleware`'s CrossSiteWriteMiddleware (a browser's write from
+  another origin is refused) and PatternRefusedMiddleware to MIDDLEWARE.
 
 It imports neither Django's settings nor graphite-web's modules that read them.
 """
@@ -34,8 +35,11 @@ _compat.install()
 STORAGE_FINDERS = ("graphite_plugin.Finder",)
 BG_STORE = _default_store_url()
 globals().update(_OPTION_DEFAULTS)  # BG_MAX_GLOB_EXPANSION, BG_MAX_GLOB_RESULTS, BG_CACHE_TTL, ...
+# the key type of graphite-web's tables (its migrations predate Django 3.2's setting, which
+# otherwise warns, models.W042, for every model at each start)
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 
-__all__ = ["STORAGE_FINDERS", "BG_STORE", *_OPTION_DEFAULTS]
+__all__ = ["STORAGE_FINDERS", "BG_STORE", "DEFAULT_AUTO_FIELD", *_OPTION_DEFAULTS]
 
 _content = os.path.join(sys.prefix, "webapp", "content")
 if os.path.isdir(_content):
@@ -54,7 +58,8 @@ def _app_settings() -> dict:
     import graphite.app_settings as app_settings
 
     values = {name: getattr(app_settings, name) for name in dir(app_settings) if name.isupper()}
-    values["MIDDLEWARE"] = tuple(values["MIDDLEWARE"]) + ("graphite_plugin.middleware.PatternRefusedMiddleware",)
+    values["MIDDLEWARE"] = tuple(values["MIDDLEWARE"]) + ("graphite_plugin.middleware.CrossSiteWriteMiddleware",
+                                                          "graphite_plugin.middleware.PatternRefusedMiddleware")
     values["GRAPHITE_WEB_APP_SETTINGS_LOADED"] = True  # graphite.settings must not load them again
     return values
 

@@ -132,6 +132,23 @@ def test_sigterm_loses_no_point_and_a_second_start_keeps_the_data(stack, tmp_pat
         again.kill()
 
 
+def test_sigterm_right_after_a_closed_burst_stores_all_of_it(stack):
+    stack.start()
+    now = int(time.time()) // 60 * 60
+    points = [(f"burst.m{i}", now - 60 * age, float(i + age)) for age in range(100) for i in range(500)]
+    with socket.create_connection(("127.0.0.1", stack.line_port), timeout=120) as sock:
+        sock.sendall(plaintext(points))  # 50,000 lines, closed unread: most still in carbon's socket buffer
+    assert stack.stop(signal.SIGTERM) == 0
+    accessor = Accessor.from_url(f"sqlite://{stack.data_dir / 'bgl.db'}")
+    try:
+        series = accessor.fetch([f"burst.m{i}" for i in range(500)], now - 7200, now + 60, now=now + 60)
+        stored = sum(int(numpy.count_nonzero(~numpy.isnan(result.values))) for result in series.values())
+    finally:
+        accessor.close()
+    assert stored == len(points)
+    assert "receivers drained" in (stack.data_dir / "log" / "carbon-cache.out").read_text()
+
+
 def test_a_taken_port_is_refused_before_anything_starts(tmp_path):
     run = BglRun(tmp_path / "data")
     with socket.socket() as sock:
@@ -179,5 +196,6 @@ def test_bgl_run_without_its_parts_says_what_to_install(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     assert "bgl run needs carbon, graphite-web, Django, gunicorn, whitenoise in this Python environment" in result.stderr
-    assert "pip install -c constraints.txt -e '.[run]'" in result.stderr
+    assert "pip install -c constraints.txt -e '.[run]', then pip install -c constraints.txt --no-deps graphite-web" \
+        in result.stderr
     assert not (tmp_path / "data").exists()

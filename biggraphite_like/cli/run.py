@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", metavar="DIR",
                    help="configuration, logs and the default store (default: the data dir above)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",
-                   help="address every service listens on (default 127.0.0.1; 0.0.0.0 for every interface)")
+                   help="address carbon's receivers and graphite-web listen on (default 127.0.0.1; 0.0.0.0 for"
+                        " every interface); CarbonLink stays on 127.0.0.1")
     for option, default, what in (("--line-port", 2003, "carbon's plaintext receiver"),
                                   ("--pickle-port", 2004, "carbon's pickle receiver"),
                                   ("--carbonlink-port", 7002, "carbon's cache queries (graphite-web's CarbonLink)"),

@@ -5,6 +5,7 @@ import argparse
 
 from biggraphite_like.cli.common import add_format_option, open_accessor, wants_json, write_json
 from biggraphite_like.cli.streams import Streams
+from biggraphite_like.urls import redact_url
 
 
 def cmd_syncdb(args: argparse.Namespace, io: Streams) -> int:
@@ -16,7 +17,7 @@ def cmd_syncdb(args: argparse.Namespace, io: Streams) -> int:
     elif args.dry_run:
         io.out.write("\n".join(statements) + "\n")
     else:
-        io.out.write(f"schema ready in {accessor.store.url} ({len(statements)} statements)\n")
+        io.out.write(f"schema ready in {redact_url(accessor.store.url)} ({len(statements)} statements)\n")
     return 0
 
 

@@ -5,11 +5,13 @@ It only writes files and starts programs: nothing here imports carbon, Django or
 """
 from __future__ import annotations
 
+import os
 from typing import TextIO
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.stack.config import StackConfig, write_configuration
+from biggraphite_like.stack.config import ALLOWED_HOSTS_ENV, PRIVATE_UMASK, StackConfig, write_configuration
 from biggraphite_like.stack.processes import Stack, check_ports, check_requirements
+from biggraphite_like.urls import redact_url
 
 __all__ = ["StackConfig", "run"]
 
@@ -18,13 +20,14 @@ def run(config: StackConfig, out: TextIO, err: TextIO) -> int:
     """Check, configure, prepare the store, then run the stack until Ctrl-C or SIGTERM."""
     check_requirements()
     check_ports(config)
+    os.umask(PRIVATE_UMASK)  # the store, graphite-web's database and the logs: 0600 in 0700 folders
     write_configuration(config)
     accessor = Accessor.from_url(config.store_url)
     try:
         accessor.syncdb()
     finally:
         accessor.close()
-    out.write(f"bgl run: starting carbon-cache and graphite-web on {accessor.store.url}"
+    out.write(f"bgl run: starting carbon-cache and graphite-web on {redact_url(accessor.store.url)}"
               f" (data directory {config.data_dir})\n")
     out.flush()
     return Stack(config, out, err).run(ready=lambda: _announce(config, out))
@@ -44,5 +47,6 @@ def _announce(config: StackConfig, out: TextIO) -> None:
         "Ctrl-C stops both (carbon first: every point it received is written).\n")
     if config.bind not in ("127.0.0.1", "::1", "localhost"):
         out.write("warning: graphite-web has no authentication; anyone who reaches these ports can read and"
-                  " write metrics\n")
+                  " write metrics (CarbonLink's port stays on 127.0.0.1; graphite-web answers the Host names"
+                  f" {', '.join(config.allowed_hosts())}, more with ${ALLOWED_HOSTS_ENV})\n")
     out.flush()

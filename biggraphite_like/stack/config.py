@@ -14,17 +14,33 @@ Layout of a data directory:
 
 carbon.conf, local_settings.py and gunicorn.conf.py follow `bgl run`'s options and are
 written again at every start; each says how to run its program by hand.
+
+Nothing in it is world-readable: carbon.conf and local_settings.py hold the store URL (and
+so a Cassandra password given in it), the store and logs hold the metrics. `bgl run` works
+under umask 077 (PRIVATE_UMASK), so what it and its programs create is 0600 in 0700
+folders; the files written here are made 0600 even when an older version left them 0644.
 """
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import secrets
+import socket
+import struct
 from pathlib import Path
 
 from biggraphite_like import settings
 
 CARBON_INSTANCE = "a"
+PRIVATE_UMASK = 0o077  # files 0600, folders 0700
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+CARBONLINK_INTERFACE = "127.0.0.1"  # set-metadata changes stored metrics, unauthenticated: never wider
+ALLOWED_HOSTS_ENV = "BGL_ALLOWED_HOSTS"  # more names graphite-web answers to, comma-separated
+_LOOPBACK_BINDS = ("127.0.0.1", "::1", "localhost")
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_SIOCGIFADDR = 0x8915
 SETTINGS_MODULE = "local_settings"
 
 _SCHEMAS = f"""\
@@ -121,7 +137,7 @@ class StackConfig:
     def local_address(self) -> str:
         """Where this machine reaches the services: the bound address, or loopback when
         bound to every interface."""
-        return "127.0.0.1" if self.bind in ("0.0.0.0", "::", "") else self.bind
+        return "127.0.0.1" if self.binds_every_interface else self.bind
 
     @property
     def web_url(self) -> str:
@@ -133,34 +149,78 @@ class StackConfig:
         return {"--line-port": self.line_port, "--pickle-port": self.pickle_port,
                 "--carbonlink-port": self.carbonlink_port, "--web-port": self.web_port}
 
+    def interface(self, option: str) -> str:
+        """The address the port of `option` listens on: --bind, except CarbonLink's."""
+        return CARBONLINK_INTERFACE if option == "--carbonlink-port" else self.bind
+
+    @property
+    def binds_every_interface(self) -> bool:
+        return self.bind in ("0.0.0.0", "::", "")
+
+    def allowed_hosts(self) -> list[str]:
+        """graphite-web's ALLOWED_HOSTS (the Host headers it answers): the bound address,
+        the loopback names when bound to loopback, this machine's names and addresses when
+        bound to every interface; plus $BGL_ALLOWED_HOSTS."""
+        if self.binds_every_interface:
+            hosts = [*_LOOPBACK_HOSTS, socket.gethostname(), socket.getfqdn(), *interface_addresses()]
+        elif self.bind in _LOOPBACK_BINDS:
+            hosts = list(_LOOPBACK_HOSTS)
+        else:
+            hosts = [f"[{self.bind}]" if ":" in self.bind else self.bind]
+        hosts += [h.strip() for h in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()]
+        return list(dict.fromkeys(hosts))
+
     def environment(self) -> dict[str, str]:
         """What graphite-web's processes need in their environment to find their settings."""
         return {"DJANGO_SETTINGS_MODULE": "graphite.settings", "GRAPHITE_SETTINGS_MODULE": SETTINGS_MODULE}
 
 
+def interface_addresses() -> list[str]:
+    """IPv4 addresses of this machine's network interfaces (Linux), e.g. docker0's, which a
+    Grafana container uses to reach the host."""
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                answer = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+            except OSError:  # no IPv4 address
+                continue
+            found.append(socket.inet_ntoa(answer[20:24]))
+    return found
+
+
 def write_configuration(config: StackConfig) -> list[Path]:
     """Create the data directory's folders and write every configuration file; returns the
     files written this time."""
+    if not config.data_dir.exists():
+        config.data_dir.mkdir(mode=DIR_MODE, parents=True)
     for folder in (config.conf_dir, config.storage_dir, config.log_dir, config.log_dir / "webapp"):
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        folder.chmod(DIR_MODE)
     written = []
     for name, text in (("storage-schemas.conf", _SCHEMAS), ("storage-aggregation.conf", _AGGREGATION)):
         path = config.conf_dir / name
         if not path.exists():
-            path.write_text(text)
+            write_private(path, text)
             written.append(path)
     secret = config.conf_dir / "secret_key"
     if not secret.exists():
-        descriptor = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(secrets.token_urlsafe(48) + "\n")
+        write_private(secret, secrets.token_urlsafe(48) + "\n")
         written.append(secret)
     for path, text in ((config.carbon_conf, carbon_conf_text(config)),
                        (config.conf_dir / f"{SETTINGS_MODULE}.py", local_settings_text(config)),
                        (config.gunicorn_conf, gunicorn_conf_text(config))):
-        path.write_text(text)
+        write_private(path, text)
         written.append(path)
     return written
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file readable by its owner only (0600, also when it existed with another mode)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(descriptor, "w") as file:
+        os.fchmod(descriptor, FILE_MODE)
+        file.write(text)
 
 
 def carbon_conf_text(config: StackConfig) -> str:
@@ -177,7 +237,7 @@ def carbon_conf_text(config: StackConfig) -> str:
         "LINE_RECEIVER_PORT": config.line_port,
         "PICKLE_RECEIVER_INTERFACE": config.bind,
         "PICKLE_RECEIVER_PORT": config.pickle_port,
-        "CACHE_QUERY_INTERFACE": config.bind,
+        "CACHE_QUERY_INTERFACE": CARBONLINK_INTERFACE,
         "CACHE_QUERY_PORT": config.carbonlink_port,
         "ENABLE_UDP_LISTENER": "False",
         "ENABLE_MANHOLE": "False",
@@ -214,7 +274,8 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "secret_key")
 BG_STORE = {config.store_url!r}
 STORAGE_DIR = {str(config.storage_dir)!r}
 LOG_DIR = {str(config.log_dir / 'webapp')!r}
-CARBONLINK_HOSTS = [{f'{config.local_address}:{config.carbonlink_port}:{CARBON_INSTANCE}'!r}]
+CARBONLINK_HOSTS = [{f'{CARBONLINK_INTERFACE}:{config.carbonlink_port}:{CARBON_INSTANCE}'!r}]
+ALLOWED_HOSTS = {config.allowed_hosts()!r}  # follows --bind; add names with ${ALLOWED_HOSTS_ENV}
 """
 
 

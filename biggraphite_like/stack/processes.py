@@ -91,7 +91,8 @@ def check_requirements() -> None:
     missing = [package for module, package in _REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
     if missing:
         raise StackError(f"bgl run needs {', '.join(missing)} in this Python environment ({sys.prefix}):"
-                         " pip install -c constraints.txt -e '.[run]' (or run scripts/run.sh)")
+                         " pip install -c constraints.txt -e '.[run]', then pip install -c constraints.txt --no-deps"
+                         " graphite-web (or run scripts/run.sh)")
 
 
 def check_ports(config: StackConfig) -> None:
@@ -103,13 +104,14 @@ def check_ports(config: StackConfig) -> None:
         if port in seen:
             raise StackError(f"{option} and {seen[port]} are both {port}: give each service its own port")
         seen[port] = option
-        family = socket.AF_INET6 if ":" in config.bind else socket.AF_INET
+        host = config.interface(option)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                sock.bind((config.bind, port))
+                sock.bind((host, port))
             except OSError as exc:
-                raise StackError(f"cannot listen on {config.bind}:{port} ({option}): {exc.strerror}; stop what"
+                raise StackError(f"cannot listen on {host}:{port} ({option}): {exc.strerror}; stop what"
                                  f" uses it or choose another port with {option}") from None
 
 
@@ -209,7 +211,8 @@ class Stack:
         config = self.config
         deadline = time.monotonic() + timeout
         waiting = {"carbon-cache": lambda: all(_listening(config.local_address, port) for port in
-                                               (config.line_port, config.pickle_port, config.carbonlink_port)),
+                                               (config.line_port, config.pickle_port))
+                   and _listening(config.interface("--carbonlink-port"), config.carbonlink_port),
                    "graphite-web": lambda: _web_ready(config.web_url)}
         while waiting and self.stop_requested is None:
             failed = self._failed_child()

@@ -16,6 +16,7 @@ from typing import Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from biggraphite_like.errors import InvalidStoreURL
+from biggraphite_like.urls import redact_url as safe_url
 
 DEFAULT_PORT = 9042
 USERNAME_ENV = "BGL_CASSANDRA_USERNAME"
@@ -280,8 +281,3 @@ def _hosts(url: str, hostinfo: str) -> tuple[tuple[str, ...], int]:
     if ports:
         port = ports.pop()
     return tuple(hosts), port
-
-
-def safe_url(url: str) -> str:
-    """The URL with any password masked (error messages, logs, `stats`)."""
-    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
