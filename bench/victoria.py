@@ -138,7 +138,7 @@ class VictoriaMetrics:
         """Bytes on disk once `rows` rows are stored and merged: /internal/force_flush makes
         them searchable (in this version, not written), /internal/force_merge writes the
         merged parts and returns at once, so wait until the size has changed and then held
-        still for 2 s."""
+        still for 2 s (or held still for 10 s: nothing was left to write)."""
         deadline = time.monotonic() + timeout
         while True:
             self.get("/internal/force_flush")
@@ -149,11 +149,13 @@ class VictoriaMetrics:
             time.sleep(0.5)
         before = self.disk_bytes()
         self.get("/internal/force_merge")
+        merged = time.monotonic()
         sizes = [before]
         while time.monotonic() < deadline:
             time.sleep(0.5)
             sizes.append(self.disk_bytes())
-            if sizes[-1] != before and len(set(sizes[-5:])) == 1 and len(sizes) >= 5:
+            still = len(sizes) >= 5 and len(set(sizes[-5:])) == 1
+            if still and (sizes[-1] != before or time.monotonic() - merged > 10):  # nothing was left to write
                 break
         return sizes[-1]
 
