@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 from pathlib import Path
 from typing import Callable
@@ -360,11 +361,26 @@ def part_find(root: Path, count: int, runs: int, budget: float, timeout: float) 
             time.sleep(0.5)
         figures["vm_load_seconds"] = time.perf_counter() - started
 
+        errors: dict[str, list[str]] = {}
+
+        def finder(base: str, pattern: str, side: str) -> Callable[[], bytes]:
+            """A /metrics/find call; an HTTP error (e.g. graphite-web's FIND_TIMEOUT, 3 s, as a
+            500) is an answer too: counted, timed like the others, and the answer is empty."""
+            url = base + "/metrics/find?" + urllib.parse.urlencode({"query": pattern})
+
+            def call() -> bytes:
+                try:
+                    return http_get(url)
+                except urllib.error.HTTPError as error:
+                    errors.setdefault(f"{side} {pattern}", []).append(f"HTTP {error.code}")
+                    return b"[]"
+            return call
+
         def ours(pattern: str) -> Callable[[], bytes]:
-            return lambda: http_get(systems.ours.web + "/metrics/find?" + urllib.parse.urlencode({"query": pattern}))
+            return finder(systems.ours.web, pattern, "ours")
 
         def vm(pattern: str) -> Callable[[], bytes]:
-            return lambda: http_get(systems.vm.url + "/metrics/find?" + urllib.parse.urlencode({"query": pattern}))
+            return finder(systems.vm.url, pattern, "vm")
 
         rows = []
         for pattern, kind in FIND_PATTERNS:
@@ -373,8 +389,10 @@ def part_find(root: Path, count: int, runs: int, budget: float, timeout: float) 
                    "same": ours_nodes == vm_nodes, "only_ours": [p for p, _ in sorted(set(ours_nodes) - set(vm_nodes))][:5],
                    "only_vm": [p for p, _ in sorted(set(vm_nodes) - set(ours_nodes))][:5],
                    **_renamed(side_by_side(ours(pattern), vm(pattern), runs, budget=budget))}
+            row["errors"] = {side: errors.get(f"{side} {pattern}", []) for side in ("ours", "vm")}
+            failed = "".join(f" {side} failed {len(e)}x ({e[0]})" for side, e in row["errors"].items() if e)
             log(f"  {pattern:32} ours {row['ours_s'] * 1e3:8.2f} ms  vm {row['vm_s'] * 1e3:8.2f} ms"
-                f"  {row['nodes']} / {row['vm_nodes']} nodes{'' if row['same'] else ' DIFFER'} ({row['runs']} runs)")
+                f"  {row['nodes']} / {row['vm_nodes']} nodes{'' if row['same'] else ' DIFFER'} ({row['runs']} runs){failed}")
             rows.append(row)
         figures["find"] = rows
         figures["gaps"] = []
