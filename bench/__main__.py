@@ -1,11 +1,16 @@
 """`python -m bench [--quick]`: every benchmark, each figure next to its reference measured
 in the same run on the same data, in one table; the last line sums them up:
 
-    ratios: ingest_vs_whisper=X find_vs_standard=Y fetch_vs_whisper=Z
+    ratios: ingest_vs_whisper=X find_vs_standard=Y fetch_vs_whisper=Z ingest_vs_vm=A
+            ingest_cpu_vs_vm=B bytes_vs_vm=C find_http_vs_vm=D fetch_http_vs_vm=E
 
 (each > 1 means ours is better: points stored per second over whisper's through
 carbon-cache end to end; StandardFinder's median find time over ours, geometric mean over
-the patterns, glob cache off; whisper + StandardFinder's fetch time over ours).
+the patterns, glob cache off; whisper + StandardFinder's fetch time over ours; then the
+peer section against VictoriaMetrics, bench/peer_bench.py: points readable per second and
+per CPU-second over plaintext, VictoriaMetrics' disk bytes per point over ours (geometric
+mean of the young and the full-day store), its /metrics/find and /api/v1/query_range times
+over our graphite-web's over HTTP).
 
 It runs the benchmarks of this folder as child processes (their own options are in
 bench/README.md) and measures each side's peak memory: carbon-cache's process tree with
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -28,6 +34,8 @@ import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
+RATIOS = ("ingest_vs_whisper", "find_vs_standard", "fetch_vs_whisper", "ingest_vs_vm", "ingest_cpu_vs_vm",
+          "bytes_vs_vm", "find_http_vs_vm", "fetch_http_vs_vm")
 
 
 def log(message: str) -> None:
@@ -114,6 +122,88 @@ def fetch_rows(graphite: dict, memory: dict) -> tuple[list[list[str]], float]:
              f"{fetch['ratio']:.1f}x", mib(memory.get("fetch ours")), mib(memory.get("fetch standard"))]], fetch["ratio"]
 
 
+def peer_rows(peer: dict) -> tuple[list[list[str]], dict[str, float]]:
+    """Table rows (part, measure, ours, VictoriaMetrics, ratio, peak memory ours, peak memory
+    VictoriaMetrics) and the ratios, each above 1 where we are better."""
+    table: list[list[str]] = []
+    ratios: dict[str, float] = {}
+    if "ingest" in peer:
+        ingest = peer["ingest"]
+        rounds, peaks = ingest["rounds"], ingest["peak_rss_bytes"]
+        for index, (ours, vm) in enumerate(zip(rounds["ours"], rounds["vm"])):
+            first = index == 0
+            table.append(["peer", f"ingest plaintext, {ingest['metrics']:,} metrics, {ours['round']} metrics,"
+                          " readable", f"{ours['points_per_second']:,.0f} pts/s",
+                          f"VM {vm['points_per_second']:,.0f} pts/s",
+                          f"{ours['points_per_second'] / vm['points_per_second']:.2f}x",
+                          mib(peaks["ours"]) if first else "", mib(peaks["vm"]) if first else ""])
+            table.append(["peer", f"ingest plaintext, {ours['round']} metrics, points per CPU-second of the tree",
+                          f"{ours['points_per_cpu_second']:,.0f} pts/CPU-s", f"VM {vm['points_per_cpu_second']:,.0f}"
+                          " pts/CPU-s", f"{ours['points_per_cpu_second'] / vm['points_per_cpu_second']:.2f}x", "", ""])
+        totals = {side: (sum(r["points"] for r in rounds[side]), sum(r["seconds"] for r in rounds[side]),
+                         sum(r["cpu_seconds"] for r in rounds[side])) for side in ("ours", "vm")}
+        ratios["ingest_vs_vm"] = (totals["ours"][0] / totals["ours"][1]) / (totals["vm"][0] / totals["vm"][1])
+        ratios["ingest_cpu_vs_vm"] = (totals["ours"][0] / max(totals["ours"][2], 1e-6)) / \
+            (totals["vm"][0] / max(totals["vm"][2], 1e-6))
+        answers = ingest["answers"]
+        table.append(["peer", f"ingest answers: points read back equal to those sent (of {ingest['expected']['points']:,})",
+                      _answer(answers["ours"]), "VM " + _answer(answers["vm"]), "", "", ""])
+        young = ingest["young"]
+        table.append(["peer", f"disk bytes per point, young store ({ingest['points_per_round'] // ingest['metrics']}"
+                      " points a metric)", f"{young['ours']['bytes_per_point']:,.1f} B",
+                      f"VM {young['vm']['bytes_per_point']:,.1f} B",
+                      f"{young['vm']['bytes_per_point'] / young['ours']['bytes_per_point']:.2f}x", "", ""])
+    if "day" in peer:
+        day = peer["day"]
+        figures = day["day"]
+        day_ratio = figures["vm"]["bytes_per_point"] / figures["ours"]["bytes_per_point"]
+        table.append(["peer", f"disk bytes per point, 1 day at 60 s, {day['series']:,} series",
+                      f"{figures['ours']['bytes_per_point']:,.1f} B", f"VM {figures['vm']['bytes_per_point']:,.1f} B",
+                      f"{day_ratio:.2f}x", "", ""])
+        if "ingest" in peer:
+            young = peer["ingest"]["young"]
+            ratios["bytes_vs_vm"] = math.sqrt(day_ratio * young["vm"]["bytes_per_point"] / young["ours"]["bytes_per_point"])
+        render, export = day["render"], day["export"]
+        table.append(["peer", f"/render?format=json {day['series']:,} series x 1 day vs /api/v1/query_range, p50 / p99",
+                      f"{ms(render['ours_s'])} / {ms(render['ours_p99_s'])}",
+                      f"VM {ms(render['vm_s'])} / {ms(render['vm_p99_s'])}", f"{render['ratio']:.2f}x",
+                      mib(day["peak_rss_bytes"]["ours"]), mib(day["peak_rss_bytes"]["vm"])])
+        table.append(["peer", f"/render?format=json vs /api/v1/export (raw points), p50 / p99",
+                      f"{ms(export['ours_s'])} / {ms(export['ours_p99_s'])}",
+                      f"VM {ms(export['vm_s'])} / {ms(export['vm_p99_s'])}", f"{export['ratio']:.2f}x", "", ""])
+        answers = day["answers"]
+        table.append(["peer", f"render answers: points equal to those sent (of {day['expected']['points']:,})",
+                      _answer(answers["ours"]), "VM " + _answer(answers["vm"]), "", "", ""])
+        ratios["fetch_http_vs_vm"] = render["ratio"]
+    if "find" in peer:
+        find = peer["find"]
+        for index, row in enumerate(find["find"]):
+            first = index == 0
+            answer = "same answer" if row["same"] else f"DIFFER: {row['nodes']} vs {row['vm_nodes']} nodes"
+            for side, failures in row.get("errors", {}).items():
+                if failures:
+                    answer += f"; {'ours' if side == 'ours' else 'VM'} failed {len(failures)}x: {failures[0]}"
+            table.append(["peer", f"/metrics/find {row['pattern']} ({row['kind']}), {find['names']:,} names, p50 / p99",
+                          f"{ms(row['ours_s'])} / {ms(row['ours_p99_s'])}",
+                          f"VM {ms(row['vm_s'])} / {ms(row['vm_p99_s'])} ({answer})", f"{row['ratio']:.2f}x",
+                          mib(find["peak_rss_bytes"]["ours"]) if first else "",
+                          mib(find["peak_rss_bytes"]["vm"]) if first else ""])
+        floor = find["floor"]
+        table.append(["peer", "empty request: graphite-web /version/ (Django's floor) vs VM /health, p50 / p99",
+                      f"{ms(floor['ours']['p50_s'])} / {ms(floor['ours']['p99_s'])}",
+                      f"VM {ms(floor['vm']['p50_s'])} / {ms(floor['vm']['p99_s'])}", "", "", ""])
+        for gap in find["gaps"]:
+            table.append(["peer", f"glob {gap['pattern']} ({gap['gap']})", ", ".join(gap["ours"]) or "none",
+                          "VM " + (", ".join(gap["vm"]) or "none"), "same" if gap["same"] else "VM gap", "", ""])
+        ratios["find_http_vs_vm"] = statistics.geometric_mean([row["ratio"] for row in find["find"]])
+    return table, ratios
+
+
+def _answer(result: dict) -> str:
+    wrong = f", {result['mismatches']:,} series differ" if result["mismatches"] else ""
+    return f"{result['points']:,} points{wrong}"
+
+
 def cassandra_rows(cassandra: dict) -> list[list[str]]:
     return [["cassandra", f"CQL requests: {label}", f"{figures['requests']:,} ({figures['statements']:,} statements)",
              "", "", "", ""] for label, figures in cassandra["operations"].items()]
@@ -147,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         figures["graphite_peak_rss_bytes"] = memory
         shutil.rmtree(graphite["workdir"], ignore_errors=True)
         figures["carbon"] = run_json("carbon_bench.py", "--metrics", str(metrics), "--tmpdir", workdir)
+        try:
+            figures["peer"] = run_json("peer_bench.py", "--tmpdir", workdir, *(["--quick"] if args.quick else []))
+        except subprocess.CalledProcessError as error:  # keep every other figure
+            figures["peer"] = {"skipped": f"bench/peer_bench.py failed with status {error.returncode} (its log is above)"}
         figures["cassandra"] = run_json("cassandra_bench.py")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -156,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     ingest, ingest_ratio = ingest_rows(figures["writes"], figures["carbon"])
     finds, find_ratio = find_rows(figures["graphite"], figures["graphite_peak_rss_bytes"])
     fetches, fetch_ratio = fetch_rows(figures["graphite"], figures["graphite_peak_rss_bytes"])
+    peer, peer_ratios = ([], {}) if "skipped" in figures["peer"] else peer_rows(figures["peer"])
     figures["ratios"] = {"ingest_vs_whisper": ingest_ratio, "find_vs_standard": find_ratio,
-                         "fetch_vs_whisper": fetch_ratio}
+                         "fetch_vs_whisper": fetch_ratio, **peer_ratios}
     if args.json:
         with open(args.json, "w") as file:
             json.dump(figures, file, indent=2)
@@ -165,9 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"biggraphite_like benchmarks ({'quick' if args.quick else 'full'}): {machine['cpus']} CPUs,"
           f" Python {machine['python']}, load {machine['loadavg_start'][0]:.1f} -> {machine['loadavg_end'][0]:.1f},"
           f" {figures['seconds'] / 60:.1f} min")
-    print(table([*ingest, *finds, *fetches, *cassandra_rows(figures["cassandra"])]))
-    print(f"ratios: ingest_vs_whisper={ingest_ratio:.2f} find_vs_standard={find_ratio:.2f}"
-          f" fetch_vs_whisper={fetch_ratio:.2f}")
+    print(table([*ingest, *finds, *fetches, *peer, *cassandra_rows(figures["cassandra"])]))
+    if "skipped" in figures["peer"]:
+        print(f"peer section skipped: {figures['peer']['skipped']}")
+    print("ratios: " + " ".join(f"{key}={figures['ratios'].get(key, math.nan):.2f}" for key in RATIOS))
     return 0
 
 

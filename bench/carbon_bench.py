@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import whisper  # noqa: E402
 
+from bench import proctree  # noqa: E402
 from biggraphite_like.accessor import Accessor  # noqa: E402
 from tests.carbon_env import WHISPER_LAUNCHER, CarbonCache  # noqa: E402
 
@@ -139,34 +140,6 @@ def whisper_reader(data_dir: Path, timestamps: list[int]):
     return read
 
 
-def process_tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system, every thread) of a process and its live children (our writer)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for stat_path in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat_path.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(stat_path.parent.name) == pid or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
-
-
-def process_tree_peak_rss(pid: int) -> int:
-    """Peak resident bytes (VmHWM) of a process plus those of its live children (our writer
-    process): what the daemon needed at most, on one machine."""
-    total = 0
-    for status_path in Path("/proc").glob("[0-9]*/status"):
-        try:
-            fields = dict(line.split(":", 1) for line in status_path.read_text().splitlines() if ":" in line)
-        except OSError:
-            continue
-        if int(status_path.parent.name) == pid or int(fields.get("PPid", "0").strip() or 0) == pid:
-            total += int(fields.get("VmHWM", "0 kB").split()[0]) * 1024
-    return total
-
-
 def run_round(carbon: CarbonCache, messages: list[tuple], checker: Checker, timeout: float) -> dict:
     """Send the round, poll until every point is readable; returns its figures."""
     points = [(n, t, v) for n, (t, v) in messages]
@@ -176,7 +149,7 @@ def run_round(carbon: CarbonCache, messages: list[tuple], checker: Checker, time
         carbon.send_pickle(points)
         received.append(time.perf_counter())  # carbon has read and cached every point
 
-    cpu_before = process_tree_cpu(carbon.process.pid)
+    cpu_before = proctree.cpu_seconds(carbon.process.pid)
     started = time.perf_counter()
     sender = threading.Thread(target=send)
     sender.start()
@@ -194,7 +167,7 @@ def run_round(carbon: CarbonCache, messages: list[tuple], checker: Checker, time
         if time.perf_counter() - started > timeout:
             raise RuntimeError(f"{left} metrics still incomplete after {timeout}s:\n{carbon.log()[-2000:]}")
         time.sleep(0.2)
-    cpu = process_tree_cpu(carbon.process.pid) - cpu_before  # carbon (+ our writer) is idle by now
+    cpu = proctree.cpu_seconds(carbon.process.pid) - cpu_before  # carbon (+ our writer) is idle by now
     elapsed = checker.completed_at - started
     return {"points": len(points), "seconds": elapsed, "points_per_second": len(points) / elapsed,
             "cpu_seconds": cpu, "points_per_cpu_second": len(points) / cpu,
@@ -239,7 +212,7 @@ def run_side(side: str, workdir: Path, args, inputs: list[tuple[list[str], list[
                 f" carbon used {result['cpu_seconds']:.1f} CPU-s: {result['points_per_cpu_second']:,.0f} points/CPU-s")
             figures.append(result)
     finally:
-        peak = process_tree_peak_rss(carbon.process.pid) if carbon.process else 0
+        peak = proctree.peak_rss(carbon.process.pid) if carbon.process else 0
         code = carbon.stop()
         log(f"{side}: carbon-cache exited with {code}; peak memory {peak / 2**20:,.0f} MiB")
     if side == "ours":

@@ -9,7 +9,7 @@ VENV=${BGL_VENV:-.venv}
 if ! { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing Debian's chromium and chromium-driver for the browser tests" >&2
   apt-get update -q >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver victoria-metrics >&2
 fi
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"

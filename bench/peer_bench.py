@@ -1,0 +1,463 @@
+#!/usr/bin/env python3
+"""Our stack (`bgl run`) side by side with VictoriaMetrics, over the paths a user has.
+
+Both systems run as subprocesses on free 127.0.0.1 ports in a temporary directory: `bgl run`
+as started by default (carbon-cache with our plugin and its writer process, graphite-web
+under gunicorn, the SQLite store bgl.db, retention 60s:8d,1h:2y) and `victoria-metrics`
+(Debian's package; see bench/victoria.py). Three parts, each on fresh stores, same inputs:
+
+* ingest: M metrics x P points over one plaintext TCP connection, round `new` then round
+  `existing` (P more points each); a round runs from the first byte until every point is
+  readable through each system's read API (ours: `Accessor.fetch` on the store, as
+  bench/carbon_bench.py; VictoriaMetrics: /api/v1/export), checked once the stream is sent.
+  CPU-seconds and peak RSS of each system's process tree. Afterwards every point is read
+  back from both and compared with what was sent. Disk bytes per point of this young store
+  (P points a metric) after round 1.
+* day: S series x 1 day at 60 s sent over plaintext to both; disk bytes per point after each
+  has flushed (ours: WAL checkpoint, bgl.db + bgl.db-wal; VictoriaMetrics: /internal/force_flush,
+  every file under its data directory); then graphite-web's `/render?format=json` of the S
+  series against VictoriaMetrics' `/api/v1/query_range` (and `/api/v1/export`), interleaved,
+  values compared.
+* find: N names (`tree.dcN.hostNNNN.cpuN`, as bench/graphite_bench.py) written into our
+  store with `Accessor.create_metrics` before `bgl run` starts on it, and sent to
+  VictoriaMetrics over plaintext (one point a name); `/metrics/find` over HTTP on both,
+  interleaved, p50/p99 per pattern (ours with the glob cache as configured by default),
+  answers compared; graphite-web's `/version/` as Django's empty-request floor; a few
+  probes on a small extra tree name VictoriaMetrics' glob gaps (`**`, `?`, `[!...]`).
+
+    python bench/peer_bench.py --quick --json       # small sizes, a few minutes
+    python bench/peer_bench.py --only ingest        # one part (repeatable)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from bench import proctree  # noqa: E402
+from bench.carbon_bench import Checker, accessor_reader, make_input  # noqa: E402
+from bench.graphite_bench import FIND_PATTERNS, percentile, side_by_side, tree_names  # noqa: E402
+from bench.victoria import PeerUnavailable, VictoriaMetrics, binary, http_get  # noqa: E402
+from biggraphite_like import settings  # noqa: E402
+from biggraphite_like.accessor import Accessor  # noqa: E402
+from biggraphite_like.metric import MetricMetadata  # noqa: E402
+from tests.carbon_env import send_to_carbon  # noqa: E402
+from tests.stack_env import BglRun  # noqa: E402
+
+SIZES = {
+    "full": {"metrics": 100_000, "points": 5, "day_series": 1_000, "names": 1_000_000, "find_runs": 50,
+             "find_budget": 20.0, "render_runs": 10, "render_budget": 60.0},
+    "quick": {"metrics": 10_000, "points": 5, "day_series": 100, "names": 10_000, "find_runs": 20,
+              "find_budget": 3.0, "render_runs": 5, "render_budget": 10.0},
+}
+PARTS = ("ingest", "day", "find")
+# Small tree showing where VictoriaMetrics reads Graphite globs differently: (pattern, gap)
+GAP_NAMES = ["gaps.a.b.c", "gaps.a.x", "gaps.ab.y", "gaps.ac.y", "gaps.b.y"]
+GAP_PROBES = [("gaps.**", "`**` (every descendant)"), ("gaps.a?", "`?` (one character)"),
+              ("gaps.a[!b]", "`[!...]` (negated class)")]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def plaintext(messages: list[tuple[str, tuple[float, float]]]) -> bytes:
+    """Graphite plaintext lines `name value timestamp` (integer seconds, which both accept)."""
+    return "".join(f"{name} {value!r} {int(ts)}\n" for name, (ts, value) in messages).encode()
+
+
+def store_url(stack: BglRun) -> str:
+    return f"sqlite://{stack.data_dir / settings.DB_FILE_NAME}"
+
+
+def ours_disk_bytes(stack: BglRun) -> int:
+    """bgl.db + bgl.db-wal after a WAL checkpoint (TRUNCATE): what the store keeps on disk
+    (graphite-web's own database and the logs are not counted)."""
+    db = stack.data_dir / settings.DB_FILE_NAME
+    connection = sqlite3.connect(db, timeout=120)
+    try:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        connection.close()
+    return sum(path.stat().st_size for path in (db, db.with_name(db.name + "-wal")) if path.exists())
+
+
+def vm_disk_bytes(vm: VictoriaMetrics, points: int) -> int:
+    """Every file under VictoriaMetrics' data directory once `points` rows are stored and its
+    parts merged (what it keeps at rest; see VictoriaMetrics.settle_on_disk)."""
+    return vm.settle_on_disk(points)
+
+
+def vm_reader(vm: VictoriaMetrics, match: str, timestamps: list[int]):
+    """A Checker read through /api/v1/export (one request a pass, one snapshot)."""
+    wanted = set(timestamps)
+
+    def read(names: list[str], start: int, end: int) -> dict[str, tuple[int, float]]:
+        pending = set(names)
+        seen_at = time.perf_counter()
+        return {name: (len(wanted.intersection(stamps)), seen_at)
+                for name, stamps, _ in vm.export(match, start, end) if name in pending}
+
+    return read
+
+
+def run_round(port: int, pid: int, payload: bytes, points: int, checker: Checker, timeout: float) -> dict:
+    """Send a round and poll until every point is readable; its figures."""
+    cpu_before = proctree.cpu_seconds(pid)
+    started = time.perf_counter()
+    sender = threading.Thread(target=send_to_carbon, args=(port, payload))
+    sender.start()
+    sender.join()  # nothing can be complete before the stream is read; checking would take CPU
+    received = time.perf_counter() - started
+    checks = 0
+    while checker.check():
+        checks += 1
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"{len(checker.pending)} series still incomplete after {timeout}s")
+        time.sleep(0.2)
+    cpu = proctree.cpu_seconds(pid) - cpu_before
+    seconds = max(checker.completed_at - started, 1e-6)
+    return {"points": points, "seconds": seconds, "points_per_second": points / seconds, "cpu_seconds": cpu,
+            "points_per_cpu_second": points / max(cpu, 1e-6), "received_seconds": received, "checks": checks + 1}
+
+
+# -- reading everything back ------------------------------------------------------------------
+Points = dict[str, dict[int, float]]
+
+
+def ours_points(url: str, names: list[str], start: int, end: int) -> Points:
+    """Every non-empty point of the names in [start, end] through Accessor.fetch."""
+    accessor = Accessor.from_url(url)
+    found: Points = {}
+    try:
+        for offset in range(0, len(names), 2_000):
+            for name, series in accessor.fetch(names[offset:offset + 2_000], start, end, int(time.time())).items():
+                if series is None:
+                    continue
+                index = np.flatnonzero(~np.isnan(series.values))
+                found[name] = {int(series.start + series.step * i): float(series.values[i]) for i in index}
+    finally:
+        accessor.close()
+    return found
+
+
+def vm_points(vm: VictoriaMetrics, match: str, start: int, end: int) -> Points:
+    return {name: dict(zip(stamps, values)) for name, stamps, values in vm.export(match, start, end)}
+
+
+def compare(expected: Points, found: Points) -> dict:
+    """Points found, their sum, and the series whose points differ from the expected ones."""
+    mismatches = sorted(name for name in expected.keys() | found.keys()
+                        if not _same_points(expected.get(name, {}), found.get(name, {})))
+    return {"points": sum(len(points) for points in found.values()),
+            "value_sum": math.fsum(v for points in found.values() for v in points.values()),
+            "mismatches": len(mismatches), "mismatch_examples": mismatches[:5]}
+
+
+def _same_points(a: dict[int, float], b: dict[int, float]) -> bool:
+    return a.keys() == b.keys() and all(math.isclose(a[t], b[t], rel_tol=1e-9, abs_tol=1e-12) for t in a)
+
+
+def expected_points(messages: list[tuple[str, tuple[float, float]]]) -> Points:
+    expected: Points = {}
+    for name, (ts, value) in messages:
+        expected.setdefault(name, {})[int(ts)] = float(value)
+    return expected
+
+
+# -- the parts ---------------------------------------------------------------------------------
+class Systems:
+    """Our stack and VictoriaMetrics, started side by side in a part's directory."""
+
+    def __init__(self, root: Path):
+        self.ours = BglRun(root / "ours")
+        self.vm = VictoriaMetrics(root / "vm")
+
+    def __enter__(self) -> "Systems":
+        self.ours.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.ours.start()
+            self.vm.start()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.ours.process is not None and self.ours.process.poll() is None:
+            try:
+                self.ours.stop()
+            except AssertionError as error:
+                log(str(error))
+        self.vm.stop()
+
+    def port(self, side: str) -> int:
+        """The plaintext port of `ours` or `vm`."""
+        return self.ours.line_port if side == "ours" else self.vm.graphite_port
+
+    def pid(self, side: str) -> int:
+        """The root of the side's process tree."""
+        process = self.ours.process if side == "ours" else self.vm.process
+        assert process is not None
+        return process.pid
+
+    def reader(self, side: str, match: str, timestamps: list[int]):
+        """A Checker read through the side's read API."""
+        return accessor_reader(store_url(self.ours), timestamps) if side == "ours" else \
+            vm_reader(self.vm, match, timestamps)
+
+    def disk_bytes(self, side: str, points: int) -> int:
+        return ours_disk_bytes(self.ours) if side == "ours" else vm_disk_bytes(self.vm, points)
+
+    def peak_rss(self) -> dict[str, int]:
+        return {side: proctree.peak_rss(self.pid(side)) for side in ("ours", "vm")}
+
+
+def part_ingest(root: Path, metrics: int, points: int, timeout: float) -> dict:
+    now = int(time.time())
+    inputs = [make_input(metrics, points, r, now) for r in (0, 1)]
+    match = '{__name__=~"bench\\\\..*"}'
+    figures: dict = {"metrics": metrics, "points_per_round": metrics * points, "rounds": {}, "young": {}}
+    with Systems(root) as systems:
+        for side in ("ours", "vm"):
+            figures["rounds"][side] = []
+            for index, (names, messages) in enumerate(inputs):
+                timestamps = sorted({int(t) for _, (t, _) in messages})
+                read = systems.reader(side, match, timestamps)
+                log(f"peer ingest: {side}, round {index + 1} ({'new' if index == 0 else 'existing'} metrics),"
+                    f" {len(messages):,} points")
+                result = run_round(systems.port(side), systems.pid(side), plaintext(messages), len(messages),
+                                   Checker(names, timestamps, read), timeout)
+                result["round"] = "new" if index == 0 else "existing"
+                log(f"  {result['points_per_second']:,.0f} points/s (all readable after {result['seconds']:.1f} s,"
+                    f" received after {result['received_seconds']:.1f} s), {result['cpu_seconds']:.1f} CPU-s")
+                figures["rounds"][side].append(result)
+                if index == 0:
+                    size = systems.disk_bytes(side, len(messages))
+                    figures["young"][side] = {"bytes": size, "points": len(messages),
+                                              "bytes_per_point": size / len(messages)}
+        figures["peak_rss_bytes"] = systems.peak_rss()
+        messages = [m for _, round_messages in inputs for m in round_messages]
+        expected = expected_points(messages)
+        names = sorted(expected)
+        stamps = [int(ts) for _, (ts, _) in messages]
+        start, end = min(stamps) - 1, max(stamps) + 60  # a fetch starts a step after `from`
+        figures["expected"] = {"points": len(messages), "value_sum": math.fsum(v for _, (_, v) in messages)}
+        figures["answers"] = {"ours": compare(expected, ours_points(store_url(systems.ours), names, start, end)),
+                              "vm": compare(expected, vm_points(systems.vm, match, start, end))}
+    return figures
+
+
+def day_messages(series: int, end: int) -> list[tuple[str, tuple[float, float]]]:
+    """`day.hostNNNN.cpuN` x 1,440 minutes ending at `end`; values like a percentage with two
+    decimals, pseudo-random (a regular sequence would compress to almost nothing in
+    VictoriaMetrics, which no real metric does)."""
+    names = [f"day.host{i // 10:04d}.cpu{i % 10}" for i in range(series)]
+    rng = random.Random(1)
+    return [(name, (float(end - 60 * age), round(rng.uniform(0, 100), 2)))
+            for age in range(1439, -1, -1) for name in names]
+
+
+def render_points(body: bytes) -> Points:
+    return {series["target"]: {int(ts): float(v) for v, ts in series["datapoints"] if v is not None}
+            for series in json.loads(body)}
+
+
+def query_range_points(body: bytes) -> Points:
+    return {series["metric"]["__name__"]: {int(ts): float(v) for ts, v in series["values"]}
+            for series in json.loads(body)["data"]["result"]}
+
+
+def part_day(root: Path, series: int, runs: int, budget: float, timeout: float) -> dict:
+    now = int(time.time())
+    end = now - now % 60 - 120
+    start = end - 1439 * 60
+    messages = day_messages(series, end)
+    names = sorted({name for name, _ in messages})
+    timestamps = list(range(start, end + 1, 60))
+    match = '{__name__=~"day\\\\..*"}'
+    expected = expected_points(messages)
+    figures: dict = {"series": series, "points": len(messages), "load": {}, "day": {}}
+    with Systems(root) as systems:
+        payload = plaintext(messages)
+        for side in ("ours", "vm"):
+            log(f"peer day: loading {len(messages):,} points into {side}")
+            checker = Checker(names, timestamps, systems.reader(side, match, timestamps))
+            figures["load"][side] = run_round(systems.port(side), systems.pid(side), payload, len(messages), checker,
+                                              timeout)
+            size = systems.disk_bytes(side, len(messages))
+            figures["day"][side] = {"bytes": size, "points": len(messages), "bytes_per_point": size / len(messages)}
+            log(f"  {figures['load'][side]['points_per_second']:,.0f} points/s; {size / len(messages):.2f} bytes/point")
+
+        render = {"target": "day.*.*", "from": start - 1, "until": end, "format": "json"}
+        query = {"query": match, "start": start, "end": end, "step": 60}
+        export = {"match[]": match, "start": start, "end": end}
+        ours_url = systems.ours.web + "/render?" + urllib.parse.urlencode(render)
+        range_url = systems.vm.url + "/api/v1/query_range?" + urllib.parse.urlencode(query)
+        export_url = systems.vm.url + "/api/v1/export?" + urllib.parse.urlencode(export)
+        figures["expected"] = {"points": len(messages), "value_sum": math.fsum(v for _, (_, v) in messages)}
+        figures["answers"] = {"ours": compare(expected, render_points(http_get(ours_url))),
+                              "vm": compare(expected, query_range_points(http_get(range_url))),
+                              "vm_export": compare(expected, vm_points(systems.vm, match, start, end))}
+        log(f"peer render: {series:,} series x 1 day, ours /render vs /api/v1/query_range")
+        figures["render"] = _renamed(side_by_side(lambda: http_get(ours_url), lambda: http_get(range_url), runs,
+                                                  budget=budget))
+        figures["export"] = _renamed(side_by_side(lambda: http_get(ours_url), lambda: http_get(export_url), runs,
+                                                  budget=budget))
+        log(f"  ours {figures['render']['ours_s'] * 1e3:,.0f} ms, query_range {figures['render']['vm_s'] * 1e3:,.0f} ms,"
+            f" export {figures['export']['vm_s'] * 1e3:,.0f} ms")
+        figures["peak_rss_bytes"] = systems.peak_rss()
+    return figures
+
+
+def _renamed(result: dict) -> dict:
+    """side_by_side's `standard_*` keys are VictoriaMetrics here."""
+    return {key.replace("standard", "vm"): value for key, value in result.items()}
+
+
+def find_nodes(body: bytes) -> list[tuple[str, bool]]:
+    """(path, is leaf) of a /metrics/find answer (VictoriaMetrics ends branch ids with a dot)."""
+    return sorted((node["id"].rstrip("."), bool(node["leaf"])) for node in json.loads(body))
+
+
+def part_find(root: Path, count: int, runs: int, budget: float, timeout: float) -> dict:
+    names = tree_names(count) + GAP_NAMES
+    (root / "ours").mkdir(parents=True, exist_ok=True)
+    log(f"peer find: {len(names):,} names into our store (Accessor.create_metrics)")
+    started = time.perf_counter()
+    accessor = Accessor.from_url(f"sqlite://{root / 'ours' / settings.DB_FILE_NAME}")
+    try:
+        accessor.syncdb()
+        metadata = MetricMetadata.create(settings.DEFAULT_RETENTION, "average", 0.5)
+        for offset in range(0, len(names), 10_000):
+            accessor.create_metrics([(n, metadata) for n in names[offset:offset + 10_000]])
+    finally:
+        accessor.close()
+    figures: dict = {"names": len(names), "ours_load_seconds": time.perf_counter() - started}
+    with Systems(root) as systems:
+        log(f"peer find: {len(names):,} names into VictoriaMetrics (plaintext, one point a name)")
+        started = time.perf_counter()
+        ts = int(time.time()) - 60
+        send_to_carbon(systems.vm.graphite_port, "".join(f"{name} 1 {ts}\n" for name in names).encode())
+        while systems.vm.series_count() < len(names):
+            if time.perf_counter() - started > timeout:
+                raise RuntimeError(f"VictoriaMetrics holds {systems.vm.series_count()} of {len(names)} names")
+            time.sleep(0.5)
+        figures["vm_load_seconds"] = time.perf_counter() - started
+
+        errors: dict[str, list[str]] = {}
+
+        def finder(base: str, pattern: str, side: str) -> Callable[[], bytes]:
+            """A /metrics/find call; an HTTP error (e.g. graphite-web's FIND_TIMEOUT, 3 s, as a
+            500) is an answer too: counted, timed like the others, and the answer is empty."""
+            url = base + "/metrics/find?" + urllib.parse.urlencode({"query": pattern})
+
+            def call() -> bytes:
+                try:
+                    return http_get(url)
+                except urllib.error.HTTPError as error:
+                    errors.setdefault(f"{side} {pattern}", []).append(f"HTTP {error.code}")
+                    return b"[]"
+            return call
+
+        def ours(pattern: str) -> Callable[[], bytes]:
+            return finder(systems.ours.web, pattern, "ours")
+
+        def vm(pattern: str) -> Callable[[], bytes]:
+            return finder(systems.vm.url, pattern, "vm")
+
+        rows = []
+        for pattern, kind in FIND_PATTERNS:
+            ours_nodes, vm_nodes = find_nodes(ours(pattern)()), find_nodes(vm(pattern)())
+            row = {"pattern": pattern, "kind": kind, "nodes": len(ours_nodes), "vm_nodes": len(vm_nodes),
+                   "same": ours_nodes == vm_nodes, "only_ours": [p for p, _ in sorted(set(ours_nodes) - set(vm_nodes))][:5],
+                   "only_vm": [p for p, _ in sorted(set(vm_nodes) - set(ours_nodes))][:5],
+                   **_renamed(side_by_side(ours(pattern), vm(pattern), runs, budget=budget))}
+            row["errors"] = {side: errors.get(f"{side} {pattern}", []) for side in ("ours", "vm")}
+            failed = "".join(f" {side} failed {len(e)}x ({e[0]})" for side, e in row["errors"].items() if e)
+            log(f"  {pattern:32} ours {row['ours_s'] * 1e3:8.2f} ms  vm {row['vm_s'] * 1e3:8.2f} ms"
+                f"  {row['nodes']} / {row['vm_nodes']} nodes{'' if row['same'] else ' DIFFER'} ({row['runs']} runs){failed}")
+            rows.append(row)
+        figures["find"] = rows
+        figures["gaps"] = []
+        for pattern, gap in GAP_PROBES:
+            ours_nodes, vm_nodes = find_nodes(ours(pattern)()), find_nodes(vm(pattern)())
+            figures["gaps"].append({"pattern": pattern, "gap": gap, "ours": [p for p, _ in ours_nodes],
+                                    "vm": [p for p, _ in vm_nodes], "same": ours_nodes == vm_nodes})
+        floors = {}
+        for side, call in (("ours", lambda: http_get(systems.ours.web + "/version/")),
+                           ("vm", lambda: http_get(systems.vm.url + "/health"))):
+            call()
+            samples = []
+            for _ in range(max(20, runs)):
+                before = time.perf_counter()
+                call()
+                samples.append(time.perf_counter() - before)
+            floors[side] = {"p50_s": statistics.median(samples), "p99_s": percentile(samples, 99)}
+        figures["floor"] = floors
+        figures["peak_rss_bytes"] = systems.peak_rss()
+    return figures
+
+
+def run(workdir: Path, sizes: dict, parts: tuple[str, ...] = PARTS, timeout: float = 3600.0) -> dict:
+    """Every part asked for; VictoriaMetrics' binary is found (or installed) first."""
+    figures: dict = {"victoria_metrics": binary(), "sizes": sizes}
+    if "ingest" in parts:
+        figures["ingest"] = part_ingest(workdir / "ingest", sizes["metrics"], sizes["points"], timeout)
+    if "day" in parts:
+        figures["day"] = part_day(workdir / "day", sizes["day_series"], sizes["render_runs"], sizes["render_budget"],
+                                  timeout)
+    if "find" in parts:
+        figures["find"] = part_find(workdir / "find", sizes["names"], sizes["find_runs"], sizes["find_budget"], timeout)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+    parser.add_argument("--only", action="append", choices=PARTS, help="run this part (repeatable)")
+    for key, value in SIZES["full"].items():
+        parser.add_argument("--" + key.replace("_", "-"), type=type(value), help=f"default {value:,} (full)")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds a load may take")
+    parser.add_argument("--tmpdir", default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--json", action="store_true", help="print every figure as JSON (the only output)")
+    args = parser.parse_args(argv)
+    sizes = dict(SIZES["quick" if args.quick else "full"])
+    sizes.update({key: getattr(args, key) for key in sizes if getattr(args, key) is not None})
+    try:
+        binary()
+    except PeerUnavailable as error:
+        log(f"peer section skipped: {error}")
+        print(json.dumps({"skipped": str(error)}))
+        return 0
+    workdir = Path(tempfile.mkdtemp(prefix="bgl-peer-", dir=args.tmpdir))
+    try:
+        figures = run(workdir, sizes, tuple(args.only or PARTS), args.timeout)
+    finally:
+        if args.keep:
+            log(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(figures, indent=2))  # `python -m bench` makes the table
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""The peer benchmark's harness (bench/peer_bench.py) at tiny sizes, on the real systems:
+`bgl run` and VictoriaMetrics (Debian's victoria-metrics; scripts/test.sh installs it as
+root). Both must return exactly the points sent, for the ingest and the render parts, and
+the find part must name VictoriaMetrics' glob gaps.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import peer_bench, victoria
+from bench.__main__ import peer_rows
+from bench.carbon_bench import make_input
+
+SIZES = dict(peer_bench.SIZES["quick"], metrics=40, points=3, day_series=6, names=300, find_runs=3, find_budget=0.5,
+             render_runs=2, render_budget=1.0)
+
+
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory) -> dict:
+    try:
+        victoria.binary(install=False)
+    except victoria.PeerUnavailable as error:
+        pytest.skip(str(error))
+    return peer_bench.run(tmp_path_factory.mktemp("peer"), SIZES, timeout=300)
+
+
+def test_ingest_both_systems_return_every_point_sent(figures):
+    sent = [message for r in (0, 1) for message in make_input(SIZES["metrics"], SIZES["points"], r, 0)[1]]
+    total = math.fsum(value for _, (_, value) in sent)
+    answers = figures["ingest"]["answers"]
+    for side in ("ours", "vm"):
+        assert answers[side]["mismatches"] == 0, (side, answers[side])
+        assert answers[side]["points"] == len(sent) == SIZES["metrics"] * SIZES["points"] * 2
+        assert answers[side]["value_sum"] == pytest.approx(total)
+    rounds = figures["ingest"]["rounds"]
+    assert [r["round"] for r in rounds["ours"]] == [r["round"] for r in rounds["vm"]] == ["new", "existing"]
+    assert all(r["points_per_second"] > 0 and r["cpu_seconds"] >= 0 for side in rounds.values() for r in side)
+
+
+def test_render_and_query_range_return_the_same_day(figures):
+    day = figures["day"]
+    points = SIZES["day_series"] * 1440
+    sent = math.fsum(value for _, (_, value) in peer_bench.day_messages(SIZES["day_series"], 0))
+    for side in ("ours", "vm", "vm_export"):
+        assert day["answers"][side]["mismatches"] == 0, (side, day["answers"][side])
+        assert day["answers"][side]["points"] == points
+        assert day["answers"][side]["value_sum"] == pytest.approx(sent)
+    assert day["day"]["ours"]["bytes_per_point"] > 0 and day["day"]["vm"]["bytes_per_point"] > 0
+
+
+def test_find_names_victoria_metrics_glob_gaps(figures):
+    gaps = {gap["pattern"]: gap for gap in figures["find"]["gaps"]}
+    assert gaps["gaps.a?"]["ours"] == ["gaps.ab", "gaps.ac"]
+    assert gaps["gaps.a[!b]"]["ours"] == ["gaps.ac"]
+    assert not gaps["gaps.a?"]["same"] and not gaps["gaps.a[!b]"]["same"]
+    assert all(row["same"] for row in figures["find"]["find"] if "?" not in row["pattern"])
+
+
+def test_table_has_every_peer_ratio(figures):
+    rows, ratios = peer_rows(figures)
+    assert set(ratios) == {"ingest_vs_vm", "ingest_cpu_vs_vm", "bytes_vs_vm", "find_http_vs_vm", "fetch_http_vs_vm"}
+    assert all(math.isfinite(value) and value > 0 for value in ratios.values()), ratios
+    assert all(row[2] for row in rows), rows
+
+
+def test_compare_reports_a_wrong_value_or_a_missing_point():
+    expected = {"a.b": {60: 1.0, 120: 2.0}}
+    assert peer_bench.compare(expected, {"a.b": {60: 1.0, 120: 2.0}})["mismatches"] == 0
+    assert peer_bench.compare(expected, {"a.b": {60: 1.0, 120: 2.5}})["mismatch_examples"] == ["a.b"]
+    assert peer_bench.compare(expected, {"a.b": {60: 1.0}})["mismatches"] == 1
