@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from biggraphite_like.tags.index import SeriesEntry, TagIndex
+from biggraphite_like.tags.index import SeriesEntry, TagIndex, range_conditions
 from biggraphite_like.tags.series import tags_of_path
 
 if TYPE_CHECKING:
@@ -34,15 +34,8 @@ SCHEMA_SQL = [
 
 
 def _range(column: str, prefix: str, after: str | None, limit: int) -> tuple[str, list]:
-    """` AND ...` conditions and parameters of an ordered, limited range read: strings
-    starting with prefix (a [prefix, prefix+1) range) and greater than after."""
-    sql, params = "", []
-    if prefix:
-        sql += f" AND {column} >= ? AND {column} < ?"
-        params += [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)]
-    if after is not None:
-        sql += f" AND {column} > ?"
-        params.append(after)
+    """Conditions of an ordered, limited range read (see range_conditions)."""
+    sql, params = range_conditions(column, prefix, after)
     return sql + f" ORDER BY {column} LIMIT ?", params + [limit]
 
 

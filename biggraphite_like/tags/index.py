@@ -20,6 +20,20 @@ class SeriesEntry:
     tags: Mapping[str, str]
 
 
+def range_conditions(column: str, prefix: str, after: str | None) -> tuple[str, list]:
+    """` AND ...` conditions (SQL and CQL alike) and their parameters of a range read:
+    strings starting with prefix (the range [prefix, prefix with its last character + 1))
+    and greater than `after`."""
+    sql, params = "", []
+    if prefix:
+        sql += f" AND {column} >= ? AND {column} < ?"
+        params += [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)]
+    if after is not None:
+        sql += f" AND {column} > ?"
+        params.append(after)
+    return sql, params
+
+
 class TagIndex(abc.ABC):
     """Series, postings and value counts of one store."""
 
