@@ -7,7 +7,7 @@ import sys
 from typing import Sequence, TextIO
 
 from biggraphite_like import settings
-from biggraphite_like.cli import maintenance, metrics, points, run, schema, usage
+from biggraphite_like.cli import maintenance, metrics, points, run, schema, tags, usage
 from biggraphite_like.cli.common import check_metrics_file, parse_time
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError
@@ -15,7 +15,7 @@ from biggraphite_like.errors import BglError
 __all__ = ["build_parser", "main", "main_entry", "parse_time"]
 
 # In the order `bgl --help` lists them.
-COMMAND_MODULES = (schema, points, metrics, maintenance, usage, run)
+COMMAND_MODULES = (schema, points, metrics, maintenance, usage, tags, run)
 
 
 def build_parser() -> argparse.ArgumentParser:
