@@ -75,20 +75,37 @@ class SQLiteTagIndex(TagIndex):
                 new += len(fresh)
                 tags = sorted({t for s in fresh for t in s.tags})
                 conn.executemany("INSERT OR IGNORE INTO tag_names (tag) VALUES (?)", [(t,) for t in tags])
-                tag_ids = {t: self._tag_id(t) for t in tags}
-                pairs = sorted({(tag_ids[t], v) for s in fresh for t, v in s.tags.items()})
-                conn.executemany("INSERT OR IGNORE INTO tag_values (tag_id, value) VALUES (?, ?)", pairs)
-                value_ids = {pair: conn.execute("SELECT id FROM tag_values WHERE tag_id = ? AND value = ?",
-                                                pair).fetchone()[0] for pair in pairs}
+                tag_ids = dict(conn.execute(
+                    f"SELECT tag, id FROM tag_names WHERE tag IN ({', '.join('?' * len(tags))})", tags))
+                by_tag: dict[int, set[str]] = {}
+                for entry in fresh:
+                    for tag, value in entry.tags.items():
+                        by_tag.setdefault(tag_ids[tag], set()).add(value)
+                conn.executemany("INSERT OR IGNORE INTO tag_values (tag_id, value) VALUES (?, ?)",
+                                 [(t, v) for t, values in by_tag.items() for v in values])
+                value_ids = {}
+                for tag_id, values in by_tag.items():
+                    ordered = sorted(values)
+                    for at in range(0, len(ordered), _CHUNK):
+                        part = ordered[at:at + _CHUNK]
+                        value_ids.update(((tag_id, v), i) for v, i in conn.execute(
+                            f"SELECT value, id FROM tag_values WHERE tag_id = ? AND value IN ({', '.join('?' * len(part))})",
+                            [tag_id, *part]))
+                conn.executemany("INSERT INTO tagged_series (path, updated_on) VALUES (?, ?)",
+                                 [(e.path, now) for e in fresh])
+                series_ids = dict(conn.execute(
+                    f"SELECT path, id FROM tagged_series WHERE path IN ({', '.join('?' * len(fresh))})",
+                    [e.path for e in fresh]))
                 postings, per_value, per_tag = [], {}, {}
                 for entry in fresh:
-                    series_id = conn.execute("INSERT INTO tagged_series (path, updated_on) VALUES (?, ?)",
-                                             (entry.path, now)).lastrowid
+                    series_id = series_ids[entry.path]
                     for tag, value in entry.tags.items():
-                        value_id = value_ids[(tag_ids[tag], value)]
+                        tag_id = tag_ids[tag]
+                        value_id = value_ids[(tag_id, value)]
                         postings.append((value_id, series_id))
                         per_value[value_id] = per_value.get(value_id, 0) + 1
-                        per_tag[tag_ids[tag]] = per_tag.get(tag_ids[tag], 0) + 1
+                        per_tag[tag_id] = per_tag.get(tag_id, 0) + 1
+                postings.sort()  # in key order: appends to the B-tree pages instead of random inserts
                 conn.executemany("INSERT INTO tag_postings (value_id, series_id) VALUES (?, ?)", postings)
                 conn.executemany("UPDATE tag_values SET series = series + ? WHERE id = ?",
                                  [(c, i) for i, c in per_value.items()])

@@ -112,11 +112,11 @@ class TagDatabase:
             )
         return term, values
 
-    def _values(self, tag: str, prefix: str, what: str) -> Iterable[tuple[str, int]]:
+    def _values(self, tag: str, prefix: str, what: str, page_size: int = _PAGE) -> Iterable[tuple[str, int]]:
         """Every (value, count) of tag starting with prefix, at most max_values."""
         after, seen = None, 0
         while True:
-            page = self.index.values(tag, prefix, after, _PAGE)
+            page = self.index.values(tag, prefix, after, page_size)
             seen += len(page)
             if seen > self.max_values:
                 raise TooManyResults(
@@ -124,7 +124,7 @@ class TagDatabase:
                     " (setting BG_MAX_TAG_VALUES): give the regex a literal prefix or add an = expression"
                 )
             yield from page
-            if len(page) < _PAGE:
+            if len(page) < page_size:
                 return
             after = page[-1][0]
 
@@ -148,7 +148,8 @@ class TagDatabase:
         """Sorted (value, count) of a tag (graphite's list_values), filtered by a regex."""
         regex, prefix = _filter(value_filter, "value filter")
         result: list[tuple[str, int]] = []
-        for value, count in self._values(tag, prefix, f"{tag} values"):
+        page_size = min(limit, _PAGE) if limit and regex is None else _PAGE  # a plain autocomplete: one read
+        for value, count in self._values(tag, prefix, f"{tag} values", page_size):
             if regex is None or regex.search(value):
                 result.append((value, count))
                 if limit and len(result) >= limit:

@@ -10,6 +10,7 @@ with `~`. A name without `;` (and not in the `{...}` form) is not tagged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Mapping
 
@@ -54,7 +55,7 @@ class TaggedSeries:
     metric: str
     tags: Mapping[str, str]
 
-    @property
+    @functools.cached_property
     def path(self) -> str:
         """The canonical path: `name` then `;tag=value` sorted (graphite's TaggedSeries.format)."""
         return format_path(self.tags)
