@@ -1,6 +1,7 @@
 """Tags end to end through `bgl run`: tagged series sent to carbon over TCP (plaintext, tags
 in any order, one invalid name among them) are indexed by the carbon plugin and answered
-over HTTP by graphite-web: /tags, autocomplete, findSeries, seriesByTag renders."""
+over HTTP by graphite-web: /tags, autocomplete, findSeries, seriesByTag renders. And
+the plugin's `tag()` (carbon's tag queue) on carbon's real settings object."""
 from __future__ import annotations
 
 import time
@@ -51,3 +52,30 @@ def test_tagged_series_sent_to_carbon_are_queried_by_tag_over_http(stack):
                              format="json", **{"from": "-10min"})
     sums = {s["tags"]["dc"]: [v for v, _ in s["datapoints"] if v is not None] for s in grouped}
     assert sums == {"eu": [22.0, 21.0, 20.0], "us": [14.0, 12.0, 10.0]}  # the refused point is not in them
+
+
+def test_carbon_plugin_tag_indexes_directly_and_counts_refused_names(tmp_path):
+    """carbon's tag queue calls `tag()`: the store's index is updated in the process (no
+    HTTP), each series' time of last write refreshed, invalid names counted."""
+    from carbon.conf import Settings
+
+    from biggraphite_like.accessor import Accessor
+    from carbon_plugin.database import BigGraphiteLikeDatabase
+
+    url = f"sqlite://{tmp_path / 'bgl.db'}"
+    Accessor.from_url(url).syncdb()
+    settings = Settings()
+    settings.update(BG_STORE=url, BG_WRITER_PROCESS="false", GRAPHITE_URL="http://127.0.0.1:9")  # nothing listens
+    database = BigGraphiteLikeDatabase(settings)
+    try:
+        database.tag("cpu;dc=us;host=a", "cpu;host=b", "bad;host=", "bad;^x=1")
+        totals = database.stats.totals()
+        assert (totals["taggedSeries"], totals["invalidTags"], totals["storeErrors"]) == (2, 2, 0)
+        tags = Accessor.from_url(url).tags
+        assert tags.find_series(["name=cpu"]) == ["cpu;dc=us;host=a", "cpu;host=b"]
+        first = tags.index.series_times(["cpu;host=b"])["cpu;host=b"]
+        time.sleep(1.1)
+        database.tag("cpu;host=b")
+        assert tags.index.series_times(["cpu;host=b"])["cpu;host=b"] > first
+    finally:
+        database.close()
