@@ -13,7 +13,8 @@ tables in the metadata keyspace, without secondary indexes.
 
 Cassandra has no id allocation without lightweight transactions, so the strings are the
 keys (no interning into integers as on SQLite). Counts are recounted from the postings
-of each pair a write touched (COUNT per bucket), so concurrent writers converge; `bgl
+of each pair a write touched (one COUNT over its buckets, `bucket IN ?`), so concurrent
+writers converge; `bgl
 repair` recounts all. A value whose count falls to 0 is removed, then a tag without
 values.
 """
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from biggraphite_like.stores.cassandra import CassandraStore
 
 POSTING_BUCKETS = 8
+_BUCKETS = list(range(POSTING_BUCKETS))
 
 
 def schema_statements(meta: str) -> list[str]:
@@ -87,11 +89,10 @@ class CassandraTagIndex(TagIndex):
         if not pairs:
             return
         pairs_list = sorted(pairs)
-        count = self._statement("SELECT COUNT(*) FROM {meta}.tag_postings WHERE tag = ? AND value = ? AND bucket = ?")
-        results = self._run([(count, (t, v, b)) for t, v in pairs_list for b in range(POSTING_BUCKETS)],
+        count = self._statement("SELECT COUNT(*) FROM {meta}.tag_postings WHERE tag = ? AND value = ? AND bucket IN ?")
+        results = self._run([(count, (t, v, _BUCKETS)) for t, v in pairs_list],
                             f"count the series of {len(pairs_list)} tag values")
-        totals = [sum(r[0][0] for r in results[i * POSTING_BUCKETS:(i + 1) * POSTING_BUCKETS])
-                  for i in range(len(pairs_list))]
+        totals = [rows[0][0] for rows in results]
         update = self._statement("INSERT INTO {meta}.tag_values (tag, value, series) VALUES (?, ?, ?)", True)
         delete = self._statement("DELETE FROM {meta}.tag_values WHERE tag = ? AND value = ?", True)
         self._run([(update, (t, v, n)) if n else (delete, (t, v)) for (t, v), n in zip(pairs_list, totals)],
@@ -146,8 +147,8 @@ class CassandraTagIndex(TagIndex):
         return [r[0] for r in rows]
 
     def postings(self, tag: str, values: Sequence[str]) -> list[str]:
-        select = self._statement("SELECT path FROM {meta}.tag_postings WHERE tag = ? AND value = ? AND bucket = ?")
-        results = self._run([(select, (tag, v, b)) for v in values for b in range(POSTING_BUCKETS)],
+        select = self._statement("SELECT path FROM {meta}.tag_postings WHERE tag = ? AND value = ? AND bucket IN ?")
+        results = self._run([(select, (tag, v, _BUCKETS)) for v in values],
                             f"read the postings of {len(values)} values of tag {tag!r}")
         return [row[0] for rows in results for row in rows]
 
