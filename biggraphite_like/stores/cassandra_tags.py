@@ -14,9 +14,8 @@ tables in the metadata keyspace, without secondary indexes.
 Cassandra has no id allocation without lightweight transactions, so the strings are the
 keys (no interning into integers as on SQLite). Counts are recounted from the postings
 of each pair a write touched (one COUNT over its buckets, `bucket IN ?`), so concurrent
-writers converge; `bgl
-repair` recounts all. A value whose count falls to 0 is removed, then a tag without
-values.
+writers converge; `bgl repair` recounts all. A value whose count falls to 0 is removed,
+then a tag without values.
 """
 from __future__ import annotations
 
