@@ -149,3 +149,30 @@ def _drop_postings(accessor, path):
         for tag, value in tags_of_path(path).items():
             store._execute(f"DELETE FROM {store.metadata_keyspace}.tag_postings WHERE tag = ? AND value = ?"
                            " AND bucket = ? AND path = ?", (tag, value, bucket_of(path), path), "metadata_write", "t")
+
+
+def test_concurrent_writers_count_every_series_once(accessor, store_url):
+    """Writers adding series with a shared tag value, some series written by several of
+    them, at once: every series counted exactly once (compare-and-set on Cassandra)."""
+    import threading
+
+    from biggraphite_like.accessor import Accessor
+
+    def work(worker: int) -> None:
+        own = Accessor.from_url(store_url)
+        try:
+            for batch in range(5):
+                names = [f"c;shared=x;w=w{worker};i=i{batch}_{k}" for k in range(10)]
+                names += [f"c;shared=x;common=y;i=i{batch}_{k}" for k in range(5)]  # written by every worker
+                own.tags.tag_series(names)
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert accessor.tags.index.value_count("shared", "x") == 4 * 50 + 25
+    assert accessor.tags.list_values("common") == [("y", 25)]
+    assert len(accessor.tags.find_series(["shared=x"])) == 225

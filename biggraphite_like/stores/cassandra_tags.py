@@ -12,16 +12,23 @@ tables in the metadata keyspace, without secondary indexes.
 - `tagged_series` (path): canonical paths with their time of last write.
 
 Cassandra has no id allocation without lightweight transactions, so the strings are the
-keys (no interning into integers as on SQLite). Counts are recounted from the postings
-of each pair a write touched (one COUNT over its buckets, `bucket IN ?`), so concurrent
-writers converge; `bgl repair` recounts all. A value whose count falls to 0 is removed,
-then a tag without values.
+keys (no interning into integers as on SQLite).
+
+Counts without counter columns (not idempotent under retries): a new series is claimed
+with `INSERT ... IF NOT EXISTS` on `tagged_series` and a removed one with `DELETE ... IF
+EXISTS`; only the writer whose statement applied changes the counts, by compare-and-set
+(`UPDATE ... IF series = ?`, one per tag value per batch, retried when another writer
+changed it in between). Writing a count costs the batch, never a count of the postings;
+`bgl repair` recounts from the postings. A value whose count reaches 0 is removed, then
+a tag left without values.
 """
 from __future__ import annotations
 
+import collections
 import zlib
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from biggraphite_like.errors import StoreError
 from biggraphite_like.tags.index import SeriesEntry, TagIndex, range_conditions
 from biggraphite_like.tags.series import tags_of_path
 
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
 
 POSTING_BUCKETS = 8
 _BUCKETS = list(range(POSTING_BUCKETS))
+_MAX_COUNT_ROUNDS = 20  # compare-and-set rounds before a count update gives up (repair recounts)
 
 
 def schema_statements(meta: str) -> list[str]:
@@ -71,20 +79,73 @@ class CassandraTagIndex(TagIndex):
         select = self._statement("SELECT path FROM {meta}.tagged_series WHERE path = ?")
         existing = {rows[0][0] for rows in self._run([(select, (s.path,)) for s in series],
                                                      f"read {len(series)} tagged series") if rows}
-        fresh = [s for s in series if s.path not in existing]
+        upsert = self._statement("INSERT INTO {meta}.tagged_series (path, updated_on) VALUES (?, ?)", True)
+        self._run([(upsert, (s.path, now)) for s in series if s.path in existing], "refresh tagged series")
+        # the writer whose INSERT ... IF NOT EXISTS applies owns the new series: it alone
+        # adds it to the counts, so concurrent writers of one series count it once
+        claim = self._statement("INSERT INTO {meta}.tagged_series (path, updated_on) VALUES (?, ?) IF NOT EXISTS", True)
+        candidates = [s for s in series if s.path not in existing]
+        claimed = self._run([(claim, (s.path, now)) for s in candidates], f"create {len(candidates)} tagged series")
+        fresh = [s for s, rows in zip(candidates, claimed) if rows and rows[0][0]]
         posting = self._statement("INSERT INTO {meta}.tag_postings (tag, value, bucket, path) VALUES (?, ?, ?, ?)", True)
         tag_name = self._statement("INSERT INTO {meta}.tag_names (bucket, tag) VALUES (0, ?)", True)
         self._run([(posting, (t, v, bucket_of(s.path), s.path)) for s in fresh for t, v in s.tags.items()],
                   f"write the postings of {len(fresh)} tagged series")
-        self._recount({(t, v) for s in fresh for t, v in s.tags.items()})
         self._run([(tag_name, (t,)) for t in sorted({t for s in fresh for t in s.tags})], "write tag names")
-        # the series row last: a series is listed only once its postings exist (repair finds the reverse)
-        upsert = self._statement("INSERT INTO {meta}.tagged_series (path, updated_on) VALUES (?, ?)", True)
-        self._run([(upsert, (s.path, now)) for s in series], f"write {len(series)} tagged series")
+        self._add_counts(collections.Counter((t, v) for s in fresh for t, v in s.tags.items()))
         return len(fresh)
 
+    def _add_counts(self, deltas: Mapping[tuple[str, str], int]) -> None:
+        """Add deltas to the series counts of pairs with compare-and-set (lightweight
+        transactions), one request per pair per round, retrying pairs another writer
+        changed in between; a pair whose count reaches 0 is removed (then a tag left
+        without values)."""
+        pending = {pair: delta for pair, delta in deltas.items() if delta}
+        read = self._statement("SELECT series FROM {meta}.tag_values WHERE tag = ? AND value = ?")
+        create = self._statement("INSERT INTO {meta}.tag_values (tag, value, series) VALUES (?, ?, ?) IF NOT EXISTS",
+                                 True)
+        update = self._statement("UPDATE {meta}.tag_values SET series = ? WHERE tag = ? AND value = ? IF series = ?",
+                                 True)
+        delete = self._statement("DELETE FROM {meta}.tag_values WHERE tag = ? AND value = ? IF series = ?", True)
+        emptied: set[str] = set()
+        for _ in range(_MAX_COUNT_ROUNDS):
+            if not pending:
+                break
+            pairs = sorted(pending)
+            current = self._run([(read, pair) for pair in pairs], f"read the counts of {len(pairs)} tag values")
+            requests, totals = [], []
+            for (tag, value), rows in zip(pairs, current):
+                old = rows[0][0] if rows else None
+                total = (old or 0) + pending[(tag, value)]
+                totals.append(total)
+                if old is None:
+                    requests.append((create, (tag, value, total)))
+                elif total > 0:
+                    requests.append((update, (total, tag, value, old)))
+                else:
+                    requests.append((delete, (tag, value, old)))
+            applied = self._run(requests, f"write the counts of {len(pairs)} tag values")
+            for pair, total, rows in zip(pairs, totals, applied):
+                if rows and rows[0][0]:
+                    del pending[pair]
+                    if total <= 0:
+                        emptied.add(pair[0])
+        if pending:
+            raise StoreError(f"the series counts of {len(pending)} tag values kept changing under"
+                             f" {_MAX_COUNT_ROUNDS} attempts (e.g. {sorted(pending)[0]}): run `bgl repair` to recount")
+        self._drop_tags_without_values(emptied)
+
+    def _drop_tags_without_values(self, tags: set[str]) -> None:
+        if not tags:
+            return
+        ordered = sorted(tags)
+        probe = self._statement("SELECT value FROM {meta}.tag_values WHERE tag = ? LIMIT 1")
+        left = self._run([(probe, (t,)) for t in ordered], "check tags for values")
+        drop = self._statement("DELETE FROM {meta}.tag_names WHERE bucket = 0 AND tag = ?", True)
+        self._run([(drop, (t,)) for t, rows in zip(ordered, left) if not rows], "remove tags without series")
+
     def _recount(self, pairs: set[tuple[str, str]]) -> None:
-        """Set the series count of pairs from their postings; drop pairs (and tags) left with none."""
+        """Set the series count of pairs from their postings (repair); drop pairs (and tags) left with none."""
         if not pairs:
             return
         pairs_list = sorted(pairs)
@@ -96,26 +157,22 @@ class CassandraTagIndex(TagIndex):
         delete = self._statement("DELETE FROM {meta}.tag_values WHERE tag = ? AND value = ?", True)
         self._run([(update, (t, v, n)) if n else (delete, (t, v)) for (t, v), n in zip(pairs_list, totals)],
                   "write tag value counts")
-        emptied = sorted({t for (t, _), n in zip(pairs_list, totals) if not n})
-        if emptied:
-            probe = self._statement("SELECT value FROM {meta}.tag_values WHERE tag = ? LIMIT 1")
-            left = self._run([(probe, (t,)) for t in emptied], "check tags for values")
-            drop = self._statement("DELETE FROM {meta}.tag_names WHERE bucket = 0 AND tag = ?", True)
-            self._run([(drop, (t,)) for t, rows in zip(emptied, left) if not rows], "remove tags without series")
+        self._drop_tags_without_values({t for (t, _), n in zip(pairs_list, totals) if not n})
 
     def remove_series(self, paths: Sequence[str]) -> int:
-        times = self.series_times(paths)
-        if not times:
+        present = list(self.series_times(paths))
+        if not present:
             return 0
-        delete_series = self._statement("DELETE FROM {meta}.tagged_series WHERE path = ?", True)
+        # as for creation: the writer whose DELETE ... IF EXISTS applies takes the series off the counts
+        delete_series = self._statement("DELETE FROM {meta}.tagged_series WHERE path = ? IF EXISTS", True)
+        applied = self._run([(delete_series, (p,)) for p in present], f"remove {len(present)} tagged series")
+        removed = [p for p, rows in zip(present, applied) if rows and rows[0][0]]
         delete_posting = self._statement(
             "DELETE FROM {meta}.tag_postings WHERE tag = ? AND value = ? AND bucket = ? AND path = ?", True)
-        self._run([(delete_series, (p,)) for p in times], f"remove {len(times)} tagged series")
-        pairs = {(t, v) for p in times for t, v in tags_of_path(p).items()}
-        self._run([(delete_posting, (t, v, bucket_of(p), p)) for p in times for t, v in tags_of_path(p).items()],
+        self._run([(delete_posting, (t, v, bucket_of(p), p)) for p in removed for t, v in tags_of_path(p).items()],
                   "remove postings")
-        self._recount(pairs)
-        return len(times)
+        self._add_counts(_negated(collections.Counter((t, v) for p in removed for t, v in tags_of_path(p).items())))
+        return len(removed)
 
     # -- reads -------------------------------------------------------------------------
     def series_times(self, paths: Sequence[str]) -> dict[str, int]:
@@ -209,3 +266,7 @@ class CassandraTagIndex(TagIndex):
             fixed = 0
         return {"postings_without_series": len(orphans),
                 "series_without_postings": len({m[3] for m in missing}), "counts_fixed": fixed}
+
+
+def _negated(counts: Mapping[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+    return {pair: -n for pair, n in counts.items()}
