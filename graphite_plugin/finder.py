@@ -46,8 +46,8 @@ class Backend:
     def glob_metrics(self, pattern: str) -> Sequence[str]:
         """The metrics matching the pattern (what render fetches); a `seriesByTag(...)`
         call gives the series matching its expressions."""
-        if pattern.startswith(TAG_CALL):
-            return self.accessor.tags.find_series(tag_expressions(pattern))
+        if pattern.startswith(TAG_CALL):  # cached like globs (graphite caches its TagDB's answers too)
+            return self.globs.get("tags", pattern, lambda p: (tuple(self.accessor.tags.find_series(tag_expressions(p))),))[0]
         return self.globs.get("metrics", pattern, lambda p: (tuple(self.accessor.glob_metrics(p)),))[0]
 
     def glob_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]]:
