@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
 import math
 import threading
@@ -22,6 +23,7 @@ from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, Gl
 from biggraphite_like.metric import Metric, MetricMetadata, make_metric
 from biggraphite_like.stores.base import ScanPage, StageTable, Store
 from biggraphite_like.stores.registry import open_store
+from biggraphite_like.tags.database import TagDatabase
 
 _log = logging.getLogger(__name__)
 
@@ -119,6 +121,9 @@ class Accessor:
         now = self.now() if now is None else now
         metrics = [make_metric(name, metadata, now) for name, metadata in specs]
         self.store.create_metrics(metrics)
+        tagged = [m.name for m in metrics if ";" in m.name]
+        if tagged:  # names are canonical (names.normalize): index them as graphite's TagDB would
+            self.tags.tag_series(tagged, now)
         self._check_ancestors([m.name for m in metrics], set())
         expires = time.monotonic() + self.cache_ttl
         with self._lock:
@@ -202,7 +207,15 @@ class Accessor:
         """Delete metrics and their points; written again, a metric starts empty."""
         normalized = [names_mod.normalize(n) for n in names]
         self.store.delete_metrics(normalized)
+        tagged = [n for n in normalized if ";" in n]
+        if tagged:
+            self.tags.index.remove_series(tagged)
         self._forget(normalized)
+
+    @functools.cached_property
+    def tags(self) -> TagDatabase:
+        """Tagged series of the store: graphite's TagDB operations, planned over its index."""
+        return TagDatabase(self.store.tag_index())
 
     def _forget(self, names: Iterable[str]) -> None:
         with self._lock:

@@ -86,3 +86,12 @@ class UnreadableMetadata(StoreError):
 class StackError(BglError):
     """`bgl run` cannot start or keep the local stack running (port taken, a part missing,
     a process that exited)."""
+
+
+class InvalidTag(BglError, ValueError):
+    """A tagged series name (`name;tag=value`) that graphite's tag rules refuse."""
+
+
+class InvalidTagExpression(BglError, ValueError):
+    """A tag expression (`tag=value`, `tag!=~regex`...) that cannot be parsed or is refused
+    (no term requiring a value, or a regex outside the safe subset)."""

@@ -4,14 +4,16 @@ A name is dot-separated components. As whisper's file mapping does, consecutive 
 collapse and edge dots are stripped (`.a..b.` is `a.b`). A name has 1 to 64 components;
 whitespace and control characters are rejected because carbon's plaintext protocol and
 graphite's URLs cannot carry them unambiguously. `__END__` is reserved: the metadata
-tables use it to mark the end of a name.
+tables use it to mark the end of a name. A tagged series name (`name;tag=value`, see
+biggraphite_like.tags.series) becomes its canonical path, tags sorted.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
 
-from biggraphite_like.errors import InvalidMetricName
+from biggraphite_like.errors import InvalidMetricName, InvalidTag
+from biggraphite_like.tags.series import canonical_path, is_tagged
 
 MAX_COMPONENTS = 64
 MAX_COMPONENT_LENGTH = 255  # whisper's limit: a component is a file or directory name
@@ -44,6 +46,11 @@ def normalize(name: str) -> str:
             f"metric name {name!r} contains {'whitespace' if bad.isspace() else 'a control character'}"
             f" {bad!r} at position {name.index(bad)}: names may not contain whitespace or control characters"
         )
+    if is_tagged(name):  # a Graphite tagged series: its canonical path (tags sorted), as carbon names it
+        try:
+            name = canonical_path(name)
+        except InvalidTag as exc:
+            raise InvalidMetricName(f"tagged series {name!r}: {exc}") from None
     canonical = _DOTS_RE.sub(SEPARATOR, name).strip(SEPARATOR)
     if not canonical:
         raise InvalidMetricName(f"metric name {name!r} is empty once dots are collapsed")

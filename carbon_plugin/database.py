@@ -107,6 +107,24 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
         self.flusher.ensure_started()
         self.buffer.add(metric, datapoints)
 
+    def tag(self, *metrics: str) -> None:
+        """carbon's tag queue (ENABLE_TAGS), in its tagger thread. A tagged series is indexed
+        when the flusher creates its metric, in the same store transaction, so nothing
+        depends on this queue (which drops names when full); here the store's index is
+        updated directly (no HTTP round trip to graphite-web), refreshing each series'
+        time of last write. Names graphite's tag rules refuse are counted and logged."""
+        try:
+            _, refused = self.accessor().tags.tag_valid(metrics)
+        except BglError as exc:
+            self.stats.increment("storeErrors")
+            log.msg(f"biggraphite_like: could not tag {len(metrics)} series: {exc}")
+            return
+        self.stats.increment("taggedSeries", len(metrics) - len(refused))
+        if refused:
+            self.stats.increment("invalidTags", len(refused))
+            for name, why in itertools.islice(refused.items(), 10):
+                log.msg(f"biggraphite_like: tagged series {name!r} refused: {why}")
+
     def validateArchiveList(self, archiveList: list) -> None:
         try:
             Retention.parse(archiveList)

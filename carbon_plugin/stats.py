@@ -22,6 +22,8 @@ COUNTERS = (
     "flushMilliseconds",  # time spent in those writes
     "lookups",  # store lookups made because exists() missed memory
     "metadataUpdates",  # setMetadata calls persisted
+    "taggedSeries",  # series carbon's tag queue passed to tag() (indexed at creation anyway)
+    "invalidTags",  # names tag() refused by graphite's tag rules (logged with the reason)
 )
 
 

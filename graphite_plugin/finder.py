@@ -6,7 +6,9 @@
 Globs use the accessor's glob engine (StandardFinder's semantics), their answers kept
 BG_FIND_CACHE_TTL seconds; `fetch` answers many patterns with one batched read;
 `get_index` scans the metrics table instead of walking `**`. The accessor is created on
-first use, once per process, store URL and options.
+first use, once per process, store URL and options. The finder is tags-aware: it answers
+`seriesByTag(...)` in find and fetch and the two autocomplete calls from the store's tag
+index (limits BG_MAX_TAG_SERIES, BG_MAX_TAG_VALUES).
 """
 from __future__ import annotations
 
@@ -19,14 +21,15 @@ from graphite.finders.utils import BaseFinder
 from graphite.node import BranchNode, LeafNode
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import GlobTooComplex, InvalidGlob, TooManyResults
+from biggraphite_like.errors import GlobTooComplex, InvalidGlob, InvalidTagExpression, TooManyResults
 from biggraphite_like.settings import default_store_url
 from graphite_plugin.errors import DeferredError, PatternRefused
 from graphite_plugin.glob_cache import GlobCache
 from graphite_plugin.options import ACCESSOR_ARGUMENTS, OPTION_DEFAULTS
 from graphite_plugin.reader import MetadataBatch, Reader, read_series
 
-REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob)
+REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob, InvalidTagExpression)
+TAG_CALL = "seriesByTag("
 _SETTING_OF = {GlobTooComplex: "BG_MAX_GLOB_EXPANSION", TooManyResults: "BG_MAX_GLOB_RESULTS"}
 
 _backends: dict[tuple, "Backend"] = {}
@@ -41,7 +44,10 @@ class Backend:
     globs: GlobCache
 
     def glob_metrics(self, pattern: str) -> Sequence[str]:
-        """The metrics matching the pattern (what render fetches)."""
+        """The metrics matching the pattern (what render fetches); a `seriesByTag(...)`
+        call gives the series matching its expressions."""
+        if pattern.startswith(TAG_CALL):  # cached like globs (graphite caches its TagDB's answers too)
+            return self.globs.get("tags", pattern, lambda p: (tuple(self.accessor.tags.find_series(tag_expressions(p))),))[0]
         return self.globs.get("metrics", pattern, lambda p: (tuple(self.accessor.glob_metrics(p)),))[0]
 
     def glob_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]]:
@@ -70,6 +76,8 @@ def shared_backend() -> Backend:
             if backend is None:
                 accessor = Accessor.from_url(key[0], **{ACCESSOR_ARGUMENTS[k]: v for k, v in options.items()
                                                         if k in ACCESSOR_ARGUMENTS})
+                accessor.tags.max_series = int(options["BG_MAX_TAG_SERIES"])
+                accessor.tags.max_values = int(options["BG_MAX_TAG_VALUES"])
                 globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]))
                 backend = _backends[key] = Backend(accessor, globs)
     return backend
@@ -80,9 +88,16 @@ def shared_accessor() -> Accessor:
     return shared_backend().accessor
 
 
+def tag_expressions(call: str) -> list[str]:
+    """The expressions of a `seriesByTag('a=b', ...)` call, parsed as graphite-web does."""
+    from graphite.render.grammar import grammar
+
+    return [t.string[1:-1] for t in grammar.parseString(call).expression.call.args if t.string]
+
+
 def refused(exc: Exception) -> DeferredError:
     """The 400 answer to a refused pattern, naming the setting that holds the limit."""
-    setting = _SETTING_OF.get(type(exc))
+    setting = None if "BG_MAX_TAG" in str(exc) else _SETTING_OF.get(type(exc))
     where = f" (graphite-web setting {setting})" if setting else ""
     return DeferredError(PatternRefused(f"{exc}{where}"))
 
@@ -92,7 +107,7 @@ class Finder(BaseFinder):
 
     local = True
     disabled = False
-    tags = False
+    tags = True
 
     @property
     def accessor(self) -> Accessor:
@@ -105,7 +120,9 @@ class Finder(BaseFinder):
         backend = shared_backend()
         accessor = backend.accessor
         try:
-            if query.leaves_only:
+            if query.pattern.startswith(TAG_CALL):
+                leaves, branches = backend.glob_metrics(query.pattern), ()
+            elif query.leaves_only:
                 leaves, branches = backend.glob_metrics(query.pattern), ()
             else:
                 leaves, branches = backend.glob_nodes(query.pattern)
@@ -150,8 +167,20 @@ class Finder(BaseFinder):
                 })
         return results
 
+    def auto_complete_tags(self, exprs, tagPrefix=None, limit=None, requestContext=None):
+        """Tags of the series matching exprs (every tag without), from the tag index."""
+        return self.accessor.tags.auto_complete_tags(list(exprs), tagPrefix, _autocomplete_limit(limit))
+
+    def auto_complete_values(self, exprs, tag, valuePrefix=None, limit=None, requestContext=None):
+        """Values of tag among the series matching exprs, from the tag index."""
+        return self.accessor.tags.auto_complete_values(list(exprs), tag, valuePrefix, _autocomplete_limit(limit))
+
     def get_index(self, requestContext=None):
         """Every metric name, sorted, from a scan of the metrics (no `**` glob)."""
         names = [metric.name for page in self.accessor.scan_metrics() for metric in page.items]
         names.sort()
         return names
+
+
+def _autocomplete_limit(limit) -> int:
+    return int(limit) if limit is not None else int(getattr(settings, "TAGDB_AUTOCOMPLETE_LIMIT", 100))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from biggraphite_like import glob as _glob
 from biggraphite_like.accessor import DEFAULT_CACHE_TTL, DEFAULT_TOUCH_INTERVAL
+from biggraphite_like.tags import database as _tags
 
 # BG_STORE (the store URL) has no fixed default: $BGL_STORE, else bgl's default store.
 OPTION_DEFAULTS: dict[str, float | int] = {
@@ -16,6 +17,8 @@ OPTION_DEFAULTS: dict[str, float | int] = {
     "BG_TOUCH_INTERVAL": DEFAULT_TOUCH_INTERVAL,  # seconds between two read_on updates of a metric
     "BG_FIND_CACHE_TTL": 60,  # seconds a glob's answer is reused (0: never); new metrics show up that late
     "BG_FIND_CACHE_SIZE": 10_000,  # glob answers kept (least recently used dropped first)
+    "BG_MAX_TAG_SERIES": _tags.DEFAULT_MAX_TAG_SERIES,  # series the driving term of a tag query may cover
+    "BG_MAX_TAG_VALUES": _tags.DEFAULT_MAX_TAG_VALUES,  # values of a tag one tag expression may read
 }
 
 # The Accessor argument each accessor option becomes.

@@ -6,7 +6,8 @@
     BG_STORE = 'sqlite:///var/lib/bgl/bgl.db'       # optional: default $BGL_STORE, else bgl's default
 
 Importing it:
-* sets STORAGE_FINDERS to this plugin's finder only, BG_STORE from $BGL_STORE or bgl's
+* sets STORAGE_FINDERS to this plugin's finder only, TAGDB to its tag database
+  (graphite_plugin.tagdb.TagDB), BG_STORE from $BGL_STORE or bgl's
   default store, and every BG_* option at its default (override any of them after the
   import);
 * makes `/functions` work on Python 3.11 (`graphite_plugin.compat.install()`);
@@ -33,13 +34,14 @@ from graphite_plugin.options import OPTION_DEFAULTS as _OPTION_DEFAULTS
 _compat.install()
 
 STORAGE_FINDERS = ("graphite_plugin.Finder",)
+TAGDB = "graphite_plugin.tagdb.TagDB"  # /tags/* answered from the store's tag index
 BG_STORE = _default_store_url()
 globals().update(_OPTION_DEFAULTS)  # BG_MAX_GLOB_EXPANSION, BG_MAX_GLOB_RESULTS, BG_CACHE_TTL, ...
 # the key type of graphite-web's tables (its migrations predate Django 3.2's setting, which
 # otherwise warns, models.W042, for every model at each start)
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 
-__all__ = ["STORAGE_FINDERS", "BG_STORE", "DEFAULT_AUTO_FIELD", *_OPTION_DEFAULTS]
+__all__ = ["STORAGE_FINDERS", "TAGDB", "BG_STORE", "DEFAULT_AUTO_FIELD", *_OPTION_DEFAULTS]
 
 _content = os.path.join(sys.prefix, "webapp", "content")
 if os.path.isdir(_content):

@@ -284,6 +284,30 @@ CREATE TABLE IF NOT EXISTS store_state (
 );
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);
+-- Graphite tags (biggraphite_like.stores.sqlite_tags): interned tag names and tag=value
+-- pairs with their series counts, postings per pair, tagged series by canonical path.
+CREATE TABLE IF NOT EXISTS tag_names (
+  id INTEGER PRIMARY KEY,
+  tag TEXT NOT NULL UNIQUE,
+  series INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS tag_values (
+  id INTEGER PRIMARY KEY,
+  tag_id INTEGER NOT NULL,
+  value TEXT NOT NULL,
+  series INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (tag_id, value)
+);
+CREATE TABLE IF NOT EXISTS tag_postings (
+  value_id INTEGER NOT NULL,
+  series_id INTEGER NOT NULL,
+  PRIMARY KEY (value_id, series_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tagged_series (
+  id INTEGER PRIMARY KEY,
+  path TEXT NOT NULL UNIQUE,
+  updated_on INTEGER NOT NULL
+);
 -- One datapoints table per stage, created with the first metric that uses it:
 -- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,
 -- with the count of finer points aggregated). A row is a block of consecutive slots of

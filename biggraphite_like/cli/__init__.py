@@ -13,7 +13,7 @@ import sys
 from typing import Sequence, TextIO
 
 from biggraphite_like import settings
-from biggraphite_like.cli import maintenance, metrics, points, rename, run, schema, usage
+from biggraphite_like.cli import maintenance, metrics, points, rename, run, schema, tags, usage
 from biggraphite_like.cli.common import check_metrics_file, parse_time, resolve_format
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, MissingDependency
@@ -21,7 +21,7 @@ from biggraphite_like.errors import BglError, MissingDependency
 __all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE"]
 
 # In the order `bgl --help` lists them.
-COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, run)
+COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, tags, run)
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -68,9 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(sub)
+    _add_global_options_below(sub)
+    return parser
+
+
+def _add_global_options_below(sub: argparse._SubParsersAction) -> None:
+    """Every subcommand, nested ones too (`bgl tags find`), takes the global options."""
     for subparser in sub.choices.values():
         add_global_options(subparser, top_level=False)
-    return parser
+        for action in subparser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _add_global_options_below(action)
 
 
 _TIME_OPTIONS = ("--from", "--until", "--now")

@@ -18,6 +18,11 @@ What "consistent" means for our schema, and what repair does about each breach:
    deletion) is treated as missing by reads and writes (logged each time): repair
    deletes it with whatever points it has. No metadata is guessed in its place.
 
+6. Every tagged metric (`name;tag=value`) is in the tag index, every indexed series has
+   its postings, every posting has its series, and the counts per tag value are those of
+   the postings: repair indexes what is missing, removes postings without series and
+   recounts (biggraphite_like.tags.index.TagIndex.repair; the index part runs in shard 0).
+
 Work is sharded like the store scans; `dry_run` only counts.
 """
 from __future__ import annotations
@@ -44,6 +49,10 @@ class RepairReport:
     directories_invalid_removed: int = 0
     metrics_invalid_removed: int = 0
     metrics_unreadable_removed: int = 0
+    tagged_metrics_indexed: int = 0
+    tag_postings_without_series_removed: int = 0
+    tag_series_without_postings_fixed: int = 0
+    tag_counts_fixed: int = 0
     duration_seconds: float = 0.0
     examples: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
@@ -92,6 +101,8 @@ def repair(accessor: Accessor, shard: int = 0, nshards: int = 1, dry_run: bool =
             report.note("missing directories created", missing)
             if not dry_run:
                 accessor.create_directories(missing)
+        _index_tagged(accessor, [m.name for m in page.items if ";" in m.name and m.name not in invalid], report,
+                      dry_run)
         progress.advance(len(page.items) + len(page.unreadable))
     progress.close()
 
@@ -107,5 +118,22 @@ def repair(accessor: Accessor, shard: int = 0, nshards: int = 1, dry_run: bool =
                 store.delete_directories(invalid)
         progress.advance(len(page.items))
     progress.close()
+    if shard == 0:
+        found = accessor.tags.index.repair(dry_run)
+        report.tag_postings_without_series_removed = found["postings_without_series"]
+        report.tag_series_without_postings_fixed = found["series_without_postings"]
+        report.tag_counts_fixed = found["counts_fixed"]
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _index_tagged(accessor: Accessor, tagged: list[str], report: RepairReport, dry_run: bool) -> None:
+    """Index the tagged metrics of a page that the tag index lacks (rule 6)."""
+    if not tagged:
+        return
+    missing = sorted(set(tagged) - set(accessor.tags.index.series_times(tagged)))
+    if missing:
+        report.tagged_metrics_indexed += len(missing)
+        report.note("tagged metrics indexed", missing)
+        if not dry_run:
+            accessor.tags.tag_series(missing)

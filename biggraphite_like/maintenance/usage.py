@@ -138,4 +138,5 @@ def statistics(accessor: Accessor, now: int | None = None, progress_stream: Text
         "metrics_by_time_since_update": dict(ages),
         "metrics_by_retention": dict(retentions.most_common()),
         "metrics_by_aggregation": dict(aggregators.most_common()),
+        **accessor.tags.index.counts(),  # tagged_series, tags, tag_values
     }

@@ -241,7 +241,7 @@ def carbon_conf_text(config: StackConfig) -> str:
         "CACHE_QUERY_PORT": config.carbonlink_port,
         "ENABLE_UDP_LISTENER": "False",
         "ENABLE_MANHOLE": "False",
-        "ENABLE_TAGS": "False",
+        "ENABLE_TAGS": "True",  # tagged series: indexed in the store by the plugin (no HTTP to graphite-web)
         # whisper's limits protect disks from file creation and seeks; the store has neither
         "MAX_CACHE_SIZE": "inf",
         "MAX_UPDATES_PER_SECOND": "inf",

@@ -18,6 +18,7 @@ from biggraphite_like.errors import InvalidShard, UnreadableMetadata
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata, stored_metric
 from biggraphite_like.retention import Stage
+from biggraphite_like.tags.index import TagIndex
 
 _log = logging.getLogger("biggraphite_like.stores")
 
@@ -211,6 +212,10 @@ class Store(abc.ABC):
         self, shard: int = 0, nshards: int = 1, cursor: str | None = None, page_size: int = 1000
     ) -> Iterator[ScanPage[str]]:
         """Every directory name once, in pages; sharded and resumable as scan_metrics."""
+
+    def tag_index(self) -> "TagIndex":
+        """The store's index of tagged series (biggraphite_like.tags.index)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tag index")
 
     def stats(self) -> dict[str, int | float | str]:
         """Facts about the store an operator can act on (counts, sizes); store-specific keys."""

@@ -37,6 +37,7 @@ from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import METRIC_ID_NAMESPACE, Metric, MetricMetadata, metric_id
 from biggraphite_like.stores import cassandra_glob as planner
 from biggraphite_like.stores import cassandra_schema as schema
+from biggraphite_like.stores.cassandra_tags import CassandraTagIndex
 from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store, check_shard, metrics_page
 from biggraphite_like.stores.cassandra_options import CassandraOptions, parse_url, safe_url
 try:  # the driver is an optional dependency: the registry imports this module only for cassandra://
@@ -344,6 +345,9 @@ class CassandraStore(Store):
             return
         self._ddl(schema.stage_table_cql(self.keyspace, table))
         self._tables.add(table.name)
+
+    def tag_index(self) -> CassandraTagIndex:
+        return CassandraTagIndex(self)
 
     # -- metadata ------------------------------------------------------------------------------
     def create_metrics(self, metrics: Sequence[Metric]) -> None:

@@ -40,6 +40,7 @@ import math
 from biggraphite_like import names as names_mod
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
+from biggraphite_like.stores import cassandra_tags
 from biggraphite_like.stores.cassandra_options import CassandraOptions
 
 COMPONENTS = names_mod.MAX_COMPONENTS
@@ -168,6 +169,7 @@ def schema_statements(options: CassandraOptions, kind: str) -> list[str]:
          f"CREATE TABLE IF NOT EXISTS {meta}.metric_generations (\n  name text PRIMARY KEY,\n  generation bigint\n);",
          f"CREATE TABLE IF NOT EXISTS {meta}.{SETTINGS_TABLE} (\n  name text PRIMARY KEY,\n  value text\n);"]
         + index_statements(meta, kind)
+        + cassandra_tags.schema_statements(meta)
         + [f"INSERT INTO {meta}.{SETTINGS_TABLE} (name, value) VALUES ('index', '{kind}');",
            stage_table_comment(ks)]
     )

@@ -47,6 +47,7 @@ from biggraphite_like.errors import (
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Retention, Stage
+from biggraphite_like.stores import sqlite_tags
 from biggraphite_like.stores.base import PointReads, ScanPage, StageTable, Store, check_shard, metrics_page
 
 COMPONENTS = names_mod.MAX_COMPONENTS
@@ -157,6 +158,7 @@ def schema_statements() -> list[str]:
         + _metadata_table_sql("metrics", True)
         + _metadata_table_sql("directories", False)
         + _STATE_SQL
+        + sqlite_tags.SCHEMA_SQL
         + [_stage_table_comment()]
     )
 
@@ -470,6 +472,9 @@ class SQLiteStore(Store):
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'datapoints\\_%' ESCAPE '\\' ORDER BY name"
         ).fetchall()
         return [r[0] for r in rows]
+
+    def tag_index(self) -> sqlite_tags.SQLiteTagIndex:
+        return sqlite_tags.SQLiteTagIndex(self)
 
     # -- metadata ----------------------------------------------------------------------
     def create_metrics(self, metrics: Sequence[Metric]) -> None:

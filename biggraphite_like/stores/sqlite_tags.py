@@ -1,0 +1,226 @@
+"""The tag index of the SQLite store (see biggraphite_like.tags.index).
+
+Tables (schema/sqlite.sql): `tag_names` interns tag names with their series count,
+`tag_values` interns each tag=value pair (id, tag id, value) with its series count,
+`tag_postings` (value id, series id) lists the series of each pair, `tagged_series`
+holds the canonical paths with their time of last write. `=` is one index lookup, a
+prefix is a range over (tag id, value), autocomplete a range with a limit. Rows of names
+and values whose count fell to 0 stay (their ids are reused) and are never listed.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from biggraphite_like.tags.index import SeriesEntry, TagIndex, range_conditions
+from biggraphite_like.tags.series import tags_of_path
+
+if TYPE_CHECKING:
+    from biggraphite_like.stores.sqlite import SQLiteStore
+
+_CHUNK = 500
+
+SCHEMA_SQL = [
+    "-- Graphite tags (biggraphite_like.stores.sqlite_tags): interned tag names and tag=value",
+    "-- pairs with their series counts, postings per pair, tagged series by canonical path.",
+    "CREATE TABLE IF NOT EXISTS tag_names (\n  id INTEGER PRIMARY KEY,\n  tag TEXT NOT NULL UNIQUE,\n"
+    "  series INTEGER NOT NULL DEFAULT 0\n);",
+    "CREATE TABLE IF NOT EXISTS tag_values (\n  id INTEGER PRIMARY KEY,\n  tag_id INTEGER NOT NULL,\n"
+    "  value TEXT NOT NULL,\n  series INTEGER NOT NULL DEFAULT 0,\n  UNIQUE (tag_id, value)\n);",
+    "CREATE TABLE IF NOT EXISTS tag_postings (\n  value_id INTEGER NOT NULL,\n  series_id INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (value_id, series_id)\n) WITHOUT ROWID;",
+    "CREATE TABLE IF NOT EXISTS tagged_series (\n  id INTEGER PRIMARY KEY,\n  path TEXT NOT NULL UNIQUE,\n"
+    "  updated_on INTEGER NOT NULL\n);",
+]
+
+
+def _range(column: str, prefix: str, after: str | None, limit: int) -> tuple[str, list]:
+    """Conditions of an ordered, limited range read (see range_conditions)."""
+    sql, params = range_conditions(column, prefix, after)
+    return sql + f" ORDER BY {column} LIMIT ?", params + [limit]
+
+
+class SQLiteTagIndex(TagIndex):
+    """Tags in the store's SQLite file, in its transactions."""
+
+    def __init__(self, store: "SQLiteStore"):
+        self.store = store
+
+    def _query(self, what: str, sql: str, params: Sequence = ()) -> list[tuple]:
+        self.store._check_schema()
+        with self.store._errors(what):
+            return self.store._conn.execute(sql, params).fetchall()
+
+    def _tag_id(self, tag: str) -> int | None:
+        row = self.store._conn.execute("SELECT id FROM tag_names WHERE tag = ?", (tag,)).fetchone()
+        return None if row is None else row[0]
+
+    # -- writes ------------------------------------------------------------------------
+    def add_series(self, series: Sequence[SeriesEntry], now: int) -> int:
+        if not series:
+            return 0
+        self.store._check_schema()
+        new = 0
+        with self.store.write_batch(), self.store._errors("index tagged series"):
+            conn = self.store._conn
+            for start in range(0, len(series), _CHUNK):
+                chunk = series[start:start + _CHUNK]
+                paths = [s.path for s in chunk]
+                existing = dict(conn.execute(
+                    f"SELECT path, id FROM tagged_series WHERE path IN ({', '.join('?' * len(paths))})", paths))
+                conn.executemany("UPDATE tagged_series SET updated_on = ? WHERE id = ?",
+                                 [(now, existing[p]) for p in paths if p in existing])
+                fresh = [s for s in chunk if s.path not in existing]
+                if not fresh:
+                    continue
+                new += len(fresh)
+                tags = sorted({t for s in fresh for t in s.tags})
+                conn.executemany("INSERT OR IGNORE INTO tag_names (tag) VALUES (?)", [(t,) for t in tags])
+                tag_ids = dict(conn.execute(
+                    f"SELECT tag, id FROM tag_names WHERE tag IN ({', '.join('?' * len(tags))})", tags))
+                by_tag: dict[int, set[str]] = {}
+                for entry in fresh:
+                    for tag, value in entry.tags.items():
+                        by_tag.setdefault(tag_ids[tag], set()).add(value)
+                conn.executemany("INSERT OR IGNORE INTO tag_values (tag_id, value) VALUES (?, ?)",
+                                 [(t, v) for t, values in by_tag.items() for v in values])
+                value_ids = {}
+                for tag_id, values in by_tag.items():
+                    ordered = sorted(values)
+                    for at in range(0, len(ordered), _CHUNK):
+                        part = ordered[at:at + _CHUNK]
+                        value_ids.update(((tag_id, v), i) for v, i in conn.execute(
+                            f"SELECT value, id FROM tag_values WHERE tag_id = ? AND value IN ({', '.join('?' * len(part))})",
+                            [tag_id, *part]))
+                conn.executemany("INSERT INTO tagged_series (path, updated_on) VALUES (?, ?)",
+                                 [(e.path, now) for e in fresh])
+                series_ids = dict(conn.execute(
+                    f"SELECT path, id FROM tagged_series WHERE path IN ({', '.join('?' * len(fresh))})",
+                    [e.path for e in fresh]))
+                postings, per_value, per_tag = [], {}, {}
+                for entry in fresh:
+                    series_id = series_ids[entry.path]
+                    for tag, value in entry.tags.items():
+                        tag_id = tag_ids[tag]
+                        value_id = value_ids[(tag_id, value)]
+                        postings.append((value_id, series_id))
+                        per_value[value_id] = per_value.get(value_id, 0) + 1
+                        per_tag[tag_id] = per_tag.get(tag_id, 0) + 1
+                postings.sort()  # in key order: appends to the B-tree pages instead of random inserts
+                conn.executemany("INSERT INTO tag_postings (value_id, series_id) VALUES (?, ?)", postings)
+                conn.executemany("UPDATE tag_values SET series = series + ? WHERE id = ?",
+                                 [(c, i) for i, c in per_value.items()])
+                conn.executemany("UPDATE tag_names SET series = series + ? WHERE id = ?",
+                                 [(c, i) for i, c in per_tag.items()])
+        return new
+
+    def remove_series(self, paths: Sequence[str]) -> int:
+        if not paths:
+            return 0
+        self.store._check_schema()
+        removed = 0
+        with self.store.write_batch(), self.store._errors("remove tagged series"):
+            conn = self.store._conn
+            for path in dict.fromkeys(paths):
+                row = conn.execute("SELECT id FROM tagged_series WHERE path = ?", (path,)).fetchone()
+                if row is None:
+                    continue
+                series_id = row[0]
+                for value_id, tag_id in self._value_ids_of(path):
+                    deleted = conn.execute("DELETE FROM tag_postings WHERE value_id = ? AND series_id = ?",
+                                           (value_id, series_id)).rowcount
+                    if deleted:
+                        conn.execute("UPDATE tag_values SET series = series - 1 WHERE id = ?", (value_id,))
+                        conn.execute("UPDATE tag_names SET series = series - 1 WHERE id = ?", (tag_id,))
+                conn.execute("DELETE FROM tagged_series WHERE id = ?", (series_id,))
+                removed += 1
+        return removed
+
+    def _value_ids_of(self, path: str) -> list[tuple[int, int]]:
+        """(value id, tag id) of the pairs of a canonical path that are interned."""
+        conn = self.store._conn
+        found = []
+        for tag, value in tags_of_path(path).items():
+            row = conn.execute("SELECT v.id, v.tag_id FROM tag_values v JOIN tag_names n ON n.id = v.tag_id"
+                               " WHERE n.tag = ? AND v.value = ?", (tag, value)).fetchone()
+            if row is not None:
+                found.append((row[0], row[1]))
+        return found
+
+    # -- reads -------------------------------------------------------------------------
+    def series_times(self, paths: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        paths = list(dict.fromkeys(paths))
+        for start in range(0, len(paths), _CHUNK):
+            chunk = paths[start:start + _CHUNK]
+            found.update(self._query("read tagged series", "SELECT path, updated_on FROM tagged_series"
+                                     f" WHERE path IN ({', '.join('?' * len(chunk))})", chunk))
+        return found
+
+    def values(self, tag: str, prefix: str = "", after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
+        sql, params = _range("v.value", prefix, after, limit)
+        return self._query("read tag values", "SELECT v.value, v.series FROM tag_values v JOIN tag_names n"
+                           " ON n.id = v.tag_id WHERE n.tag = ? AND v.series > 0" + sql, [tag, *params])
+
+    def value_count(self, tag: str, value: str) -> int:
+        rows = self._query("read a tag value", "SELECT v.series FROM tag_values v JOIN tag_names n ON n.id = v.tag_id"
+                           " WHERE n.tag = ? AND v.value = ?", (tag, value))
+        return rows[0][0] if rows else 0
+
+    def tags(self, prefix: str = "", after: str | None = None, limit: int = 1000) -> list[str]:
+        sql, params = _range("tag", prefix, after, limit)
+        return [r[0] for r in self._query("read tags", "SELECT tag FROM tag_names WHERE series > 0" + sql, params)]
+
+    def postings(self, tag: str, values: Sequence[str]) -> list[str]:
+        paths: list[str] = []
+        values = list(values)
+        for start in range(0, len(values), _CHUNK):
+            chunk = values[start:start + _CHUNK]
+            paths.extend(r[0] for r in self._query(
+                "read tag postings",
+                "SELECT s.path FROM tag_names n JOIN tag_values v ON v.tag_id = n.id"
+                " JOIN tag_postings p ON p.value_id = v.id JOIN tagged_series s ON s.id = p.series_id"
+                f" WHERE n.tag = ? AND v.value IN ({', '.join('?' * len(chunk))})", [tag, *chunk]))
+        return paths
+
+    def scan_series(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
+        return self._query("scan tagged series", "SELECT path, updated_on FROM tagged_series WHERE path > ?"
+                           " ORDER BY path LIMIT ?", ("" if after is None else after, limit))
+
+    def counts(self) -> dict[str, int]:
+        row = self._query("count tags", "SELECT (SELECT count(*) FROM tagged_series),"
+                          " (SELECT count(*) FROM tag_names WHERE series > 0),"
+                          " (SELECT count(*) FROM tag_values WHERE series > 0)")[0]
+        return {"tagged_series": row[0], "tags": row[1], "tag_values": row[2]}
+
+    # -- repair ------------------------------------------------------------------------
+    def repair(self, dry_run: bool = False) -> dict[str, int]:
+        self.store._check_schema()
+        with self.store.write_batch(), self.store._errors("repair the tag index"):
+            conn = self.store._conn
+            orphans = conn.execute("SELECT count(*) FROM tag_postings WHERE series_id NOT IN"
+                                   " (SELECT id FROM tagged_series)").fetchone()[0]
+            missing = []
+            for series_id, path in conn.execute("SELECT id, path FROM tagged_series").fetchall():
+                tags = tags_of_path(path)
+                have = conn.execute("SELECT count(*) FROM tag_postings WHERE series_id = ?", (series_id,)).fetchone()[0]
+                if have != len(tags):
+                    missing.append((series_id, path))
+            before = conn.execute("SELECT id, series FROM tag_values").fetchall()
+            if not dry_run:
+                conn.execute("DELETE FROM tag_postings WHERE series_id NOT IN (SELECT id FROM tagged_series)")
+                for series_id, path in missing:
+                    for tag, value in tags_of_path(path).items():
+                        conn.execute("INSERT OR IGNORE INTO tag_names (tag) VALUES (?)", (tag,))
+                        tag_id = self._tag_id(tag)
+                        conn.execute("INSERT OR IGNORE INTO tag_values (tag_id, value) VALUES (?, ?)", (tag_id, value))
+                        conn.execute("INSERT OR IGNORE INTO tag_postings (value_id, series_id) SELECT id, ? FROM"
+                                     " tag_values WHERE tag_id = ? AND value = ?", (series_id, tag_id, value))
+                conn.execute("UPDATE tag_values SET series = (SELECT count(*) FROM tag_postings p"
+                             " WHERE p.value_id = tag_values.id)")
+                conn.execute("UPDATE tag_names SET series = (SELECT count(*) FROM tag_postings p JOIN tag_values v"
+                             " ON v.id = p.value_id WHERE v.tag_id = tag_names.id)")
+                after = dict(conn.execute("SELECT id, series FROM tag_values").fetchall())
+                fixed = sum(1 for i, c in before if after.get(i) != c)
+            else:
+                fixed = 0
+        return {"postings_without_series": orphans, "series_without_postings": len(missing), "counts_fixed": fixed}

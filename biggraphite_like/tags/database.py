@@ -1,0 +1,194 @@
+"""graphite's TagDB operations over a store's TagIndex, with the query planner.
+
+Planner: among the terms that require a value, `=` terms are one count lookup each, `=~`
+terms with a literal prefix are a range over that tag's values, other value-requiring
+terms (`=~` without prefix, `!=` with an empty spec, `!=~`) read every value of their tag.
+The cheapest class present drives (`=`, then prefix, then the rest); within it, the term
+whose matching values cover the fewest series. Its postings give the candidates, every
+term then filters them on the tags of their path. A query with an `=` term never reads
+the values of another tag, and no query scans every series.
+
+Work is bounded: a driving term may cover at most `max_series` series (setting
+BG_MAX_TAG_SERIES, error TooManyResults) and a tag's values read for one term at most
+`max_values` (BG_MAX_TAG_VALUES).
+"""
+from __future__ import annotations
+
+import re
+import time
+from typing import Iterable, Sequence
+
+from biggraphite_like.errors import InvalidTag, TooManyResults
+from biggraphite_like.tags.expressions import TagQuery, TagTerm, compile_regex, regex_literal_prefix
+from biggraphite_like.tags.index import SeriesEntry, TagIndex
+from biggraphite_like.tags.series import TaggedSeries, tags_of_path
+
+DEFAULT_MAX_TAG_SERIES = 1_000_000
+DEFAULT_MAX_TAG_VALUES = 1_000_000
+DEFAULT_AUTOCOMPLETE_LIMIT = 100  # graphite's TAGDB_AUTOCOMPLETE_LIMIT
+_PAGE = 1000
+
+
+class TagDatabase:
+    """Tagged series of one store: graphite's TagDB contract, planned queries."""
+
+    def __init__(self, index: TagIndex, max_series: int = DEFAULT_MAX_TAG_SERIES,
+                 max_values: int = DEFAULT_MAX_TAG_VALUES):
+        self.index = index
+        self.max_series = max_series
+        self.max_values = max_values
+
+    # -- writes ------------------------------------------------------------------------
+    def tag_series(self, names: Sequence[str], now: int | None = None) -> list[str]:
+        """Index series names (any tagged form); their canonical paths, in order. InvalidTag
+        for a bad name: nothing of the call is indexed then (use tag_valid for batches)."""
+        parsed = [TaggedSeries.parse(n) for n in names]
+        self._add(parsed, now)
+        return [p.path for p in parsed]
+
+    def tag_valid(self, names: Iterable[str], now: int | None = None) -> tuple[list[str], dict[str, str]]:
+        """Index the valid names of a batch: (canonical paths, {refused name: reason})."""
+        parsed, refused = [], {}
+        for name in names:
+            try:
+                parsed.append(TaggedSeries.parse(name))
+            except InvalidTag as exc:
+                refused[name] = str(exc)
+        self._add(parsed, now)
+        return [p.path for p in parsed], refused
+
+    def _add(self, parsed: Sequence[TaggedSeries], now: int | None) -> None:
+        if parsed:
+            entries = {p.path: SeriesEntry(p.path, dict(p.tags)) for p in parsed}
+            self.index.add_series(list(entries.values()), int(time.time()) if now is None else int(now))
+
+    def del_series(self, names: Sequence[str]) -> int:
+        """Remove series (any tagged form) and their postings; how many existed."""
+        return self.index.remove_series(sorted({TaggedSeries.parse(n).path for n in names}))
+
+    # -- reads -------------------------------------------------------------------------
+    def get_series(self, name: str) -> TaggedSeries | None:
+        """The indexed series of that name (any tagged form), or None."""
+        parsed = TaggedSeries.parse(name)
+        if parsed.path not in self.index.series_times([parsed.path]):
+            return None
+        return TaggedSeries(parsed.tags["name"], tags_of_path(parsed.path))
+
+    def find_series(self, expressions: Sequence[str]) -> list[str]:
+        """Sorted canonical paths of the series matching every expression."""
+        query = TagQuery.parse(expressions)
+        term, values = self._plan(query)
+        if not values:
+            return []
+        paths = self.index.postings(term.tag, values)
+        return sorted(p for p in set(paths) if query.matches(tags_of_path(p)))
+
+    def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str]]:
+        """The driving term and its matching values (see module docstring)."""
+        drivers = [t for t in query.terms if t.requires_value]
+        classes = ([t for t in drivers if t.operator == "="],
+                   [t for t in drivers if t.operator == "=~" and t.literal_prefix],
+                   drivers)
+        candidates = next(c for c in classes if c)
+        best: tuple[int, TagTerm, list[str]] | None = None
+        for term in candidates:
+            if term.operator == "=":
+                count = self.index.value_count(term.tag, term.spec)
+                values = [term.spec] if count else []
+            else:
+                matched = [(v, c) for v, c in self._values(term.tag, term.literal_prefix, term.text) if term.matches(v)]
+                count, values = sum(c for _, c in matched), [v for v, _ in matched]
+            if best is None or count < best[0]:
+                best = (count, term, values)
+            if count == 0:
+                break
+        assert best is not None
+        count, term, values = best
+        if count > self.max_series:
+            raise TooManyResults(
+                f"tag query {[t.text for t in query.terms]!r}: its most selective term {term.text!r} matches"
+                f" {count} series, more than the limit {self.max_series} (setting BG_MAX_TAG_SERIES):"
+                " add a more selective expression"
+            )
+        return term, values
+
+    def _values(self, tag: str, prefix: str, what: str, page_size: int = _PAGE) -> Iterable[tuple[str, int]]:
+        """Every (value, count) of tag starting with prefix, at most max_values."""
+        after, seen = None, 0
+        while True:
+            page = self.index.values(tag, prefix, after, page_size)
+            seen += len(page)
+            if seen > self.max_values:
+                raise TooManyResults(
+                    f"tag expression {what!r} reads more than {self.max_values} values of tag {tag!r}"
+                    " (setting BG_MAX_TAG_VALUES): give the regex a literal prefix or add an = expression"
+                )
+            yield from page
+            if len(page) < page_size:
+                return
+            after = page[-1][0]
+
+    def list_tags(self, tag_filter: str | None = None, limit: int | None = None) -> list[str]:
+        """Sorted tags (graphite's list_tags), filtered by a regex as graphite's SQL does."""
+        regex, prefix = _filter(tag_filter, "tag filter")
+        result: list[str] = []
+        after = None
+        while True:
+            page = self.index.tags(prefix, after, _PAGE)
+            for tag in page:
+                if regex is None or regex.search(tag):
+                    result.append(tag)
+                    if limit and len(result) >= limit:
+                        return result
+            if len(page) < _PAGE:
+                return result
+            after = page[-1]
+
+    def list_values(self, tag: str, value_filter: str | None = None, limit: int | None = None) -> list[tuple[str, int]]:
+        """Sorted (value, count) of a tag (graphite's list_values), filtered by a regex."""
+        regex, prefix = _filter(value_filter, "value filter")
+        result: list[tuple[str, int]] = []
+        page_size = min(limit, _PAGE) if limit and regex is None else _PAGE  # a plain autocomplete: one read
+        for value, count in self._values(tag, prefix, f"{tag} values", page_size):
+            if regex is None or regex.search(value):
+                result.append((value, count))
+                if limit and len(result) >= limit:
+                    break
+        return result
+
+    def auto_complete_tags(self, expressions: Sequence[str], prefix: str | None = None,
+                           limit: int = DEFAULT_AUTOCOMPLETE_LIMIT) -> list[str]:
+        """Tags of the series matching expressions (all tags without), as graphite's base TagDB."""
+        limit = int(limit)
+        if not expressions:
+            return self.list_tags("^(" + re.escape(prefix) + ")" if prefix else None, limit)
+        searched = {t.tag for t in TagQuery.parse(expressions).terms}
+        found: set[str] = set()
+        for path in self.find_series(expressions):
+            found.update(t for t in tags_of_path(path) if t not in searched and (not prefix or t.startswith(prefix)))
+        return sorted(found)[:limit]
+
+    def auto_complete_values(self, expressions: Sequence[str], tag: str, prefix: str | None = None,
+                             limit: int = DEFAULT_AUTOCOMPLETE_LIMIT) -> list[str]:
+        """Values of tag among the series matching expressions (all values without)."""
+        limit = int(limit)
+        if not expressions:
+            return [v for v, _ in self.list_values(tag, "^(" + re.escape(prefix) + ")" if prefix else None, limit)]
+        found: set[str] = set()
+        for path in self.find_series(list(expressions) + [tag + "!="]):
+            value = tags_of_path(path).get(tag)
+            if value is not None and (not prefix or value.startswith(prefix)):
+                found.add(value)
+        return sorted(found)[:limit]
+
+
+def _filter(pattern: str | None, what: str) -> tuple[re.Pattern | None, str]:
+    """A tag or value filter as graphite's SQL applies it (anchored, REGEXP = search) and
+    the literal prefix that bounds the range read."""
+    if not pattern:
+        return None, ""
+    regex = compile_regex(pattern, what)
+    return regex, regex_literal_prefix(regex)
+
+
+__all__ = ["TagDatabase", "DEFAULT_MAX_TAG_SERIES", "DEFAULT_MAX_TAG_VALUES"]

@@ -1,0 +1,91 @@
+"""The tag index every store implements: series by canonical path, postings per
+tag=value, values per tag with their series counts.
+
+Stores keep only these primitives; the expression language, the planner and graphite's
+operations live once above them (biggraphite_like.tags.database). Values and tags are
+returned sorted by their code points (SQLite's and Python's order of strings).
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Iterator, Mapping, Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class SeriesEntry:
+    """A series to index: its canonical path and tags (the `name` tag included)."""
+
+    path: str
+    tags: Mapping[str, str]
+
+
+def range_conditions(column: str, prefix: str, after: str | None) -> tuple[str, list]:
+    """` AND ...` conditions (SQL and CQL alike) and their parameters of a range read:
+    strings starting with prefix (the range [prefix, prefix with its last character + 1))
+    and greater than `after`."""
+    sql, params = "", []
+    if prefix:
+        sql += f" AND {column} >= ? AND {column} < ?"
+        params += [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)]
+    if after is not None:
+        sql += f" AND {column} > ?"
+        params.append(after)
+    return sql, params
+
+
+class TagIndex(abc.ABC):
+    """Series, postings and value counts of one store."""
+
+    @abc.abstractmethod
+    def add_series(self, series: Sequence[SeriesEntry], now: int) -> int:
+        """Index series (idempotent) and set their time of last write; returns how many were new."""
+
+    @abc.abstractmethod
+    def remove_series(self, paths: Sequence[str]) -> int:
+        """Remove series and their postings (counts follow); returns how many existed."""
+
+    @abc.abstractmethod
+    def series_times(self, paths: Sequence[str]) -> dict[str, int]:
+        """Time of last write of the indexed series among paths (absent ones are left out)."""
+
+    @abc.abstractmethod
+    def values(self, tag: str, prefix: str = "", after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
+        """(value, series count) of a tag, sorted, counts > 0, values starting with prefix
+        and greater than `after`, at most limit."""
+
+    @abc.abstractmethod
+    def value_count(self, tag: str, value: str) -> int:
+        """How many series have tag=value (0 if none)."""
+
+    @abc.abstractmethod
+    def tags(self, prefix: str = "", after: str | None = None, limit: int = 1000) -> list[str]:
+        """Tags at least one series has, sorted, starting with prefix, greater than `after`."""
+
+    @abc.abstractmethod
+    def postings(self, tag: str, values: Sequence[str]) -> list[str]:
+        """Paths of the series having tag=v for some v in values."""
+
+    @abc.abstractmethod
+    def scan_series(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
+        """(path, time of last write) of indexed series in path order after `after`."""
+
+    @abc.abstractmethod
+    def repair(self, dry_run: bool = False) -> dict[str, int]:
+        """Remove postings whose series is gone, add missing postings of indexed series and
+        set every count from the postings; how many of each were found
+        (`postings_without_series`, `series_without_postings`, `counts_fixed`)."""
+
+    @abc.abstractmethod
+    def counts(self) -> dict[str, int]:
+        """`tagged_series`, `tags` and `tag_values` (distinct tag=value pairs) in the index."""
+
+    def iter_series(self, page_size: int = 1000) -> Iterator[tuple[str, int]]:
+        """Every indexed series, in path order."""
+        after = None
+        while True:
+            page = self.scan_series(after, page_size)
+            yield from page
+            if len(page) < page_size:
+                return
+            after = page[-1][0]

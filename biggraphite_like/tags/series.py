@@ -1,0 +1,121 @@
+"""Tagged series names, parsed and normalised exactly as graphite-web's `TaggedSeries`.
+
+`disk.used;host=web1;dc=us` and `disk.used{host="web1",dc="us"}` both become the series
+`disk.used` with tags {dc: us, host: web1, name: disk.used}, whose canonical path is the
+`name` tag then the other tags sorted: `disk.used;dc=us;host=web1`. The `name` tag is the
+metric name without leading `~`, and overrides a `name=` sent among the tags. Tag names
+may not be empty nor hold `;`, `!`, `^` or `=`; values may not be empty, hold `;` or start
+with `~`. A name without `;` (and not in the `{...}` form) is not tagged.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Mapping
+
+from biggraphite_like.errors import InvalidTag
+
+PROHIBITED_TAG_CHARACTERS = ";!^="
+NAME_TAG = "name"
+_OPENMETRICS_SEGMENT = re.compile(r'([^=]+)="((?:[\\]["\\]|[^"\\])+)"(:?,|$)')
+
+
+def is_tagged(name: str) -> bool:
+    """Whether a metric name is a tagged series (graphite's test: `;` in it, or `{...}`)."""
+    return ";" in name or (name.endswith('"}') and "{" in name)
+
+
+def validate_tag(tag: str, value: str) -> None:
+    """Raise InvalidTag with the reason when graphite would refuse tag=value."""
+    if not tag:
+        raise InvalidTag("tag may not be empty")
+    if not value:
+        raise InvalidTag(f"value of tag {tag!r} may not be empty")
+    for char in PROHIBITED_TAG_CHARACTERS:
+        if char in tag:
+            raise InvalidTag(f"character {char!r} is not allowed in tag {tag!r}")
+    if ";" in value:
+        raise InvalidTag(f"character ';' is not allowed in value {value!r} of tag {tag!r}")
+    if value[0] == "~":
+        raise InvalidTag(f"value {value!r} of tag {tag!r} may not start with '~'")
+
+
+def _name_as_value(metric: str) -> str:
+    sanitized = metric.lstrip("~")
+    if not sanitized:
+        raise InvalidTag(f"metric name {metric!r} is empty once its leading '~' are removed")
+    return sanitized
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggedSeries:
+    """A series: its metric name and its tags (the `name` tag included)."""
+
+    metric: str
+    tags: Mapping[str, str]
+
+    @functools.cached_property
+    def path(self) -> str:
+        """The canonical path: `name` then `;tag=value` sorted (graphite's TaggedSeries.format)."""
+        return format_path(self.tags)
+
+    @classmethod
+    def parse(cls, path: str) -> "TaggedSeries":
+        """Parse `name;k=v;...` or `name{k="v",...}`; InvalidTag says what is wrong."""
+        if not isinstance(path, str):
+            raise InvalidTag(f"series name must be a string, got {type(path).__name__}")
+        if path[-2:] == '"}' and "{" in path:
+            return cls._parse_openmetrics(path)
+        segments = path.split(";")
+        metric = segments[0]
+        if not metric:
+            raise InvalidTag(f"cannot parse {path!r}: no metric name before the first ';'")
+        tags: dict[str, str] = {}
+        for segment in segments[1:]:
+            tag = segment.split("=", 1)
+            if len(tag) != 2 or not tag[0]:
+                raise InvalidTag(f"cannot parse {path!r}: segment {segment!r} is not tag=value")
+            validate_tag(tag[0], tag[1])
+            tags[tag[0]] = tag[1]
+        tags[NAME_TAG] = _name_as_value(metric)
+        return cls(metric, tags)
+
+    @classmethod
+    def _parse_openmetrics(cls, path: str) -> "TaggedSeries":
+        parts = path[0:-1].split("{", 2)
+        if len(parts) != 2:
+            raise InvalidTag(f"cannot parse {path!r}: more than one '{{'")
+        metric, rawtags = parts
+        if not metric:
+            raise InvalidTag(f"cannot parse {path!r}: no metric name before '{{'")
+        tags: dict[str, str] = {}
+        while rawtags:
+            match = _OPENMETRICS_SEGMENT.match(rawtags)
+            if not match:
+                raise InvalidTag(f"cannot parse {path!r}: invalid segment {rawtags!r}")
+            tag, value = match.group(1), match.group(2).replace(r"\"", '"').replace(r"\\", "\\")
+            validate_tag(tag, value)
+            tags[tag] = value
+            rawtags = rawtags[len(match.group(0)):]
+        tags[NAME_TAG] = _name_as_value(metric)
+        return cls(metric, tags)
+
+
+def format_path(tags: Mapping[str, str]) -> str:
+    """The canonical path of tags (graphite's TaggedSeries.format)."""
+    return tags.get(NAME_TAG, "") + "".join(sorted(f";{t}={v}" for t, v in tags.items() if t != NAME_TAG))
+
+
+def canonical_path(name: str) -> str:
+    """The canonical path of a tagged series name (InvalidTag if graphite refuses it)."""
+    return TaggedSeries.parse(name).path
+
+
+def tags_of_path(path: str) -> dict[str, str]:
+    """Tags of an already canonical path, cheaply (no validation): the index stores only
+    canonical paths, so this is what filters run on."""
+    segments = path.split(";")
+    tags = dict(segment.split("=", 1) for segment in segments[1:])
+    tags[NAME_TAG] = segments[0]
+    return tags

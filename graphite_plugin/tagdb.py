@@ -1,0 +1,68 @@
+"""graphite-web's TagDB over a biggraphite_like store (`TAGDB = 'graphite_plugin.tagdb.TagDB'`,
+set by graphite_plugin.settings).
+
+`/tags`, `/tags/<tag>`, `/tags/findSeries`, `/tags/tagSeries`, `/tags/tagMultiSeries` and
+`/tags/delSeries` call graphite's STORE.tagdb directly: this class answers them from the
+store's tag index, with LocalDatabaseTagDB's shapes (no `id` fields: the index has none to
+give). Expressions, planning and limits are the accessor's (biggraphite_like.tags);
+refusals (bad names, bad expressions, limits) raise ValueError subclasses with the reason.
+"""
+from __future__ import annotations
+
+from graphite.tags.base import BaseTagDB
+from graphite.tags.utils import TaggedSeries
+
+from graphite_plugin.finder import shared_accessor
+
+
+def _limit(limit) -> int | None:
+    return int(limit) if limit else None
+
+
+class TagDB(BaseTagDB):
+    """The store's tag index, as graphite-web's TagDB contract asks."""
+
+    @property
+    def tags(self):
+        return shared_accessor().tags
+
+    def _find_series(self, tags, requestContext=None):
+        return self.tags.find_series(list(tags))
+
+    def get_series(self, path, requestContext=None):
+        found = self.tags.get_series(path)
+        return None if found is None else TaggedSeries(found.tags["name"], dict(found.tags))
+
+    def list_tags(self, tagFilter=None, limit=None, requestContext=None):
+        return [{"tag": tag} for tag in self.tags.list_tags(tagFilter, _limit(limit))]
+
+    def get_tag(self, tag, valueFilter=None, limit=None, requestContext=None):
+        if tag not in self.tags.index.tags(tag, None, 1):
+            return None
+        return {"tag": tag, "values": self.list_values(tag, valueFilter, limit)}
+
+    def list_values(self, tag, valueFilter=None, limit=None, requestContext=None):
+        return [{"value": v, "count": c} for v, c in self.tags.list_values(tag, valueFilter, _limit(limit))]
+
+    def tag_series(self, series, requestContext=None):
+        return self.tags.tag_series([series])[0]
+
+    def tag_multi_series(self, seriesList, requestContext=None):
+        return self.tags.tag_series(list(seriesList))
+
+    def del_series(self, series, requestContext=None):
+        self.tags.del_series([series])
+        return True
+
+    def del_multi_series(self, seriesList, requestContext=None):
+        self.tags.del_series(list(seriesList))
+        return True
+
+    def auto_complete_tags(self, exprs, tagPrefix=None, limit=None, requestContext=None):
+        return self.tags.auto_complete_tags(list(exprs), tagPrefix, self._autocomplete_limit(limit))
+
+    def auto_complete_values(self, exprs, tag, valuePrefix=None, limit=None, requestContext=None):
+        return self.tags.auto_complete_values(list(exprs), tag, valuePrefix, self._autocomplete_limit(limit))
+
+    def _autocomplete_limit(self, limit) -> int:
+        return int(limit) if limit is not None else int(self.settings.TAGDB_AUTOCOMPLETE_LIMIT)

@@ -1,0 +1,178 @@
+"""Conformance of the tag index on every store (SQLite file, CQL test server): the same
+series give the same answers, counts follow writes and deletions, the planner's limits
+name their settings, repair fixes postings without series and the reverse."""
+from __future__ import annotations
+
+import pytest
+
+from biggraphite_like.errors import InvalidMetricName, InvalidTagExpression, TooManyResults
+from biggraphite_like.metric import MetricMetadata
+
+META = MetricMetadata.create("60s:1d", "average", 0.5)
+SERIES = [
+    "disk.used;host=web1;dc=us", "disk.used;host=web2;dc=us", "disk.used;host=db1;dc=eu",
+    "cpu;host=web1;dc=us;core=0", "cpu;host=web1;dc=us;core=1", "cpu;host=db1;dc=eu;core=0",
+    "net.rx;host=web1;iface=eth0", "name.only;x=1",
+]
+
+
+@pytest.fixture
+def tagged(accessor):
+    accessor.create_metrics([(s, META) for s in SERIES], now=1000)
+    return accessor
+
+
+def test_find_series_by_every_kind_of_term(tagged):
+    find = tagged.tags.find_series
+    assert find(["host=web1"]) == ["cpu;core=0;dc=us;host=web1", "cpu;core=1;dc=us;host=web1",
+                                   "disk.used;dc=us;host=web1", "net.rx;host=web1;iface=eth0"]
+    assert find(["name=cpu", "core!=0"]) == ["cpu;core=1;dc=us;host=web1"]
+    assert find(["name=~disk", "dc!=us"]) == ["disk.used;dc=eu;host=db1"]
+    assert find(["host=~^db", "name!=~cp"]) == ["disk.used;dc=eu;host=db1"]
+    assert find(["host=~.*1"]) == [p for p in find(["host!="]) if ";host=" in p and p.split("host=")[1][:4] in
+                                  ("web1", "db1")]
+    assert find(["dc=", "x=1"]) == ["name.only;x=1"]  # dc= matches series without dc
+    assert find(["iface=eth0", "dc="]) == ["net.rx;host=web1;iface=eth0"]
+    assert find(["host=nosuch"]) == []
+    assert find(["nosuchtag=~a.*"]) == []
+
+
+def test_list_tags_values_counts_and_autocomplete(tagged):
+    tags = tagged.tags
+    assert tags.list_tags() == ["core", "dc", "host", "iface", "name", "x"]
+    assert tags.list_tags("^(d)") == ["dc"]
+    assert tags.list_values("host") == [("db1", 2), ("web1", 4), ("web2", 1)]
+    assert tags.list_values("host", "^(w)", limit=1) == [("web1", 4)]
+    assert tags.auto_complete_tags([], "c") == ["core"]
+    assert tags.auto_complete_tags(["name=cpu"]) == ["core", "dc", "host"]
+    assert tags.auto_complete_values(["name=cpu"], "host") == ["db1", "web1"]
+    assert tags.auto_complete_values([], "dc", "e") == ["eu"]
+
+
+def test_counts_follow_deletions_and_a_metric_written_again(tagged):
+    tagged.delete_metrics(["disk.used;dc=eu;host=db1", "cpu;core=0;dc=eu;host=db1"])
+    tags = tagged.tags
+    assert tags.list_values("host") == [("web1", 4), ("web2", 1)]
+    assert tags.list_values("dc") == [("us", 4)]
+    assert tags.find_series(["host=db1"]) == []
+    assert tags.index.counts() == {"tagged_series": 6, "tags": 6, "tag_values": 11}
+    tagged.delete_metrics(["name.only;x=1"])
+    assert "x" not in tags.list_tags()
+    tagged.create_metric("name.only;x=1", META)
+    assert tags.find_series(["x=1"]) == ["name.only;x=1"]
+
+
+def test_series_get_their_time_of_last_write_and_canonical_names(tagged):
+    tagged.tags.tag_series(["disk.used;dc=us;host=web1"], now=2000)
+    assert tagged.tags.index.series_times(["disk.used;dc=us;host=web1", "cpu;host=db1"]) == {
+        "disk.used;dc=us;host=web1": 2000}
+    assert tagged.get_metric("cpu;host=db1;core=0;dc=eu").name == "cpu;core=0;dc=eu;host=db1"
+    assert tagged.tags.get_series("cpu;dc=eu;core=0;host=db1").tags["core"] == "0"
+    assert tagged.tags.get_series("cpu;host=nobody") is None
+
+
+def test_bad_input_is_refused_with_the_reason_and_the_rest_is_kept(accessor):
+    with pytest.raises(InvalidMetricName, match="may not start with '~'"):
+        accessor.create_metric("m;a=~b", META)
+    paths, refused = accessor.tags.tag_valid(["ok;a=b", "bad;a=", "bad;^x=1"])
+    assert paths == ["ok;a=b"]
+    assert refused == {"bad;a=": "value of tag 'a' may not be empty",
+                       "bad;^x=1": "character '^' is not allowed in tag '^x'"}
+    assert accessor.tags.find_series(["a=b"]) == ["ok;a=b"]
+    with pytest.raises(InvalidTagExpression, match="at least one expression"):
+        accessor.tags.find_series(["a!=b"])
+    with pytest.raises(InvalidTagExpression, match="repetition inside a repetition"):
+        accessor.tags.find_series(["a=~(b+)+c"])
+
+
+def test_limits_name_their_setting(tagged):
+    tagged.tags.max_series = 3
+    with pytest.raises(TooManyResults, match="BG_MAX_TAG_SERIES"):
+        tagged.tags.find_series(["host=web1"])
+    assert tagged.tags.find_series(["host=web1", "name=disk.used"]) == ["disk.used;dc=us;host=web1"]
+    tagged.tags.max_values = 2
+    with pytest.raises(TooManyResults, match="BG_MAX_TAG_VALUES"):
+        tagged.tags.find_series(["host=~.*1"])
+
+
+def test_planner_drives_from_the_equality_term(tagged, monkeypatch):
+    """With an = term, no other tag's values are read (a regex term only filters)."""
+    read = []
+    original = tagged.tags.index.values
+    monkeypatch.setattr(tagged.tags.index, "values", lambda tag, *a, **k: read.append(tag) or original(tag, *a, **k))
+    assert tagged.tags.find_series(["host=~.*", "name=net.rx"]) == ["net.rx;host=web1;iface=eth0"]
+    assert read == []
+    assert tagged.tags.find_series(["host=~w", "name=~n"]) == ["net.rx;host=web1;iface=eth0"]
+    assert read == ["host", "name"]  # both prefix terms are sized, the smaller drives
+
+
+def test_repair_fixes_postings_without_series_and_series_without_postings(tagged):
+    index = tagged.tags.index
+    # break the index: a series row without postings, postings without a series row
+    index.remove_series(["net.rx;host=web1;iface=eth0"])
+    from biggraphite_like.tags.index import SeriesEntry
+    from biggraphite_like.tags.series import tags_of_path
+    ghost = "ghost;host=web1"
+    index.add_series([SeriesEntry(ghost, tags_of_path(ghost))], now=5)
+    _drop_series_row(tagged, ghost)
+    _drop_postings(tagged, "disk.used;dc=us;host=web2")
+    assert tagged.tags.find_series(["host=web2"]) == []
+    found = index.repair(dry_run=True)
+    assert found["postings_without_series"] == 2 and found["series_without_postings"] == 1
+    index.repair()
+    assert tagged.tags.find_series(["host=web2"]) == ["disk.used;dc=us;host=web2"]
+    assert tagged.tags.find_series(["name=ghost"]) == []
+    assert index.repair() == {"postings_without_series": 0, "series_without_postings": 0, "counts_fixed": 0}
+    assert tagged.tags.list_values("host") == [("db1", 2), ("web1", 3), ("web2", 1)]
+
+
+def _drop_series_row(accessor, path):
+    store = accessor.store
+    if accessor.store.url.startswith("sqlite"):
+        with store.write_batch():
+            store._conn.execute("DELETE FROM tagged_series WHERE path = ?", (path,))
+    else:
+        store._execute(f"DELETE FROM {store.metadata_keyspace}.tagged_series WHERE path = ?", (path,),
+                       "metadata_write", "test")
+
+
+def _drop_postings(accessor, path):
+    store = accessor.store
+    if accessor.store.url.startswith("sqlite"):
+        with store.write_batch():
+            store._conn.execute("DELETE FROM tag_postings WHERE series_id = (SELECT id FROM tagged_series"
+                                " WHERE path = ?)", (path,))
+    else:
+        from biggraphite_like.stores.cassandra_tags import bucket_of
+        from biggraphite_like.tags.series import tags_of_path
+
+        for tag, value in tags_of_path(path).items():
+            store._execute(f"DELETE FROM {store.metadata_keyspace}.tag_postings WHERE tag = ? AND value = ?"
+                           " AND bucket = ? AND path = ?", (tag, value, bucket_of(path), path), "metadata_write", "t")
+
+
+def test_concurrent_writers_count_every_series_once(accessor, store_url):
+    """Writers adding series with a shared tag value, some series written by several of
+    them, at once: every series counted exactly once (compare-and-set on Cassandra)."""
+    import threading
+
+    from biggraphite_like.accessor import Accessor
+
+    def work(worker: int) -> None:
+        own = Accessor.from_url(store_url)
+        try:
+            for batch in range(5):
+                names = [f"c;shared=x;w=w{worker};i=i{batch}_{k}" for k in range(10)]
+                names += [f"c;shared=x;common=y;i=i{batch}_{k}" for k in range(5)]  # written by every worker
+                own.tags.tag_series(names)
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert accessor.tags.index.value_count("shared", "x") == 4 * 50 + 25
+    assert accessor.tags.list_values("common") == [("y", 25)]
+    assert len(accessor.tags.find_series(["shared=x"])) == 225
