@@ -2,6 +2,8 @@
 # The test command: builds .venv (Python 3.11, pinned dependencies), installs Debian's chromium
 # and chromium-driver for the browser tests when they are missing (as root), and runs the whole
 # suite. Extra arguments go to pytest, e.g. `bash scripts/test.sh -k glob`.
+# With java and mvn on PATH the suites also run on a real Apache Cassandra node (tests/cassandra_node,
+# fetched through Maven, started by the tests); BGL_TEST_REAL_CASSANDRA=0 leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
@@ -15,4 +17,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+if command -v java >/dev/null && command -v mvn >/dev/null; then
+  export BGL_TEST_REAL_CASSANDRA=${BGL_TEST_REAL_CASSANDRA:-1}  # a node that cannot start fails the run
+else
+  echo "java or mvn missing: the real Cassandra node's tests are skipped (see docs/cassandra.md)" >&2
+fi
 exec "$VENV/bin/python" -m pytest "$@"

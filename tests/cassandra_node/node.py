@@ -124,11 +124,12 @@ class CassandraNode:
             return False
 
     def _query_version(self) -> str | None:
-        from cassandra.cluster import Cluster
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
         from cassandra.policies import WhiteListRoundRobinPolicy
 
+        profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([self.config.address]))
         cluster = Cluster([self.config.address], port=self.config.native_port, protocol_version=4,
-                          load_balancing_policy=WhiteListRoundRobinPolicy([self.config.address]),
+                          execution_profiles={EXEC_PROFILE_DEFAULT: profile},
                           connect_timeout=10, control_connection_timeout=10)
         try:
             session = cluster.connect()
