@@ -127,6 +127,19 @@ def real_keyspaces(cassandra_node):
 _REAL_NODE_FACTS: dict = {}
 
 
+REAL_NODE_TIMEOUT = 900  # seconds: a test may first wait for the node's start (up to 240 s) and a store's DDL
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Tests on the real node get a longer timeout than setup.cfg's: their setup may start the node."""
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if params is not None and set(params.params.values()) & set(REAL_KINDS):
+            item.add_marker(pytest.mark.timeout(REAL_NODE_TIMEOUT))
+        elif "real_keyspaces" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(REAL_NODE_TIMEOUT))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """CI's output says which real Cassandra ran the suites, and what its stores cost."""
     if not _REAL_NODE_FACTS:
