@@ -107,6 +107,7 @@ def cassandra_node(request, tmp_path_factory):
         node.stop()
         raise
     _REAL_NODE_FACTS["version"] = node.version
+    _REAL_NODE_FACTS["start_seconds"] = node.start_seconds
     try:
         yield node
     finally:
@@ -145,10 +146,12 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if not _REAL_NODE_FACTS:
         return
     keyspaces = _REAL_NODE_FACTS.get("keyspaces")
-    line = f"real Cassandra node: {_REAL_NODE_FACTS.get('version')}"
+    line = (f"real Cassandra node: {_REAL_NODE_FACTS.get('version')}, answered CQL"
+            f" {_REAL_NODE_FACTS.get('start_seconds', 0):.0f} s after launch")
     if keyspaces is not None:
         created = ", ".join(f"{mode.upper()} store created in {seconds:.0f} s" for mode, seconds in
                             keyspaces.created.items())
+        line += f"; {created or 'no store created'}"
         line += (f"; emptying them between tests ({keyspaces.deletions} partitions deleted,"
                  f" {keyspaces.truncations} TRUNCATEs) took {keyspaces.truncate_seconds:.0f} s")
     terminalreporter.write_line(line)

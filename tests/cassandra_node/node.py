@@ -53,6 +53,7 @@ class CassandraNode:
         self.config = node_config
         self.process: subprocess.Popen | None = None
         self.version: str | None = None
+        self.start_seconds: float | None = None  # from launch to the first CQL answer
 
     @classmethod
     def single(cls, directory: Path, heap: str = "512M") -> "CassandraNode":
@@ -107,7 +108,7 @@ class CassandraNode:
             if self._port_open():
                 version = self._query_version()
                 if version:
-                    self.version = version
+                    self.version, self.start_seconds = version, time.monotonic() - started
                     progress(f"Cassandra {version} answers on {self.address} after"
                              f" {time.monotonic() - started:.0f} s")
                     return version
