@@ -184,6 +184,9 @@ class CassandraStore(Store):
             reconnection_policy=ConstantReconnectionPolicy(delay=1.0, max_attempts=None),
             connect_timeout=o.timeout,
             control_connection_timeout=o.timeout,
+            # a table a schema change creates must be known to every node before the store uses
+            # it: a busy multi-node cluster can take longer than the driver's default 10 s
+            max_schema_agreement_wait=int(max(DDL_TIMEOUT, o.timeout)),
             idle_heartbeat_interval=max(5, int(o.timeout)),
             schema_metadata_enabled=True,  # keyspace replication: token-aware routing needs it
             token_metadata_enabled=True,
@@ -248,9 +251,14 @@ class CassandraStore(Store):
         # of the hundreds of statements
         cluster.schema_metadata_enabled = False
         agreement_wait, cluster.max_schema_agreement_wait = cluster.max_schema_agreement_wait, 0
+        # Without those waits each statement must go to the same coordinator, which knows the
+        # keyspaces and tables the previous ones created: on a real multi-node cluster another
+        # node may not have them yet ("Keyspace ... doesn't exist").
+        self._local.schema_host = next((h for h in cluster.metadata.all_hosts() if h.is_up), None)
         try:
             self._syncdb()
         finally:
+            self._local.schema_host = None
             cluster.schema_metadata_enabled = True
             cluster.max_schema_agreement_wait = agreement_wait
         try:
@@ -301,7 +309,7 @@ class CassandraStore(Store):
         query = SimpleStatement(statement.rstrip(";"), consistency_level=self._levels["metadata_write"])
         what, timeout = f"schema: {statement.splitlines()[0][:100]}", max(DDL_TIMEOUT, self.options.timeout)
         try:
-            self._conn.session.execute(query, timeout=timeout)
+            self._conn.session.execute(query, timeout=timeout, host=getattr(self._local, "schema_host", None))
         except (InvalidRequest, RequestValidationException) as exc:
             raise CassandraRequestError(f"{what}: {exc}") from exc
         except Exception as exc:
