@@ -135,7 +135,7 @@ def pytest_collection_modifyitems(items) -> None:
     """Tests on the real node get a longer timeout than setup.cfg's: their setup may start the node."""
     for item in items:
         params = getattr(item, "callspec", None)
-        if params is not None and set(params.params.values()) & set(REAL_KINDS):
+        if params is not None and any(isinstance(v, str) and v in REAL_KINDS for v in params.params.values()):
             item.add_marker(pytest.mark.timeout(REAL_NODE_TIMEOUT))
         elif "real_keyspaces" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.timeout(REAL_NODE_TIMEOUT))
