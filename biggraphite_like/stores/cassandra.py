@@ -250,15 +250,10 @@ class CassandraStore(Store):
         # one schema agreement wait and one metadata refresh at the end rather than after each
         # of the hundreds of statements
         cluster.schema_metadata_enabled = False
-        agreement_wait, cluster.max_schema_agreement_wait = cluster.max_schema_agreement_wait, 0
-        # Without those waits each statement must go to the same coordinator, which knows the
-        # keyspaces and tables the previous ones created: on a real multi-node cluster another
-        # node may not have them yet ("Keyspace ... doesn't exist").
-        self._local.schema_host = next((h for h in cluster.metadata.all_hosts() if h.is_up), None)
+        agreement_wait = cluster.max_schema_agreement_wait
         try:
             self._syncdb()
         finally:
-            self._local.schema_host = None
             cluster.schema_metadata_enabled = True
             cluster.max_schema_agreement_wait = agreement_wait
         try:
@@ -274,6 +269,10 @@ class CassandraStore(Store):
         first_index = next(i for i, s in enumerate(statements) if "INDEX" in s)
         for statement in statements[:first_index]:
             self._ddl(statement)
+        # The keyspaces and tables above were each awaited on every node (on a real multi-node
+        # cluster the next statement's coordinator may otherwise not know them yet: "Keyspace ...
+        # doesn't exist"); the indexes on them are not, one wait at the end of syncdb instead.
+        self._conn.cluster.max_schema_agreement_wait = 0
         try:
             self._ddl(statements[first_index])
         except CassandraRequestError as exc:
@@ -309,7 +308,7 @@ class CassandraStore(Store):
         query = SimpleStatement(statement.rstrip(";"), consistency_level=self._levels["metadata_write"])
         what, timeout = f"schema: {statement.splitlines()[0][:100]}", max(DDL_TIMEOUT, self.options.timeout)
         try:
-            self._conn.session.execute(query, timeout=timeout, host=getattr(self._local, "schema_host", None))
+            self._conn.session.execute(query, timeout=timeout)
         except (InvalidRequest, RequestValidationException) as exc:
             raise CassandraRequestError(f"{what}: {exc}") from exc
         except Exception as exc:
