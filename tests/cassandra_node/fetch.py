@@ -2,9 +2,10 @@
 
 pom.xml (beside this file) names `org.apache.cassandra:cassandra-all`; `mvn
 dependency:copy-dependencies` copies it and its runtime dependencies into
-`<repo>/.cache/cassandra-<version>/lib` (or $BGL_CASSANDRA_LIB). Maven keeps its own copy
-in ~/.m2, so a fresh clone on the same machine copies without the network. The folder is
-complete once `complete` is written in it, so an interrupted fetch is done again.
+`<repo>/.cache/cassandra-<version>/lib`. Maven keeps its own copy in ~/.m2, so a fresh
+clone on the same machine copies without the network. The folder is complete once
+`complete` is written in it, so an interrupted fetch is done again. $BGL_CASSANDRA_LIB names
+another folder: used as it is when it holds a cassandra-all jar, else filled by Maven.
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def lib_dir() -> Path:
 def fetch(quiet: bool = True) -> Path:
     """The folder holding cassandra-all and its dependencies, copied there by Maven if needed."""
     target = lib_dir()
-    if (target / "complete").is_file():
+    if (target / "complete").is_file() or (os.environ.get(LIB_ENV) and any(target.glob("cassandra-all-*.jar"))):
         return target
     mvn = shutil.which("mvn")
     if not mvn:
