@@ -115,8 +115,15 @@ def fetch_rows(graphite: dict, memory: dict) -> tuple[list[list[str]], float]:
 
 
 def cassandra_rows(cassandra: dict) -> list[list[str]]:
-    return [["cassandra", f"CQL requests: {label}", f"{figures['requests']:,} ({figures['statements']:,} statements)",
+    rows = [["cassandra", f"CQL requests: {label}", f"{figures['requests']:,} ({figures['statements']:,} statements)",
              "", "", "", ""] for label, figures in cassandra["operations"].items()]
+    real = cassandra.get("real")
+    for label, rates in (real or {}).get("ops_per_second", {}).items():
+        stores = [store for store in real["stores"] if store != "sqlite"]
+        rows.append([f"cassandra {real['version']}", f"{label}, ops/s: " + " / ".join(stores),
+                     " / ".join(f"{rates[store]:.1f}" for store in stores), f"SQLite {rates['sqlite']:.1f}",
+                     "", "", ""])
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         figures["graphite_peak_rss_bytes"] = memory
         shutil.rmtree(graphite["workdir"], ignore_errors=True)
         figures["carbon"] = run_json("carbon_bench.py", "--metrics", str(metrics), "--tmpdir", workdir)
-        figures["cassandra"] = run_json("cassandra_bench.py")
+        real = ["--real"] if shutil.which("java") and shutil.which("mvn") else []  # a real node beside SQLite
+        figures["cassandra"] = run_json("cassandra_bench.py", *real)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     figures["machine"]["loadavg_end"] = os.getloadavg()

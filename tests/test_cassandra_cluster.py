@@ -2,7 +2,7 @@
 
 What one node cannot show: consistency levels per operation, a node stopped while writes
 and reads go on (the store keeps working at the levels that allow it, fails clearly at the
-others, and loses no acknowledged point), a node restarted. It takes about 5 minutes on 2
+others, and loses no acknowledged point), a node restarted. It takes about 4 minutes on 2
 cores, so it runs before each release of the Cassandra store rather than in CI:
 
     BGL_TEST_CASSANDRA_CLUSTER=1 .venv/bin/python -m pytest -v -s tests/test_cassandra_cluster.py
@@ -23,7 +23,7 @@ from biggraphite_like.metric import MetricMetadata
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("BGL_TEST_CASSANDRA_CLUSTER") != "1",
-                       reason="the three-node cluster runs with BGL_TEST_CASSANDRA_CLUSTER=1 (about 5 min)"),
+                       reason="the three-node cluster runs with BGL_TEST_CASSANDRA_CLUSTER=1 (about 4 min)"),
     pytest.mark.timeout(1200),  # the first test waits for three nodes and the store's DDL
 ]
 
