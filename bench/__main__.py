@@ -205,8 +205,15 @@ def _answer(result: dict) -> str:
 
 
 def cassandra_rows(cassandra: dict) -> list[list[str]]:
-    return [["cassandra", f"CQL requests: {label}", f"{figures['requests']:,} ({figures['statements']:,} statements)",
+    rows = [["cassandra", f"CQL requests: {label}", f"{figures['requests']:,} ({figures['statements']:,} statements)",
              "", "", "", ""] for label, figures in cassandra["operations"].items()]
+    real = cassandra.get("real")
+    for label, rates in (real or {}).get("ops_per_second", {}).items():
+        stores = [store for store in real["stores"] if store != "sqlite"]
+        rows.append([f"cassandra {real['version']}", f"{label}, ops/s: " + " / ".join(stores),
+                     " / ".join(f"{rates[store]:.1f}" for store in stores), f"SQLite {rates['sqlite']:.1f}",
+                     "", "", ""])
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             figures["peer"] = run_json("peer_bench.py", "--tmpdir", workdir, *(["--quick"] if args.quick else []))
         except subprocess.CalledProcessError as error:  # keep every other figure
             figures["peer"] = {"skipped": f"bench/peer_bench.py failed with status {error.returncode} (its log is above)"}
-        figures["cassandra"] = run_json("cassandra_bench.py")
+        real = ["--real"] if shutil.which("java") and shutil.which("mvn") else []  # a real node beside SQLite
+        figures["cassandra"] = run_json("cassandra_bench.py", *real)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     figures["machine"]["loadavg_end"] = os.getloadavg()

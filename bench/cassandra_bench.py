@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Cassandra path: CQL requests per find, fetch and write batch, counted by the CQL test
-server (tests/cqlserver) that the real cassandra-driver talks to over TCP.
+server (tests/cqlserver) that the real cassandra-driver talks to over TCP; with --real,
+also operations per second on a real Cassandra node (SASI and SAI stores) beside SQLite.
 
-    python bench/cassandra_bench.py [--json]
+    python bench/cassandra_bench.py [--real] [--json]
 
-Counts, not times: the test server is a Python stand-in for Cassandra, so its latency
-means nothing, but the number of requests a store operation sends is what costs round
-trips and coordinator work on a real cluster. Each operation runs once to prepare its
-statements, then once counted.
+Counts: the test server is a Python stand-in for Cassandra, so its latency means nothing,
+but the number of requests a store operation sends is what costs round trips and
+coordinator work on a real cluster (the same statements go to a real node). Each operation
+runs once to prepare its statements, then once counted.
+
+Rates (--real): a real Apache Cassandra node (tests/cassandra_node: fetched through Maven,
+started on 127.0.0.1, one node, 768 MiB heap) and a SQLite file get the same names and
+the same operations; each operation runs for about RATE_SECONDS and its operations per
+second are reported side by side.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,23 +69,9 @@ def measure() -> dict:
         metadata = MetricMetadata.create(RETENTION, "average", 0.5)
         names = tree_names()
         accessor.create_metrics([(name, metadata) for name in names])
-        batch = names[:SERIES]
-        now = int(time.time()) // 60 * 60
-        minute = [now - 120]
-
-        def write(points: int) -> None:
-            minute[0] += 60 * points  # new points each time, as carbon sends them
-            accessor.insert_points({n: [(minute[0] + 60 * k, 1.0) for k in range(points)] for n in batch},
-                                   now=minute[0] + 60 * points)
-
-        results = {}
-        for pattern, kind in FIND_PATTERNS:
-            results[f"find {pattern} ({kind})"] = count(
-                server, lambda: (accessor.glob_metrics(pattern), accessor.glob_directories(pattern)))
-        write(1)
-        results[f"fetch {SERIES} series x 1 day"] = count(server, lambda: accessor.fetch(batch, now - 86400, now + 3600))
-        results[f"write {SERIES} metrics x 1 point"] = count(server, lambda: write(1))
-        results[f"write {SERIES} metrics x 5 points"] = count(server, lambda: write(5))
+        actions = operations(accessor, names)
+        actions[f"write {SERIES} metrics x 1 point"]()  # a point to fetch
+        results = {label: count(server, action) for label, action in actions.items()}
         fresh = iter(range(10**6))
         results["create 10 metrics"] = count(server, lambda: accessor.create_metrics(
             [(f"new.m{next(fresh)}.cpu", metadata) for _ in range(10)]))
@@ -88,17 +81,92 @@ def measure() -> dict:
         server.stop()
 
 
+RATE_SECONDS = 2.0  # how long each operation is repeated to measure its rate
+RATE_RUNS = 200  # at most this many runs of one operation
+
+
+def _rate(action, seconds: float) -> float:
+    """Operations per second of action(), after one run that prepares its statements."""
+    action()
+    runs, started = 0, time.perf_counter()
+    while runs < RATE_RUNS and (runs == 0 or time.perf_counter() - started < seconds):
+        action()
+        runs += 1
+    return runs / (time.perf_counter() - started)
+
+
+def operations(accessor: Accessor, names: list[str]) -> dict:
+    """label -> action, on a store holding `names`: the finds, fetch and writes measured everywhere."""
+    batch = names[:SERIES]
+    now = int(time.time()) // 60 * 60
+    minute = [now - 120]
+
+    def write(points: int) -> None:
+        minute[0] += 60 * points  # new points each time, as carbon sends them
+        accessor.insert_points({n: [(minute[0] + 60 * k, 1.0) for k in range(points)] for n in batch},
+                               now=minute[0] + 60 * points)
+
+    actions = {f"find {pattern} ({kind})": (lambda p=pattern: (accessor.glob_metrics(p), accessor.glob_directories(p)))
+               for pattern, kind in FIND_PATTERNS}
+    actions[f"fetch {SERIES} series x 1 day"] = lambda: accessor.fetch(batch, now - 86400, now + 3600)
+    actions[f"write {SERIES} metrics x 1 point"] = lambda: write(1)
+    actions[f"write {SERIES} metrics x 5 points"] = lambda: write(5)
+    return actions
+
+
+def measure_real(workdir: str, seconds: float = RATE_SECONDS) -> dict:
+    """Operations per second on SQLite and on a real Cassandra node in each index mode, same data."""
+    from tests.cassandra_node import CassandraNode
+
+    node = CassandraNode.single(os.path.join(workdir, "cassandra"), heap="768M")
+    stores = {"sqlite": f"sqlite://{os.path.join(workdir, 'bench.db')}"}
+    rates: dict[str, dict[str, float]] = {}
+    try:
+        node.start()
+        version = node.wait_ready()
+        stores.update({f"cassandra {mode.upper()}": f"cassandra://{node.address}/bench_{mode}?index={mode}"
+                       for mode in ("sasi", "sai")})
+        metadata = MetricMetadata.create(RETENTION, "average", 0.5)
+        names = tree_names()
+        for store, url in stores.items():
+            print(f"[bench] {store}: schema and {len(names):,} names", file=sys.stderr, flush=True)
+            accessor = Accessor.from_url(url)
+            try:
+                accessor.syncdb()
+                accessor.create_metrics([(name, metadata) for name in names])
+                for label, action in operations(accessor, names).items():
+                    rates.setdefault(label, {})[store] = _rate(action, seconds)
+            finally:
+                accessor.close()
+    finally:
+        node.stop()
+    return {"version": version, "stores": list(stores), "ops_per_second": rates}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--real", action="store_true",
+                        help="also operations per second on a real Cassandra node beside SQLite (needs java and mvn)")
+    parser.add_argument("--rate-seconds", type=float, default=RATE_SECONDS,
+                        help=f"how long each operation is repeated with --real ({RATE_SECONDS:g})")
     args = parser.parse_args(argv)
     report = measure()
+    if args.real:
+        with tempfile.TemporaryDirectory(prefix="bgl-cassandra-bench-") as workdir:
+            report["real"] = measure_real(workdir, args.rate_seconds)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"CQL requests per operation ({report['names']:,} metrics, retention {report['retention']}):")
     for label, figures in report["operations"].items():
         print(f"  {label:55} {figures['requests']:5} requests  {figures['statements']:5} statements")
+    real = report.get("real")
+    if real:
+        print(f"operations per second, same {report['names']:,} names: " + " / ".join(real["stores"])
+              + f" (Cassandra {real['version']}, one node)")
+        for label, rates in real["ops_per_second"].items():
+            print(f"  {label:55} " + " / ".join(f"{rates[store]:8.1f}" for store in real["stores"]))
     return 0
 
 

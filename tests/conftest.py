@@ -1,9 +1,15 @@
 """Fixtures shared by the suite: one accessor per store kind, for the conformance tests.
 
-Store kinds: `sqlite` (a file in tmp_path) and `cassandra`: a fresh keyspace per test on
-the session's CQL test server (tests/cqlserver, started once), or on a real cluster when
-BGL_TEST_CASSANDRA=host:port is set (keyspaces `t<pid>_<n>` and `..._metadata`, dropped
-after each test).
+Store kinds:
+- `sqlite`: a file in tmp_path;
+- `cassandra`: a fresh keyspace per test on the session's CQL test server (tests/cqlserver,
+  started once), or on an external cluster when BGL_TEST_CASSANDRA=host:port is set
+  (keyspaces `t<pid>_<n>` and `..._metadata`, dropped after each test);
+- `real-sasi`, `real-sai`: a real Apache Cassandra node (tests/cassandra_node) started once
+  per session when Java and Maven are here, with one store per index mode created once and
+  emptied (TRUNCATE) before each test. BGL_TEST_REAL_CASSANDRA: `auto` (default: skipped
+  with the reason when Java or Maven is missing), `1` (a node that cannot start fails the
+  tests), `0` (skipped). Skipped too when BGL_TEST_CASSANDRA names an external cluster.
 """
 from __future__ import annotations
 
@@ -14,8 +20,12 @@ import pytest
 
 from biggraphite_like.accessor import Accessor
 
-STORE_KINDS = ["sqlite", "cassandra"]
+REAL_KINDS = {"real-sasi": "sasi", "real-sai": "sai"}  # store kind -> index mode on the real node
+STORE_KINDS = ["sqlite", "cassandra", *REAL_KINDS]
+CASSANDRA_KINDS = ["cassandra", *REAL_KINDS]
 TEST_CASSANDRA_ENV = "BGL_TEST_CASSANDRA"
+REAL_CASSANDRA_ENV = "BGL_TEST_REAL_CASSANDRA"
+REAL_CASSANDRA_HEAP = "768M"
 _keyspace_numbers = itertools.count()
 
 
@@ -73,20 +83,125 @@ def drop_keyspaces(admin, url: str) -> None:
         admin.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
 
 
+@pytest.fixture(scope="session")
+def cassandra_node(request, tmp_path_factory):
+    """The session's real Cassandra node (tests/cassandra_node), or a skip saying why there is none."""
+    from tests.cassandra_node import CassandraNode, CassandraUnavailableHere, NodeFailed
+
+    wanted = os.environ.get(REAL_CASSANDRA_ENV, "auto").strip().lower()
+    if wanted in ("0", "off", "no", "false"):
+        pytest.skip(f"real Cassandra node disabled by {REAL_CASSANDRA_ENV}={wanted}")
+    if os.environ.get(TEST_CASSANDRA_ENV):
+        pytest.skip(f"{TEST_CASSANDRA_ENV} names an external cluster: no real node is started")
+    node = CassandraNode.single(tmp_path_factory.mktemp("cassandra-node"), heap=REAL_CASSANDRA_HEAP)
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    try:
+        with capture.global_and_fixture_disabled():  # progress shows while the JVM starts
+            node.start()
+            node.wait_ready()
+    except CassandraUnavailableHere as exc:
+        if wanted == "auto":
+            pytest.skip(f"no real Cassandra node: {exc}")
+        pytest.fail(f"no real Cassandra node ({REAL_CASSANDRA_ENV}={wanted}): {exc}")
+    except (NodeFailed, KeyboardInterrupt):
+        node.stop()
+        raise
+    _REAL_NODE_FACTS["version"] = node.version
+    _REAL_NODE_FACTS["start_seconds"] = node.start_seconds
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="session")
+def real_keyspaces(cassandra_node):
+    """The real node's store per index mode, created once (see tests/cassandra_node/keyspaces.py)."""
+    from tests.cassandra_node.keyspaces import RealKeyspaces
+
+    keyspaces = RealKeyspaces(cassandra_node)
+    _REAL_NODE_FACTS["keyspaces"] = keyspaces
+    yield keyspaces
+    keyspaces.close()
+
+
+_REAL_NODE_FACTS: dict = {}
+
+
+REAL_NODE_TIMEOUT = 900  # seconds: a test may first wait for the node's start (up to 240 s) and a store's DDL
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Tests on the real node get a longer timeout than setup.cfg's: their setup may start the node."""
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if params is not None and any(isinstance(v, str) and v in REAL_KINDS for v in params.params.values()):
+            item.add_marker(pytest.mark.timeout(REAL_NODE_TIMEOUT))
+        elif "real_keyspaces" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(REAL_NODE_TIMEOUT))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """CI's output says which real Cassandra ran the suites, and what its stores cost."""
+    if not _REAL_NODE_FACTS:
+        return
+    keyspaces = _REAL_NODE_FACTS.get("keyspaces")
+    line = (f"real Cassandra node: {_REAL_NODE_FACTS.get('version')}, answered CQL"
+            f" {_REAL_NODE_FACTS.get('start_seconds', 0):.0f} s after launch")
+    if keyspaces is not None:
+        created = ", ".join(f"{mode.upper()} store created in {seconds:.0f} s" for mode, seconds in
+                            keyspaces.created.items())
+        line += f"; {created or 'no store created'}"
+        line += (f"; emptying them between tests ({keyspaces.deletions} partitions deleted,"
+                 f" {keyspaces.truncations} TRUNCATEs) took {keyspaces.truncate_seconds:.0f} s")
+    terminalreporter.write_line(line)
+
+
+def _cassandra_store_url(kind: str, request, tmp_path) -> str:
+    """A store on the CQL test server (a fresh schema-less keyspace, dropped after the test) or on
+    the real node (the mode's store, emptied: its schema is there)."""
+    if kind in REAL_KINDS:
+        return request.getfixturevalue("real_keyspaces").url(REAL_KINDS[kind])
+    url = make_store_url("cassandra", tmp_path, request.getfixturevalue("cassandra_address"))
+    admin = request.getfixturevalue("cassandra_admin")
+    request.addfinalizer(lambda: drop_keyspaces(admin, url))
+    return url
+
+
+@pytest.fixture(params=CASSANDRA_KINDS)
+def cassandra_kind(request) -> str:
+    """Each Cassandra a Cassandra-only test runs on: the CQL test server, the real node in each index mode."""
+    return request.param
+
+
 @pytest.fixture
-def cassandra_url(cassandra_address, cassandra_admin, tmp_path):
-    """The URL of a fresh (schema-less) keyspace, dropped after the test."""
-    url = make_store_url("cassandra", tmp_path, cassandra_address)
-    yield url
-    drop_keyspaces(cassandra_admin, url)
+def cassandra_url(cassandra_kind, request, tmp_path) -> str:
+    """The URL (without options: tests append theirs) of a store on each Cassandra."""
+    return _cassandra_store_url(cassandra_kind, request, tmp_path)
+
+
+@pytest.fixture
+def url_server(cassandra_kind, request):
+    """The CQL test server behind cassandra_url, or None (a real node or an external cluster)."""
+    if cassandra_kind in REAL_KINDS:
+        return None
+    return request.getfixturevalue("cql_server")
 
 
 @pytest.fixture(params=STORE_KINDS)
 def store_url(request, tmp_path) -> str:
     """The URL of an empty store of each kind."""
-    if request.param == "cassandra":
-        return request.getfixturevalue("cassandra_url")
-    return make_store_url(request.param, tmp_path)
+    if request.param == "sqlite":
+        return make_store_url(request.param, tmp_path)
+    return _cassandra_store_url(request.param, request, tmp_path)
+
+
+@pytest.fixture
+def schemaless_store_url(request, store_url) -> str:
+    """store_url, or on the real node (whose stores keep their schema) a keyspace nobody created."""
+    if request.node.callspec.params.get("store_url") in REAL_KINDS:
+        return f"{store_url.rsplit('/', 1)[0]}/{new_keyspace()}"
+    return store_url
 
 
 @pytest.fixture

@@ -335,10 +335,10 @@ def test_float_timestamps_are_truncated_like_whisper(accessor):
     assert series.start + index * series.step == (NOW - 11) - (NOW - 11) % 10
 
 
-def test_store_without_schema(store_url):
+def test_store_without_schema(schemaless_store_url):
     from biggraphite_like.accessor import Accessor
 
-    fresh = Accessor.from_url(store_url)
+    fresh = Accessor.from_url(schemaless_store_url)
     try:
         with pytest.raises(SchemaMissing, match="syncdb"):
             fresh.glob_metrics("*")

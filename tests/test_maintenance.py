@@ -467,7 +467,7 @@ def _corrupt(accessor, request, name: str, retention: str | None) -> None:
         with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
             assert conn.execute("UPDATE metrics SET retention = ? WHERE name = ?", (retention, name)).rowcount == 1
         return
-    admin = request.getfixturevalue("cassandra_admin")
+    admin = store._conn.session  # the store's own cluster: the test server or the real node
     table = f"{store.metadata_keyspace}.metrics"
     if retention is None:
         admin.execute(f"UPDATE {table} SET updated_on = %s WHERE name = %s", (NOW, name))

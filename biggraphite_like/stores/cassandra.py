@@ -185,6 +185,9 @@ class CassandraStore(Store):
             reconnection_policy=ConstantReconnectionPolicy(delay=1.0, max_attempts=None),
             connect_timeout=o.timeout,
             control_connection_timeout=o.timeout,
+            # a table a schema change creates must be known to every node before the store uses
+            # it: a busy multi-node cluster can take longer than the driver's default 10 s
+            max_schema_agreement_wait=int(max(DDL_TIMEOUT, o.timeout)),
             idle_heartbeat_interval=max(5, int(o.timeout)),
             schema_metadata_enabled=True,  # keyspace replication: token-aware routing needs it
             token_metadata_enabled=True,
@@ -248,7 +251,7 @@ class CassandraStore(Store):
         # one schema agreement wait and one metadata refresh at the end rather than after each
         # of the hundreds of statements
         cluster.schema_metadata_enabled = False
-        agreement_wait, cluster.max_schema_agreement_wait = cluster.max_schema_agreement_wait, 0
+        agreement_wait = cluster.max_schema_agreement_wait
         try:
             self._syncdb()
         finally:
@@ -267,6 +270,10 @@ class CassandraStore(Store):
         first_index = next(i for i, s in enumerate(statements) if "INDEX" in s)
         for statement in statements[:first_index]:
             self._ddl(statement)
+        # The keyspaces and tables above were each awaited on every node (on a real multi-node
+        # cluster the next statement's coordinator may otherwise not know them yet: "Keyspace ...
+        # doesn't exist"); the indexes on them are not, one wait at the end of syncdb instead.
+        self._conn.cluster.max_schema_agreement_wait = 0
         try:
             self._ddl(statements[first_index])
         except CassandraRequestError as exc:

@@ -1,7 +1,7 @@
 """A CQL native protocol v4 server for tests: a TEST TOOL, never a production store.
 
-No Cassandra can be installed on the project's machines, so the Cassandra store
-is tested against this small in-memory server: the real cassandra-driver talks
+The Cassandra store's fast test path (a real Cassandra 5.0 node, tests/cassandra_node,
+runs the same suites when Java and Maven are there): the real cassandra-driver talks
 to it over TCP, and it applies the CQL subset the store uses with Cassandra's
 rules (ALLOW FILTERING, SASI/SAI indexes, clustering slices, TTL, tombstones,
 last-write-wins, LWT, batches, paging, token-range scans).

@@ -17,7 +17,7 @@ from typing import Any
 from . import cql
 from .errors import InvalidRequest
 from .results import UNSET, Rows
-from .schema import MAX_TTL, Column, Table
+from .schema import MAX_TTL, Column, Table, checked_partition_key
 from .storage import NO_DELETION
 from .terms import checked_key_value, compile_in, compile_term, key_values, resolve, resolve_int, resolve_many
 from .types import BIGINT, BOOLEAN, INT, CQLType
@@ -129,7 +129,10 @@ class WritePlan:
         return lists
 
     def partition_keys(self, values: list) -> list[tuple]:
-        return list(dict.fromkeys(itertools.product(*self._key_lists(values, self.table.partition_key))))
+        keys = list(dict.fromkeys(itertools.product(*self._key_lists(values, self.table.partition_key))))
+        for key in keys:
+            checked_partition_key(key)
+        return keys
 
     def clustering_keys(self, values: list) -> list[tuple]:
         cols = self.table.clustering[: self.ck_count]

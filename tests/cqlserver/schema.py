@@ -74,6 +74,15 @@ def compose_key(components: tuple) -> bytes:
     return b"".join(struct.pack(">H", len(c)) + c + b"\x00" for c in components)
 
 
+def checked_partition_key(components: tuple) -> bytes:
+    """compose_key, refusing an empty key as Cassandra does for every statement naming a
+    partition (SELECT and DELETE too, not only INSERT): a one-column key that is ''."""
+    key = compose_key(components)
+    if not key:
+        raise InvalidRequest("Key may not be empty")
+    return key
+
+
 def _option_value(name: str, lit: tuple) -> Any:
     kind, value, text = lit
     if name in _MAP_OPTIONS:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from . import cql
 from .errors import REQUIRES_ALLOW_FILTERING, InvalidRequest
 from .results import UNSET, Rows
-from .schema import Column, Table, compose_key, token_of
+from .schema import Column, Table, checked_partition_key, token_of
 from .terms import compile_in, compile_term, key_values, resolve, resolve_int, resolve_many
 from .types import BIGINT, INT, CQLType
 
@@ -461,8 +461,8 @@ class SelectPlan:
             if len(combos) > 1:
                 combos.sort(key=t.pk_sort_key)
             started = start_key is None
-            for comp in combos:
-                key = compose_key(comp)
+            keys = [checked_partition_key(comp) for comp in combos]  # all refused before any is read
+            for key in keys:
                 if not started:
                     if key != start_key:
                         continue
