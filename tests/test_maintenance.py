@@ -434,6 +434,18 @@ def test_delete_without_recursive_only_deletes_metrics(accessor):
     assert all_directories(accessor) == []
 
 
+def test_delete_recursive_removes_only_what_lies_beneath_matched_directories(accessor):
+    """`a.{,b}` matches the directory a.b only (StandardFinder's empty alternative), though
+    `a.{,b}.**` matches all of a: a recursive delete removes a.b's subtree and nothing else."""
+    accessor.create_metrics([("v.b.x", META), ("v.b.y.z", META), ("v.c.x", META), ("v.m", META)], now=NOW)
+    report = delete(accessor, "v.{,b}", recursive=True, dry_run=True)
+    assert report.metrics == ["v.b.x", "v.b.y.z"]
+    assert report.matched_directories == ["v.b", "v.b.y"]
+    delete(accessor, "v.{,b}", recursive=True)
+    assert all_metrics(accessor) == ["v.c.x", "v.m"]
+    assert all_directories(accessor) == ["v", "v.c"]
+
+
 def test_delete_dry_run_and_bad_glob(accessor):
     accessor.create_metrics([("u.a", META), ("u.b", META)], now=NOW)
     assert delete(accessor, "u.*", dry_run=True).metrics == ["u.a", "u.b"]

@@ -57,9 +57,12 @@ def delete(accessor: Accessor, pattern: str, recursive: bool = False, dry_run: b
         metrics = set(store.glob_metrics(glob, MAX_DELETE))
         directories = store.glob_directories(glob, MAX_DELETE)
         if recursive and directories:
+            # GLOB.** can match more than what lies beneath GLOB's directories (`a.{,b}`
+            # matches `a.b` only, `a.{,b}.**` all of `a`): keep names under a matched one
             beneath = accessor.glob(pattern.rstrip(".") + ".**")
-            metrics.update(store.glob_metrics(beneath, MAX_DELETE))
-            directories = sorted(set(directories) | set(store.glob_directories(beneath, MAX_DELETE)))
+            matched = set(directories)
+            metrics.update(n for n in store.glob_metrics(beneath, MAX_DELETE) if _under(n, matched))
+            directories = sorted(matched | {n for n in store.glob_directories(beneath, MAX_DELETE) if _under(n, matched)})
     report.metrics = sorted(metrics)
     report.matched_directories = directories
     if dry_run:
@@ -69,6 +72,11 @@ def delete(accessor: Accessor, pattern: str, recursive: bool = False, dry_run: b
         accessor, report.metrics, directories if recursive else [])
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _under(name: str, directories: set[str]) -> bool:
+    """Whether one of name's ancestors is in directories."""
+    return any(ancestor in directories for ancestor in names_mod.ancestors(name))
 
 
 def remove_metrics(accessor: Accessor, metrics: list[str], directories: list[str]) -> tuple[int, int]:
