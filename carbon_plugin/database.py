@@ -37,7 +37,7 @@ from carbon_plugin.flusher import Flusher
 from carbon_plugin.known import KnownMetrics
 from carbon_plugin.options import PluginOptions
 from carbon_plugin.stats import PluginStats, record_in_carbon
-from carbon_plugin.store_size import GAUGE as STORE_BYTES, store_bytes
+from carbon_plugin.store_size import GAUGE as STORE_BYTES, measurable, store_bytes
 from carbon_plugin.writer_process import InProcessWriter, ProcessWriter
 
 METADATA_KEYS = ("aggregationMethod", "xFilesFactor")
@@ -188,13 +188,14 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
     def _record_stats(self) -> None:
         """The counters since the last record, and the store's size when it is known."""
         gauges = {}
-        try:
-            size = store_bytes(self.accessor().store)
-        except (BglError, OSError) as exc:
-            log.msg(f"biggraphite_like: could not read the store's size: {exc}")
-            size = None
-        if size is not None:
-            gauges[STORE_BYTES] = size
+        if measurable(self.options.store_url):
+            try:
+                size = store_bytes(self.accessor().store)
+            except (BglError, OSError) as exc:
+                log.msg(f"biggraphite_like: could not read the store's size: {exc}")
+                size = None
+            if size is not None:
+                gauges[STORE_BYTES] = size
         record_in_carbon(self.stats, gauges)
 
     def shutdown(self) -> None:

@@ -14,6 +14,12 @@ from biggraphite_like.stores.base import Store
 GAUGE = "storeBytes"
 
 
+def measurable(store_url: str) -> bool:
+    """Whether store_bytes can know the size (checked first, so that asking never opens a
+    connection to a remote store from carbon's reactor thread)."""
+    return store_url.startswith("sqlite:")
+
+
 def store_bytes(store: Store) -> int | None:
     """Bytes the store occupies on this machine's disk; None when unknown (not SQLite)."""
     from biggraphite_like.stores.sqlite import SQLiteStore
