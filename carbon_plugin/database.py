@@ -37,6 +37,7 @@ from carbon_plugin.flusher import Flusher
 from carbon_plugin.known import KnownMetrics
 from carbon_plugin.options import PluginOptions
 from carbon_plugin.stats import PluginStats, record_in_carbon
+from carbon_plugin.store_size import GAUGE as STORE_BYTES, measurable, store_bytes
 from carbon_plugin.writer_process import InProcessWriter, ProcessWriter
 
 METADATA_KEYS = ("aggregationMethod", "xFilesFactor")
@@ -181,8 +182,21 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
         reactor.addSystemEventTrigger("during", "shutdown", self.shutdown)
         self.flusher.ensure_started()
         if self._stat_interval > 0:
-            self._stat_task = LoopingCall(record_in_carbon, self.stats)
+            self._stat_task = LoopingCall(self._record_stats)
             self._stat_task.start(self._stat_interval, now=False)
+
+    def _record_stats(self) -> None:
+        """The counters since the last record, and the store's size when it is known."""
+        gauges = {}
+        if measurable(self.options.store_url):
+            try:
+                size = store_bytes(self.accessor().store)
+            except (BglError, OSError) as exc:
+                log.msg(f"biggraphite_like: could not read the store's size: {exc}")
+                size = None
+            if size is not None:
+                gauges[STORE_BYTES] = size
+        record_in_carbon(self.stats, gauges)
 
     def shutdown(self) -> None:
         """Write what carbon still caches, then every buffered point; close the store."""
@@ -191,7 +205,7 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
         log.msg("biggraphite_like: shutting down: writing carbon's cache and the buffer")
         self._drain_carbon_cache()
         if self._stat_interval > 0:
-            record_in_carbon(self.stats)  # the last counts, written with the rest
+            self._record_stats()  # the last counts, written with the rest
             self._drain_carbon_cache()
         self.flusher.stop()
         self._closed = True

@@ -3,7 +3,8 @@
 Carbon's instrumentation records a fixed list of stats for carbon-cache, so the plugin keeps
 its own counters and records them itself every CARBON_METRIC_INTERVAL, next to carbon's, as
 `<CARBON_METRIC_PREFIX>.agents.<host>-<instance>.biggraphite_like.<name>` (the count since
-the previous record). Store failures also increment carbon's own `errors` stat.
+the previous record), and its gauges (a value at the time of the record, e.g. the store's
+size: store_size.py). Store failures also increment carbon's own `errors` stat.
 """
 from __future__ import annotations
 
@@ -60,9 +61,10 @@ def count_carbon_error(count: int = 1) -> None:
     instrumentation.increment("errors", count)
 
 
-def record_in_carbon(stats: PluginStats) -> None:
-    """Store the counters as carbon self-metrics (reactor thread, like carbon's own recorder)."""
+def record_in_carbon(stats: PluginStats, gauges: dict[str, int] | None = None) -> None:
+    """Store the counters (and gauges) as carbon self-metrics (reactor thread, like carbon's
+    own recorder)."""
     from carbon import instrumentation
 
-    for name, value in stats.take().items():
+    for name, value in {**stats.take(), **(gauges or {})}.items():
         instrumentation.cache_record(STAT_PREFIX + name, value)

@@ -46,6 +46,15 @@ class PatternRefusedMiddleware:
         return None
 
 
+def app_path(request) -> str:
+    """The request's path inside graphite-web (without its URL_PREFIX)."""
+    path = request.path_info
+    prefix = "/" + getattr(settings, "URL_PREFIX", "").strip("/")
+    if prefix != "/" and path.startswith(prefix):
+        path = path[len(prefix):] or "/"
+    return path
+
+
 def foreign_origin(request) -> str | None:
     """The other origin a browser says this request comes from, or None (same origin, or
     not sent by a browser)."""
@@ -79,10 +88,7 @@ class CrossSiteWriteMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        path = request.path_info
-        prefix = "/" + getattr(settings, "URL_PREFIX", "").strip("/")
-        if prefix != "/" and path.startswith(prefix):
-            path = path[len(prefix):] or "/"
+        path = app_path(request)
         if writes(request.method, path):
             origin = foreign_origin(request)
             if origin is not None:

@@ -28,3 +28,25 @@ ACCESSOR_ARGUMENTS = {
     "BG_CACHE_TTL": "cache_ttl",
     "BG_TOUCH_INTERVAL": "touch_interval",
 }
+
+# graphite-web's own find and render times, written into the store (graphite_plugin.self_metrics)
+SELF_METRICS_INTERVAL_ENV = "BGL_SELF_METRICS_INTERVAL"
+DEFAULT_SELF_METRICS_INTERVAL = 60.0
+
+
+def self_metrics_interval(environ: dict | None = None) -> float:
+    """BG_SELF_METRICS_INTERVAL's default: $BGL_SELF_METRICS_INTERVAL (seconds; 0 turns the
+    self-metrics off), else 60 s, carbon's CARBON_METRIC_INTERVAL."""
+    import os
+
+    text = (os.environ if environ is None else environ).get(SELF_METRICS_INTERVAL_ENV, "").strip()
+    if not text:
+        return DEFAULT_SELF_METRICS_INTERVAL
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"${SELF_METRICS_INTERVAL_ENV}={text!r}: expected seconds between two writes of"
+                         " graphite-web's self-metrics (a number >= 0; 0 turns them off)")
+    return value

@@ -18,7 +18,10 @@ Importing it:
   finds its theme;
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
   and adds `graphite_plugin.middleware`'s CrossSiteWriteMiddleware (a browser's write from
-  another origin is refused) and PatternRefusedMiddleware to MIDDLEWARE.
+  another origin is refused) and PatternRefusedMiddleware to MIDDLEWARE, and
+  `graphite_plugin.self_metrics`' RequestTimingMiddleware first (graphite-web's find and
+  render times, written into the store every BG_SELF_METRICS_INTERVAL seconds: default
+  $BGL_SELF_METRICS_INTERVAL, else 60; 0 turns them off).
 
 It imports neither Django's settings nor graphite-web's modules that read them.
 """
@@ -30,6 +33,7 @@ import sys
 from biggraphite_like.settings import default_store_url as _default_store_url
 from graphite_plugin import compat as _compat
 from graphite_plugin.options import OPTION_DEFAULTS as _OPTION_DEFAULTS
+from graphite_plugin.options import self_metrics_interval as _self_metrics_interval
 
 _compat.install()
 
@@ -37,11 +41,13 @@ STORAGE_FINDERS = ("graphite_plugin.Finder",)
 TAGDB = "graphite_plugin.tagdb.TagDB"  # /tags/* answered from the store's tag index
 BG_STORE = _default_store_url()
 globals().update(_OPTION_DEFAULTS)  # BG_MAX_GLOB_EXPANSION, BG_MAX_GLOB_RESULTS, BG_CACHE_TTL, ...
+BG_SELF_METRICS_INTERVAL = _self_metrics_interval()  # seconds between writes of bgl.web.* (0: off)
 # the key type of graphite-web's tables (its migrations predate Django 3.2's setting, which
 # otherwise warns, models.W042, for every model at each start)
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 
-__all__ = ["STORAGE_FINDERS", "TAGDB", "BG_STORE", "DEFAULT_AUTO_FIELD", *_OPTION_DEFAULTS]
+__all__ = ["STORAGE_FINDERS", "TAGDB", "BG_STORE", "BG_SELF_METRICS_INTERVAL", "DEFAULT_AUTO_FIELD",
+           *_OPTION_DEFAULTS]
 
 _content = os.path.join(sys.prefix, "webapp", "content")
 if os.path.isdir(_content):
@@ -60,8 +66,10 @@ def _app_settings() -> dict:
     import graphite.app_settings as app_settings
 
     values = {name: getattr(app_settings, name) for name in dir(app_settings) if name.isupper()}
-    values["MIDDLEWARE"] = tuple(values["MIDDLEWARE"]) + ("graphite_plugin.middleware.CrossSiteWriteMiddleware",
-                                                          "graphite_plugin.middleware.PatternRefusedMiddleware")
+    values["MIDDLEWARE"] = ("graphite_plugin.self_metrics.RequestTimingMiddleware",  # times whole requests
+                            *values["MIDDLEWARE"],
+                            "graphite_plugin.middleware.CrossSiteWriteMiddleware",
+                            "graphite_plugin.middleware.PatternRefusedMiddleware")
     values["GRAPHITE_WEB_APP_SETTINGS_LOADED"] = True  # graphite.settings must not load them again
     return values
 

@@ -1,16 +1,21 @@
 """The Grafana dashboard of docs/monitoring.md (issue #19 item 9): importable JSON whose
 every target names a self-metric the stack really writes.
 
-The first test reads the file; the second runs `bgl run`, sends points, waits for
+The first test reads the file; the second writes graphite-web's self-metrics into a real
+SQLite store and into one that cannot be opened (the failure is counted, then reported);
+the last runs `bgl run` (graphite-web's BG_SELF_METRICS_INTERVAL at 5 s through
+$BGL_SELF_METRICS_INTERVAL), sends points, makes finds and renders, waits for
 carbon-cache's first self-metrics (CARBON_METRIC_INTERVAL: 60 s) and asks graphite-web
 for every target of the dashboard (the `$agent` variable as `*`, its "All" value): each
-must return a series with values, and each metric path in it must exist.
+must return a series with values, and each metric path in it must exist; the finds and
+renders graphite-web counted are at least those the test made.
 """
 from __future__ import annotations
 
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +24,9 @@ from tests.stack_env import BglRun
 
 DASHBOARD = REPO_ROOT / "docs" / "grafana" / "bgl-stack.json"
 PAGE = REPO_ROOT / "docs" / "monitoring.md"
-METRIC_PATH = re.compile(r"carbon\.agents\.\$agent\.[A-Za-z_.]+[A-Za-z_]")
+METRIC_PATH = re.compile(r"(?:carbon\.agents\.\$agent|bgl\.web\.\*)\.[A-Za-z_.]+[A-Za-z_]")
+# what the page names a self-metric by: without its agent (and the plugin's prefix) or worker
+DOCUMENTED_AS = re.compile(r"^(?:carbon\.agents\.\$agent\.(?:biggraphite_like\.)?|bgl\.web\.\*\.)")
 
 
 def dashboard_targets() -> list[str]:
@@ -44,33 +51,91 @@ def test_the_dashboard_is_importable_grafana_json():
     assert "grafana/bgl-stack.json" in page
     # every self-metric a target uses is documented on the page
     for path in {m.group(0) for t in dashboard_targets() for m in METRIC_PATH.finditer(t)}:
-        assert f"`{path.split('$agent.', 1)[1].removeprefix('biggraphite_like.')}`" in page, path
+        assert f"`{DOCUMENTED_AS.sub('', path)}`" in page, path
+
+
+def test_web_self_metrics_are_written_and_failures_counted(tmp_path):
+    from tests.graphite_env import configure
+
+    configure()
+    from biggraphite_like.accessor import Accessor
+    from graphite_plugin.self_metrics import RequestTimes, SelfMetricsWriter
+
+    accessor = Accessor.from_url(f"sqlite://{tmp_path / 'web.db'}")
+    accessor.syncdb()
+    stores = [Accessor.from_url(f"sqlite://{tmp_path / 'missing' / 'web.db'}"), accessor]  # the first fails
+    writer = SelfMetricsWriter(RequestTimes(), 5, lambda: stores.pop(0) if len(stores) > 1 else stores[0],
+                               prefix=lambda: "bgl.web.h-1")
+    for milliseconds in (3.0, 1.5, 7.25):
+        writer.times.record("find", milliseconds)
+    writer.times.record("render", 40.0)
+    now = (int(time.time()) // 5) * 5 - 10  # the last write (now + 5) is in the past too
+    assert writer.write_once(now - 5) is False and writer.errors == 1  # the store's folder does not exist
+    assert writer.write_once(now) is True  # what the failed write held, and the failure
+    written = {name: [v for v in series.values if v == v]
+               for name, series in accessor.fetch(accessor.glob_metrics("bgl.web.h-1.**"), now - 60, now + 5).items()}
+    assert written == {"bgl.web.h-1.writeErrors": [1.0],
+                       "bgl.web.h-1.find.count": [3.0], "bgl.web.h-1.find.totalMilliseconds": [11.75],
+                       "bgl.web.h-1.find.maxMilliseconds": [7.25],
+                       "bgl.web.h-1.render.count": [1.0], "bgl.web.h-1.render.totalMilliseconds": [40.0],
+                       "bgl.web.h-1.render.maxMilliseconds": [40.0]}, written
+    assert {m.metadata.aggregator.value for m in map(accessor.get_metric, written) if "max" in m.name} == {"max"}
+    assert writer.write_once(now + 5) is True and writer.errors == 1  # nothing measured: zeros, no error
+    assert [v for v in accessor.fetch(["bgl.web.h-1.find.count"], now - 1, now + 10)["bgl.web.h-1.find.count"].values
+            if v == v] == [3.0, 0.0]
+
+
+def values(series: list) -> list[float]:
+    return [v for s in series for v, _ in s["datapoints"] if v is not None]
 
 
 @pytest.mark.slow
-def test_every_target_names_a_metric_the_stack_writes(tmp_path):
+def test_every_target_names_a_metric_the_stack_writes(tmp_path, monkeypatch):
+    monkeypatch.setenv("BGL_SELF_METRICS_INTERVAL", "5")  # graphite-web's; carbon's stays 60 s
     run = BglRun(tmp_path / "data")
     try:
         run.start()
         now = int(time.time())
         send_to_carbon(run.line_port, plaintext([(f"mon.m{i}", now - 60, float(i)) for i in range(20)]))
+        requests = {"find": 0, "render": 0}
+
+        def get_json(path: str, **params: object) -> object:
+            requests["find" if path == "/metrics/find" else "render"] += 1
+            return run.get_json(path, **params)
+
+        for pattern in ("*", "mon.*", "mon.m1*", "carbon.agents.*"):
+            get_json("/metrics/find", query=pattern)
         deadline = time.monotonic() + 240
         while True:  # carbon records its self-metrics once a minute
-            stored = run.get_json("/render", target="sumSeries(carbon.agents.*.biggraphite_like.storedPoints)",
-                                  format="json", **{"from": "-10min"})
+            stored = get_json("/render", target="sumSeries(carbon.agents.*.biggraphite_like.storedPoints)",
+                              format="json", **{"from": "-10min"})
             if stored and any(v for v, _ in stored[0]["datapoints"]):
                 break
             assert time.monotonic() < deadline, "carbon-cache recorded no self-metric within 240 s"
             send_to_carbon(run.line_port, plaintext([("mon.tick", int(time.time()), 1.0)]))
             time.sleep(5)
+        made = dict(requests)
+        time.sleep(12)  # graphite-web's workers write what they measured every 5 s
         for target in dashboard_targets():
             concrete = target.replace("$agent", "*")
-            series = run.get_json("/render", target=concrete, format="json", **{"from": "-10min"})
+            series = get_json("/render", target=concrete, format="json", **{"from": "-10min"})
             assert series, f"{concrete}: no series"
-            assert any(v is not None for s in series for v, _ in s["datapoints"]), f"{concrete}: only nulls"
+            assert values(series), f"{concrete}: only nulls"
             for path in METRIC_PATH.findall(target):
-                found = run.get_json("/metrics/find", query=path.replace("$agent", "*"))
+                found = get_json("/metrics/find", query=path.replace("$agent", "*"))
                 assert found and all(node["leaf"] for node in found), (path, found)
+        for kind, count in made.items():
+            counted = values(get_json("/render", target=f"sumSeries(bgl.web.*.{kind}.count)", format="json",
+                                      **{"from": "-10min"}))
+            assert sum(counted) >= count, (kind, counted, count)
+            slowest = values(get_json("/render", target=f"maxSeries(bgl.web.*.{kind}.maxMilliseconds)",
+                                      format="json", **{"from": "-10min"}))
+            assert 0 < max(slowest) < 60_000, (kind, slowest)
+        (size,) = get_json("/render", target="carbon.agents.*.biggraphite_like.storeBytes", format="json",
+                           **{"from": "-10min"})
+        store = tmp_path / "data" / "bgl.db"  # bgl run's default store
+        on_disk = sum(p.stat().st_size for p in (store, Path(f"{store}-wal")) if p.exists())
+        assert 4096 <= values([size])[-1] <= 2 * on_disk, (values([size]), on_disk)
         assert run.stop() == 0
     finally:
         run.kill()
