@@ -24,6 +24,7 @@ from biggraphite_like.metric import Metric, MetricMetadata, make_metric
 from biggraphite_like.stores.base import ScanPage, StageTable, Store
 from biggraphite_like.stores.registry import open_store
 from biggraphite_like.tags.database import TagDatabase
+from biggraphite_like.tags.series import is_tagged
 
 _log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class Accessor:
         now = self.now() if now is None else now
         metrics = [make_metric(name, metadata, now) for name, metadata in specs]
         self.store.create_metrics(metrics)
-        tagged = [m.name for m in metrics if ";" in m.name]
+        tagged = [m.name for m in metrics if is_tagged(m.name)]
         if tagged:  # names are canonical (names.normalize): index them as graphite's TagDB would
             self.tags.tag_series(tagged, now)
         self._check_ancestors([m.name for m in metrics], set())
@@ -207,7 +208,7 @@ class Accessor:
         """Delete metrics and their points; written again, a metric starts empty."""
         normalized = [names_mod.normalize(n) for n in names]
         self.store.delete_metrics(normalized)
-        tagged = [n for n in normalized if ";" in n]
+        tagged = [n for n in normalized if is_tagged(n)]
         if tagged:
             self.tags.index.remove_series(tagged)
         self._forget(normalized)

@@ -36,6 +36,7 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidMetricName
 from biggraphite_like.maintenance.progress import Progress, show_total
 from biggraphite_like.stores.base import check_shard
+from biggraphite_like.tags.series import is_tagged
 
 PAGE_SIZE = 1000
 MAX_LISTED = 20  # names listed per kind of change in the report
@@ -101,7 +102,7 @@ def repair(accessor: Accessor, shard: int = 0, nshards: int = 1, dry_run: bool =
             report.note("missing directories created", missing)
             if not dry_run:
                 accessor.create_directories(missing)
-        _index_tagged(accessor, [m.name for m in page.items if ";" in m.name and m.name not in invalid], report,
+        _index_tagged(accessor, [m.name for m in page.items if is_tagged(m.name) and m.name not in invalid], report,
                       dry_run)
         progress.advance(len(page.items) + len(page.unreadable))
     progress.close()
