@@ -284,7 +284,7 @@ CREATE TABLE IF NOT EXISTS store_state (
 );
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);
--- Graphite tags (biggraphite_like.stores.sqlite_tags): interned tag names and tag=value
+-- Graphite tags (biggraphite_like.stores.sqlite.tags): interned tag names and tag=value
 -- pairs with their series counts, postings per pair, tagged series by canonical path.
 CREATE TABLE IF NOT EXISTS tag_names (
   id INTEGER PRIMARY KEY,

@@ -13,7 +13,7 @@ import pytest
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.glob import GlobPattern
-from biggraphite_like.stores import cassandra_glob as planner
+from biggraphite_like.stores.cassandra import glob_planner as planner
 
 from tests.test_conformance import PATTERNS, _random_tree
 

@@ -26,7 +26,7 @@ from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import MetricMetadata, make_metric, metric_id
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
-from biggraphite_like.stores.cassandra_options import OPTIONS, parse_url
+from biggraphite_like.stores.cassandra.options import OPTIONS, parse_url
 from biggraphite_like.stores.registry import open_store
 
 from tests.conftest import new_keyspace
@@ -572,7 +572,7 @@ def test_glob_results_larger_than_a_page_are_read_whole(url_server, cassandra_ac
 
 
 def test_globs_stay_equal_when_walks_give_way_to_depth_queries(cassandra_accessor, monkeypatch):
-    from biggraphite_like.stores import cassandra as module
+    from biggraphite_like.stores.cassandra import globs as module
 
     monkeypatch.setattr(module, "WALK_LIMIT", 2)
     metric_names = _random_tree(7, 200)

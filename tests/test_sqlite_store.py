@@ -1,4 +1,4 @@
-"""What is specific to the embedded SQLite store (stores/sqlite.py).
+"""What is specific to the embedded SQLite store (the stores/sqlite package).
 
 The store-independent behaviour is in test_conformance.py; here: WAL and concurrency across
 processes and threads, crash consistency, index use of the glob planner, bounded stage
@@ -507,7 +507,7 @@ def _fill_three_durations(accessor: Accessor, names) -> int:
     return now
 
 
-# The documented layout of a block (module docstring of stores/sqlite.py), decoded here on
+# The documented layout of a block (docstring of the stores/sqlite package), decoded here on
 # its own: slots of (timestamp uint32, value float64[, count uint32]), little-endian.
 _RAW = np.dtype([("ts", "<u4"), ("value", "<f8")])
 _AGGR = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])

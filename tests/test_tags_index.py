@@ -143,7 +143,7 @@ def _drop_postings(accessor, path):
             store._conn.execute("DELETE FROM tag_postings WHERE series_id = (SELECT id FROM tagged_series"
                                 " WHERE path = ?)", (path,))
     else:
-        from biggraphite_like.stores.cassandra_tags import bucket_of
+        from biggraphite_like.stores.cassandra.tags import bucket_of
         from biggraphite_like.tags.series import tags_of_path
 
         for tag, value in tags_of_path(path).items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from biggraphite_like.errors import InvalidStoreURL
-from biggraphite_like.stores.cassandra_options import parse_url
+from biggraphite_like.stores.cassandra.options import parse_url
 from biggraphite_like.urls import redact_url
 
 

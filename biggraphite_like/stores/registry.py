@@ -17,7 +17,7 @@ def open_store(url: str) -> Store:
 
         return SQLiteStore.from_url(url)
     if scheme == "cassandra":
-        from biggraphite_like.stores.cassandra_options import parse_url
+        from biggraphite_like.stores.cassandra.options import parse_url
 
         options = parse_url(url)  # URL errors do not need the driver
         try:

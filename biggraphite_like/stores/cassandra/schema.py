@@ -40,8 +40,8 @@ import math
 from biggraphite_like import names as names_mod
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
-from biggraphite_like.stores import cassandra_tags
-from biggraphite_like.stores.cassandra_options import CassandraOptions
+from biggraphite_like.stores.cassandra import tags as cassandra_tags
+from biggraphite_like.stores.cassandra.options import CassandraOptions
 
 COMPONENTS = names_mod.MAX_COMPONENTS
 END = names_mod.END_MARKER

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 _CHUNK = 500
 
 SCHEMA_SQL = [
-    "-- Graphite tags (biggraphite_like.stores.sqlite_tags): interned tag names and tag=value",
+    "-- Graphite tags (biggraphite_like.stores.sqlite.tags): interned tag names and tag=value",
     "-- pairs with their series counts, postings per pair, tagged series by canonical path.",
     "CREATE TABLE IF NOT EXISTS tag_names (\n  id INTEGER PRIMARY KEY,\n  tag TEXT NOT NULL UNIQUE,\n"
     "  series INTEGER NOT NULL DEFAULT 0\n);",

@@ -43,7 +43,7 @@ _MAX_COUNT_ROUNDS = 20  # compare-and-set rounds before a count update gives up 
 def schema_statements(meta: str) -> list[str]:
     """The tables, in the metadata keyspace `meta`."""
     return [
-        "-- Graphite tags (biggraphite_like.stores.cassandra_tags): tags, values with series counts,",
+        "-- Graphite tags (biggraphite_like.stores.cassandra.tags): tags, values with series counts,",
         f"-- postings per tag=value spread over {POSTING_BUCKETS} buckets, tagged series by canonical path.",
         f"CREATE TABLE IF NOT EXISTS {meta}.tag_names (\n  bucket int,\n  tag text,\n  PRIMARY KEY (bucket, tag)\n);",
         f"CREATE TABLE IF NOT EXISTS {meta}.tag_values (\n  tag text,\n  value text,\n  series bigint,\n"

@@ -1,0 +1,228 @@
+"""The SQLite store's connections and transactions: one connection per thread (and per
+forked process), IMMEDIATE write batches, read snapshots, a bounded WAL, the change marks
+other processes see (deletions, points)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import threading
+from typing import Iterator, Self
+from urllib.parse import parse_qsl, urlsplit
+
+from biggraphite_like.errors import (
+    InvalidStoreURL,
+    SchemaMissing,
+    StoreError,
+    StoreFull,
+    StoreUnavailable,
+)
+from biggraphite_like.stores.sqlite.schema import DEFAULT_TIMEOUT, WAL_LIMIT_BYTES
+
+
+class ConnectionMixin:
+    """Per-thread connections, transactions and the marks that tell processes what changed."""
+
+    def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, url: str | None = None):
+        self.path = os.path.abspath(path)
+        self.timeout = timeout
+        self.url = url or f"sqlite://{self.path}"
+        self._local = threading.local()
+        self._keys: dict[str, int] = {}  # metric name -> integer key used by datapoint tables
+        self._tables: set[str] = set()
+        self._schema_checked = False
+        self._may_create = False  # only syncdb creates the file: reads never leave an empty one
+        self._deletions_seen: int | None = None
+        self.wal_limit = WAL_LIMIT_BYTES  # set before the first connection to change it
+
+    @classmethod
+    def from_url(cls, url: str) -> Self:
+        parts = urlsplit(url)
+        path = url[len("sqlite://"):].split("?", 1)[0]
+        if not path:
+            raise InvalidStoreURL(f"store URL {url!r} names no file: use sqlite:///absolute/path.db")
+        options = dict(parse_qsl(parts.query))
+        timeout = DEFAULT_TIMEOUT
+        if "timeout" in options:
+            try:
+                timeout = float(options.pop("timeout"))
+            except ValueError:
+                raise InvalidStoreURL(f"store URL {url!r}: timeout must be a number of seconds") from None
+        if options:
+            raise InvalidStoreURL(f"store URL {url!r}: unknown option(s) {', '.join(sorted(options))} (known: timeout)")
+        return cls(path, timeout=timeout, url=url)
+
+    # -- connections -----------------------------------------------------------------
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use (and again after a fork)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is None or local.pid != os.getpid():
+            directory = os.path.dirname(self.path)
+            if not os.path.isdir(directory):
+                raise StoreUnavailable(f"cannot open {self.path}: directory {directory} does not exist")
+            if not self._may_create and not os.path.exists(self.path):
+                raise SchemaMissing(f"the store file {self.path} does not exist: run `bgl --store {self.url} syncdb`")
+            try:
+                conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+                conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA temp_store = MEMORY")
+                conn.execute("PRAGMA cache_size = -65536")
+                conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+            local.conn, local.pid, local.depth, local.points_marked = conn, os.getpid(), 0, False
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "no such table" in text:
+                raise SchemaMissing(f"{what}: the store {self.path} has no schema ({text}); run `bgl syncdb`") from exc
+            if "locked" in text or "unable to open" in text or "readonly" in text:
+                raise StoreUnavailable(f"{what}: SQLite store {self.path}: {text}") from exc
+            if _is_disk_full(exc):
+                raise self._full(what, exc) from exc
+            raise StoreError(f"{what}: SQLite store {self.path}: {text}") from exc
+        except sqlite3.Error as exc:
+            if _is_disk_full(exc):
+                raise self._full(what, exc) from exc
+            raise StoreError(f"{what}: SQLite store {self.path}: {exc}") from exc
+
+    def _full(self, what: str, exc: sqlite3.Error) -> StoreFull:
+        try:
+            free = f"{shutil.disk_usage(os.path.dirname(self.path)).free >> 10} KiB free"
+        except OSError:
+            free = "free space unknown"
+        return StoreFull(f"{what}: the disk holding the SQLite store {self.path} is full ({free}; {exc}): the"
+                         " transaction was rolled back, earlier ones are kept; free some space and write again")
+
+    @contextlib.contextmanager
+    def write_batch(self) -> Iterator[None]:
+        """One IMMEDIATE transaction (the writer lock is taken up front: no deadlocks)."""
+        conn = self._conn
+        local = self._local
+        if local.depth:
+            local.depth += 1
+            try:
+                yield
+            finally:
+                local.depth -= 1
+            return
+        with self._errors("begin a write"):
+            conn.execute("BEGIN IMMEDIATE")
+        local.depth = 1
+        local.points_marked = False
+        try:
+            self._check_deletions()
+            yield
+            local.depth = 0
+            with self._errors("commit a write"):
+                conn.execute("COMMIT")
+        except BaseException as exc:
+            local.depth = 0
+            # Forget keys and tables the rolled back transaction created before ROLLBACK lets
+            # a waiting writer in, or it could write under a key that no longer exists.
+            self._keys.clear()
+            self._tables.clear()
+            local.points_marked = False
+            if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)
+                conn.execute("ROLLBACK")
+            if isinstance(exc, StoreFull) or (isinstance(exc, sqlite3.Error) and _is_disk_full(exc)):
+                self._checkpoint()  # give back the WAL's space if readers allow it
+            raise
+        local.points_marked = False
+        self._bound_wal()
+
+    def _bound_wal(self) -> None:
+        """Checkpoint and truncate the WAL once it passes wal_limit, so a burst of big
+        transactions (or a long reader holding off autocheckpoints) cannot leave it huge."""
+        try:
+            size = os.path.getsize(self.path + "-wal")
+        except OSError:
+            return
+        if size > self.wal_limit:
+            self._checkpoint()
+
+    def _checkpoint(self) -> bool:
+        """wal_checkpoint(TRUNCATE) without waiting for readers or writers; True when the WAL
+        was emptied (False: busy, or the disk is too full to copy it into the database)."""
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return not busy
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """One read transaction: WAL gives it a single snapshot however many queries it runs."""
+        conn = self._conn
+        if conn.in_transaction:
+            yield
+            return
+        with self._errors("begin a read"):
+            conn.execute("BEGIN")
+        try:
+            self._check_deletions()
+            yield
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def _check_deletions(self) -> None:
+        """Forget cached metric keys when any process deleted metrics since we cached them.
+
+        A metric deleted and created again gets a new key: writing under the old one would
+        lose the points. Deletions bump a counter in `store_state`, read once a transaction.
+        """
+        try:
+            row = self._conn.execute("SELECT value FROM store_state WHERE name = 'deletions'").fetchone()
+        except sqlite3.OperationalError:
+            return  # no schema yet: nothing cached either
+        deletions = row[0] if row else 0
+        if deletions != self._deletions_seen:
+            self._keys.clear()
+            self._deletions_seen = deletions
+
+    def change_token(self) -> tuple[int, int] | None:
+        """(this thread's connection, the `points` mark of store_state).
+
+        Every transaction that changes points (writes, deletions, expiry, conversion), in
+        any process, sets the mark to a new random value (`_points_changed`); a rollback
+        puts back the old one, which differs from the value its writer last saw. Commits
+        that change no point (metric creation, graphite-web's read_on) leave it alone, so
+        they do not make the downsampler forget what it holds. None on a file whose
+        schema predates the mark, until `bgl syncdb`.
+        """
+        with self._errors("read the points mark"):
+            row = self._conn.execute("SELECT value FROM store_state WHERE name = 'points'").fetchone()
+        return None if row is None else (id(self._conn), row[0])
+
+    def _points_changed(self) -> None:
+        """Set a new points mark, once a transaction (call inside write_batch)."""
+        local = self._local
+        if not local.points_marked:
+            mark = int.from_bytes(os.urandom(8), "little") >> 1  # not `random`: forked processes share its state
+            self._conn.execute("UPDATE store_state SET value = ? WHERE name = 'points'", (mark,))
+            local.points_marked = True
+
+
+def _is_disk_full(exc: sqlite3.Error) -> bool:
+    """SQLITE_FULL (the disk, or max_page_count, is full)."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL or "is full" in str(exc)

@@ -1,0 +1,251 @@
+"""The SQLite store's metadata: metrics and directories rows (64 component columns a name),
+scans, and the store's statistics."""
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import sqlite3
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.errors import (
+    BglError,
+    MetricNotFound,
+    StoreUnavailable,
+)
+from biggraphite_like.metric import Metric, MetricMetadata
+from biggraphite_like.retention import Retention
+from biggraphite_like.stores.base import ScanPage, StageTable, check_shard, metrics_page
+from biggraphite_like.stores.sqlite.schema import (
+    _CHUNK,
+    _COMPONENT_COLUMNS,
+    _METADATA_COLUMNS,
+    _METRIC_FIELDS,
+    COMPONENTS,
+    END,
+)
+
+
+def _component_values(name: str) -> list[str]:
+    """component_0.. of a name: its parts then `__END__` (the columns after stay NULL)."""
+    return (name.split(".") + [END])[:COMPONENTS]
+
+
+@functools.lru_cache(maxsize=4 * COMPONENTS)
+def _named_insert_sql(verb: str, table: str, depth: int, columns: tuple[str, ...], conflict: str) -> str:
+    names = ["name", "parent", *_COMPONENT_COLUMNS[:depth], *columns]
+    return f"{verb} {table} ({', '.join(names)}) VALUES ({', '.join(['?'] * len(names))}){conflict}"
+
+
+def _insert_named(conn: sqlite3.Connection, verb: str, table: str, rows: Iterable[tuple[str, tuple]],
+                  columns: tuple[str, ...] = (), conflict: str = "") -> None:
+    """Insert rows (name, values of columns) into a metrics or directories table, binding
+    only the component columns each name has: binding all 64 made inserts twice as slow."""
+    by_depth: dict[int, list[tuple]] = collections.defaultdict(list)
+    for name, values in rows:
+        components = _component_values(name)
+        by_depth[len(components)].append((name, names_mod.parent(name), *components, *values))
+    for depth, group in sorted(by_depth.items()):
+        conn.executemany(_named_insert_sql(verb, table, depth, columns, conflict), group)
+
+
+
+class MetadataMixin:
+    """Metrics and directories: create, read, touch, delete, scan, count."""
+
+    def create_metrics(self, metrics: Sequence[Metric]) -> None:
+        if not metrics:
+            return
+        self._check_schema()
+        directories = sorted({d for m in metrics for d in names_mod.ancestors(m.name)})
+        existing = self.get_metrics([m.name for m in metrics])
+        with self.write_batch(), self._errors("create metrics"):
+            for metric in metrics:
+                for index in range(len(metric.retention.stages)):
+                    self._ensure_table(StageTable.of(metric, index))
+                old = existing.get(metric.name)
+                if old is not None and old.retention != metric.retention:
+                    self._drop_points(metric.name, old.retention, keep=metric.retention)
+            _insert_named(
+                self._conn, "INSERT INTO", "metrics",
+                ((m.name, (str(m.retention), m.metadata.aggregator.value, m.metadata.xfilesfactor,
+                           m.created_on, m.updated_on, m.read_on)) for m in metrics),
+                _METADATA_COLUMNS,
+                " ON CONFLICT(name) DO UPDATE SET retention = excluded.retention, aggregator = excluded.aggregator,"
+                " xfilesfactor = excluded.xfilesfactor, updated_on = excluded.updated_on",
+            )
+            _insert_named(self._conn, "INSERT OR IGNORE INTO", "directories", ((d, ()) for d in directories))
+
+    def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
+        self._check_schema()
+        found: dict[str, Metric] = {}
+        names = list(dict.fromkeys(names))
+        with self._errors("read metrics"):
+            for start in range(0, len(names), _CHUNK):
+                chunk = names[start:start + _CHUNK]
+                rows = self._conn.execute(
+                    f"SELECT key, {_METRIC_FIELDS} FROM metrics WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk
+                ).fetchall()
+                for row in rows:
+                    self._keys[row[1]] = row[0]
+                found.update(self.readable_metrics(row[1:] for row in rows))
+        return found
+
+    def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
+        existing = self.get_metrics([name]).get(name)
+        if existing is None:
+            raise MetricNotFound(f"metric {name!r} does not exist")
+        with self.write_batch(), self._errors("update metadata"):
+            if existing.retention != metadata.retention:
+                for index in range(len(metadata.retention.stages)):
+                    self._ensure_table(StageTable(metadata.retention.stages[index], index > 0))
+                self._drop_points(name, existing.retention, keep=metadata.retention)
+            self._conn.execute(
+                "UPDATE metrics SET retention = ?, aggregator = ?, xfilesfactor = ? WHERE name = ?",
+                (str(metadata.retention), metadata.aggregator.value, metadata.xfilesfactor, name),
+            )
+
+    def touch_metrics(self, names: Sequence[str], field: str, timestamp: int) -> None:
+        if field not in ("updated_on", "read_on"):
+            raise ValueError(f"cannot touch {field!r}: use updated_on or read_on")
+        with self.write_batch(), self._errors(f"set {field}"):
+            self._conn.executemany(f"UPDATE metrics SET {field} = ? WHERE name = ?", ((timestamp, n) for n in names))
+
+    def record_reads(self, reads: Mapping[str, int]) -> bool:
+        """read_on without waiting: the writer lock is tried once (busy timeout 0); False
+        if another connection holds it. Inside this thread's own write it is ours."""
+        self._check_schema()
+        conn = self._conn
+        waits = not self._local.depth
+        if waits:
+            conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            with self.write_batch(), self._errors("record reads (read_on)"):
+                conn.executemany("UPDATE metrics SET read_on = max(read_on, ?) WHERE name = ?",
+                                 ((timestamp, name) for name, timestamp in reads.items()))
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, sqlite3.OperationalError) or "locked" not in str(exc.__cause__):
+                raise
+            return False
+        finally:
+            if waits:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        return True
+
+    def delete_metrics(self, names: Sequence[str]) -> None:
+        self._check_schema()
+        names = list(dict.fromkeys(names))
+        with self.write_batch(), self._errors("delete metrics"):
+            deleted = 0
+            for start in range(0, len(names), _CHUNK):
+                chunk = names[start:start + _CHUNK]
+                rows = self._conn.execute(
+                    f"SELECT name, retention FROM metrics WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk
+                ).fetchall()
+                for name, retention_text in rows:
+                    try:
+                        retention: Retention | None = Retention.parse(retention_text)
+                    except (BglError, ValueError, TypeError):
+                        retention = None  # an unreadable row (see `bgl repair`): its points may be anywhere
+                    self._drop_points(name, retention)
+                    self._conn.execute("DELETE FROM metrics WHERE name = ?", (name,))
+                    self._keys.pop(name, None)
+                deleted += len(rows)
+            if deleted:
+                self._conn.execute("UPDATE store_state SET value = value + 1 WHERE name = 'deletions'")
+
+    def _key(self, name: str) -> int:
+        key = self._keys.get(name)
+        if key is None:
+            row = self._conn.execute("SELECT key FROM metrics WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise MetricNotFound(f"metric {name!r} does not exist: create it before writing points")
+            key = self._keys[name] = row[0]
+        return key
+
+    # -- directories and full scans ------------------------------------------------------
+    def create_directories(self, names: Sequence[str]) -> None:
+        self._check_schema()
+        wanted = sorted({a for n in names for a in (*names_mod.ancestors(n), n)})
+        with self.write_batch(), self._errors("create directories"):
+            _insert_named(self._conn, "INSERT OR IGNORE INTO", "directories", ((d, ()) for d in wanted))
+
+    def delete_directories(self, names: Sequence[str]) -> None:
+        self._check_schema()
+        with self.write_batch(), self._errors("delete directories"):
+            self._conn.executemany("DELETE FROM directories WHERE name = ?", ((n,) for n in names))
+
+    def existing_directories(self, names: Sequence[str]) -> set[str]:
+        return self._names_in("SELECT name FROM directories WHERE name IN ({})", names, "read directories")
+
+    def directories_with_children(self, names: Sequence[str]) -> set[str]:
+        return self._names_in(
+            "SELECT parent FROM metrics WHERE parent IN ({0}) UNION SELECT parent FROM directories WHERE parent IN ({0})",
+            names, "find children", repeat=2,
+        )
+
+    def _names_in(self, sql: str, names: Sequence[str], what: str, repeat: int = 1) -> set[str]:
+        self._check_schema()
+        found: set[str] = set()
+        names = list(dict.fromkeys(names))
+        with self._errors(what):
+            for start in range(0, len(names), _CHUNK):
+                chunk = names[start:start + _CHUNK]
+                marks = ", ".join(["?"] * len(chunk))
+                found.update(r[0] for r in self._conn.execute(sql.format(marks), chunk * repeat))
+        return found
+
+    def scan_metrics(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[Metric]]:
+        for rows, next_cursor in self._scan("metrics", f"key, {_METRIC_FIELDS}", shard, nshards, cursor, page_size):
+            yield metrics_page((r[1:] for r in rows), next_cursor)
+
+    def scan_directories(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[str]]:
+        for rows, next_cursor in self._scan("directories", "key, name", shard, nshards, cursor, page_size):
+            yield ScanPage([r[1] for r in rows], next_cursor)
+
+    def _scan(self, table: str, fields: str, shard: int, nshards: int, cursor: str | None, page_size: int):
+        """Pages of rows in key order; shard k of n holds the keys equal to k modulo n."""
+        check_shard(shard, nshards)
+        self._check_schema()
+        after = int(cursor) if cursor else 0
+        sql = f"SELECT {fields} FROM {table} WHERE key > ? AND key % ? = ? ORDER BY key LIMIT ?"
+        while True:
+            with self._errors(f"scan {table}"):
+                rows = self._conn.execute(sql, (after, nshards, shard, page_size)).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            last = len(rows) < page_size
+            yield rows, None if last else str(after)
+            if last:
+                return
+
+    def stats(self) -> dict[str, int | float | str]:
+        self._check_schema()
+        conn = self._conn
+        with self.read_snapshot(), self._errors("read statistics"):
+            facts: dict[str, int | float | str] = {
+                "store": "sqlite",
+                "path": self.path,
+                "file_bytes": sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p)),
+                "metrics": conn.execute("SELECT count(*) FROM metrics").fetchone()[0],
+                "directories": conn.execute("SELECT count(*) FROM directories").fetchone()[0],
+            }
+            for name in self.stage_tables():
+                facts[f"blocks.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+            facts.update(self._bytes_by_kind(conn))
+        return facts
+
+    @staticmethod
+    def _bytes_by_kind(conn: sqlite3.Connection) -> dict[str, int]:
+        """Bytes of the pages of the datapoints tables and of the rest (metadata, indexes),
+        from the dbstat virtual table; nothing when SQLite was built without it."""
+        try:
+            rows = conn.execute("SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat AS d JOIN sqlite_master AS m"
+                                " ON m.name = d.name GROUP BY m.tbl_name").fetchall()
+        except sqlite3.OperationalError:  # no SQLITE_ENABLE_DBSTAT_VTAB
+            return {}
+        points = sum(size for table, size in rows if table.startswith("datapoints_"))
+        return {"disk_bytes.points": points, "disk_bytes.metadata": sum(size for _, size in rows) - points}
+

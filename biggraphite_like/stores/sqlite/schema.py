@@ -1,0 +1,223 @@
+"""The SQLite store's tables: metadata and stage tables, their SQL, block sizes, and the
+schema methods of the store (syncdb, table checks, conversion of the one-row-per-point layout)."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.errors import (
+    SchemaMissing,
+)
+from biggraphite_like.retention import Stage
+from biggraphite_like.stores.base import StageTable
+from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+COMPONENTS = names_mod.MAX_COMPONENTS
+END = names_mod.END_MARKER
+_COMPONENT_COLUMNS = [f"component_{i}" for i in range(COMPONENTS)]
+_METADATA_COLUMNS = ("retention", "aggregator", "xfilesfactor", "created_on", "updated_on", "read_on")
+_METRIC_FIELDS = "name, retention, aggregator, xfilesfactor, created_on, updated_on, read_on"
+_CHUNK = 500  # bound parameters per IN (...) chunk
+_REQUESTS_PER_QUERY = 5000  # block ranges per VALUES list (3 parameters each)
+_IDS_PER_QUERY = 100_000  # block ids per json_each() list
+_SPLICE_POINTS = 3  # an existing block given fewer points in a batch is changed in place, slot by slot
+_PROBE_LIMIT = 1000  # rows read to estimate how selective a candidate index is
+_MAX_WALK = 5000  # directories one level of a glob walk may expand before the indexes take over
+DEFAULT_TIMEOUT = 30.0
+WAL_LIMIT_BYTES = 16 << 20  # past this after a commit, the WAL is checkpointed and truncated (journal_size_limit)
+_MAX_TIMESTAMP = 2**32 - 1  # timestamps are whisper's unsigned 32-bit integers
+
+
+def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
+    columns = ["  key INTEGER PRIMARY KEY AUTOINCREMENT" if metrics else "  key INTEGER PRIMARY KEY",
+               "  name TEXT NOT NULL UNIQUE", "  parent TEXT NOT NULL"]
+    columns += [f"  {c} TEXT" for c in _COMPONENT_COLUMNS]
+    if metrics:
+        columns += [
+            "  retention TEXT NOT NULL",
+            "  aggregator TEXT NOT NULL",
+            "  xfilesfactor REAL NOT NULL",
+            "  created_on INTEGER NOT NULL DEFAULT 0",
+            "  updated_on INTEGER NOT NULL DEFAULT 0",
+            "  read_on INTEGER NOT NULL DEFAULT 0",
+        ]
+    statements = [f"CREATE TABLE IF NOT EXISTS {table} (\n" + ",\n".join(columns) + "\n);"]
+    statements.append(f"CREATE INDEX IF NOT EXISTS {table}_parent ON {table} (parent);")
+    statements += [
+        f"CREATE INDEX IF NOT EXISTS {table}_{c} ON {table} ({c}) WHERE {c} IS NOT NULL;"
+        for c in _COMPONENT_COLUMNS
+    ]
+    return statements
+
+
+_ROW_BYTES = 992  # bytes of slots a row holds at most: four rows fit a 4 KiB rowid-table leaf page
+_RAW_SLOT = np.dtype([("ts", "<u4"), ("value", "<f8")])
+_AGGREGATED_SLOT = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
+_ID_BITS = 32  # id = metric key << _ID_BITS | block
+
+
+def slot_dtype(table: StageTable) -> np.dtype:
+    """The packed layout of one slot in a block of table (numpy structured dtype)."""
+    return _AGGREGATED_SLOT if table.aggregated else _RAW_SLOT
+
+
+@functools.lru_cache(maxsize=None)
+def _block_slots(points: int, aggregated: bool) -> int:
+    itemsize = (_AGGREGATED_SLOT if aggregated else _RAW_SLOT).itemsize
+    blocks = -(-points // (_ROW_BYTES // itemsize))
+    return -(-points // blocks)  # as even as possible: the last block wastes fewer than `blocks` slots
+
+
+def block_slots(table: StageTable) -> int:
+    """Slots per row of table: the fewest rows of at most _ROW_BYTES, evenly filled."""
+    return _block_slots(table.stage.points, table.aggregated)
+
+
+def stage_table_sql(table: StageTable) -> str:
+    """DDL of one stage table (also the template shown in schema/sqlite.sql)."""
+    fields = "timestamp uint32, value float64, count uint32" if table.aggregated else "timestamp uint32, value float64"
+    return (
+        f"CREATE TABLE IF NOT EXISTS {table.name} (\n"
+        f"  id INTEGER PRIMARY KEY,  -- metric key * 2^32 + slot / {block_slots(table)}\n"
+        "  newest INTEGER NOT NULL,  -- >= every timestamp of the block (expiry)\n"
+        f"  slots BLOB NOT NULL  -- {block_slots(table)} x ({fields}), little-endian; timestamp 0: empty\n"
+        ");"
+    )
+
+
+_SCHEMA_HEADER = """\
+-- biggraphite_like: schema of the embedded SQLite store.
+-- `bgl syncdb` creates exactly this (`bgl syncdb --dry-run` prints it); a test keeps them equal.
+-- Apply by hand with: sqlite3 FILE.db < schema/sqlite.sql  (then: PRAGMA journal_mode = WAL;)"""
+
+
+def _stage_table_comment() -> str:
+    example = stage_table_sql(StageTable(Stage(60, 1440), True))
+    return (
+        "-- One datapoints table per stage, created with the first metric that uses it:\n"
+        "-- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,\n"
+        "-- with the count of finer points aggregated). A row is a block of consecutive slots of\n"
+        "-- one metric's ring, slot = (ts / precision) % points; the block size depends on the\n"
+        "-- points and the kind of stage (biggraphite_like.stores.sqlite.block_slots). Example:\n"
+        + "\n".join("-- " + line for line in example.splitlines())
+    )
+
+
+_STATE_SQL = [
+    "-- Shared by every process using the file: deletions counts metric deletions (see",
+    "-- SQLiteStore._check_deletions); points changes with every transaction that changes points",
+    "-- (see SQLiteStore.change_token).",
+    "CREATE TABLE IF NOT EXISTS store_state (\n  name TEXT PRIMARY KEY,\n  value INTEGER NOT NULL\n);",
+    "INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);",
+    "INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);",
+]
+
+
+def schema_statements() -> list[str]:
+    """The schema, in order (comments included: they run as no-ops)."""
+    return (
+        [_SCHEMA_HEADER]
+        + _metadata_table_sql("metrics", True)
+        + _metadata_table_sql("directories", False)
+        + _STATE_SQL
+        + sqlite_tags.SCHEMA_SQL
+        + [_stage_table_comment()]
+    )
+
+
+
+def _table_stage(table_name: str) -> tuple[int, int]:
+    """(precision, points) of a datapoints table name."""
+    _, points, precision, _ = table_name.split("_")
+    return int(precision[:-1]), int(points[:-1])
+
+
+
+class SchemaMixin:
+    """syncdb, stage tables created on first use, and the check of their layout."""
+
+    def schema_statements(self) -> list[str]:
+        return schema_statements()
+
+    def syncdb(self) -> None:
+        self._may_create = True
+        conn = self._conn
+        with self._errors("create the schema"):
+            conn.execute("PRAGMA journal_mode = WAL")
+            with self.write_batch():
+                for statement in schema_statements():
+                    conn.execute(statement)
+                self._convert_point_tables()
+        self._schema_checked = True
+
+    def _check_schema(self) -> None:
+        if self._schema_checked:
+            return
+        with self._errors("check the schema"):
+            row = self._conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('metrics', 'directories', 'store_state')"
+            ).fetchone()
+        if row[0] != 3:
+            raise SchemaMissing(f"the store {self.path} has no schema: run `bgl --store {self.url} syncdb`")
+        self._schema_checked = True
+
+    def _ensure_table(self, table: StageTable) -> None:
+        if table.name in self._tables:
+            return
+        with self._errors(f"create table {table.name}"):
+            self._conn.execute(stage_table_sql(table))
+            self._check_layout(table.name)
+        self._tables.add(table.name)
+
+    def _table_exists(self, table: StageTable) -> bool:
+        if table.name in self._tables:
+            return True
+        row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table.name,)).fetchone()
+        if row:
+            self._check_layout(table.name)
+            self._tables.add(table.name)
+        return bool(row)
+
+    def _holds_rows_per_point(self, name: str) -> bool:
+        row = self._conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+        return row is not None and "slots BLOB" not in row[0]
+
+    def _check_layout(self, name: str) -> None:
+        if self._holds_rows_per_point(name):
+            raise SchemaMissing(f"{name} in {self.path} holds one row per point (the layout before blocks of slots):"
+                                f" run `bgl --store {self.url} syncdb` to convert it")
+
+    def _convert_point_tables(self) -> None:
+        """Rewrite the stage tables of the one-row-per-point layout as blocks (run by syncdb)."""
+        conn = self._conn
+        for name in self.stage_tables():
+            if not self._holds_rows_per_point(name):
+                continue
+            precision, points = _table_stage(name)
+            table = StageTable(Stage(precision, points), name.endswith("_aggr"))
+            conn.execute(f"ALTER TABLE {name} RENAME TO old_{name}")
+            self._tables.discard(name)
+            self._ensure_table(table)
+            count = ", count" if table.aggregated else ""
+            cursor = conn.execute(f"SELECT metric, ts, value{count} FROM old_{name} WHERE ts BETWEEN 1 AND ?"
+                                  " ORDER BY metric, slot", (_MAX_TIMESTAMP,))
+            while rows := cursor.fetchmany(100_000):
+                columns = list(zip(*rows))
+                self._write_slots(table, np.array(columns[0], dtype=np.int64), np.array(columns[1], dtype=np.int64),
+                                  np.array(columns[2], dtype=np.float64),
+                                  np.array(columns[3], dtype=np.int64) if table.aggregated else None)
+            conn.execute(f"DROP TABLE old_{name}")
+            self._points_changed()
+
+    def stage_tables(self) -> list[str]:
+        """Names of the datapoint tables that exist."""
+        rows = self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'datapoints\\_%' ESCAPE '\\' ORDER BY name"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def tag_index(self) -> sqlite_tags.SQLiteTagIndex:
+        return sqlite_tags.SQLiteTagIndex(self)
+
