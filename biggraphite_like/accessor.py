@@ -43,6 +43,7 @@ class WriteResult:
     stored: int = 0
     too_old: int = 0  # older than the metric's whole retention: whisper drops them too
     rejected: int = 0  # invalid value or timestamp, or unknown metric
+    created: int = 0  # metrics this batch created (`create` given)
     errors: list[str] = dataclasses.field(default_factory=list)
 
     def reject(self, count: int, message: str) -> None:
@@ -313,6 +314,36 @@ class Accessor:
         if not flat:
             return result
         owner, timestamps, values = _validate_points(batch_names, np.asarray(owners, np.int64), flat, result)
+        return self._insert_valid(batch_names, owner, timestamps, values, now, create, result)
+
+    def insert_columns(
+        self,
+        names: Sequence[str],
+        owner: np.ndarray,
+        timestamps: np.ndarray,
+        values: np.ndarray,
+        now: int | None = None,
+        create: "MetricMetadata | Callable[[str], MetricMetadata] | None" = None,
+    ) -> WriteResult:
+        """insert_points for points already in flat arrays: point i is (timestamps[i],
+        values[i]) of names[owner[i]]. Names must be normalised (names.normalize) and distinct.
+
+        The bulk writers' path (the receiver): no Python object per point. `create` is the
+        metadata of unknown metrics, or a function giving it per name (storage rules); the
+        unknown metrics of the batch are created together, in its transaction.
+        """
+        now = self.now() if now is None else int(now)
+        result = WriteResult()
+        if not len(owner):
+            return result
+        owner, timestamps, values = _check_points(
+            names, np.asarray(owner, np.int64), np.asarray(timestamps, np.float64), np.asarray(values, np.float64),
+            np.zeros(len(owner), dtype=bool), result)
+        return self._insert_valid(list(names), owner, timestamps, values, now, create, result)
+
+    def _insert_valid(self, batch_names: list[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
+                      now: int, create: "MetricMetadata | Callable[[str], MetricMetadata] | None",
+                      result: WriteResult) -> WriteResult:
         # names whose every point was refused are neither created nor touched
         names_with_points = [batch_names[i] for i in np.unique(owner).tolist()]
         for attempt in (1, 2):
@@ -327,21 +358,24 @@ class Accessor:
             except BaseException:
                 self._forget(batch_names)  # metrics created in a rolled back batch do not exist
                 raise
-        result.stored, result.too_old, refused = outcome
+        result.stored, result.too_old, refused, result.created = outcome
         for name, count in refused:
             result.reject(count, f"metric {name!r} does not exist: create it first")
         return result
 
     def _write_batch(self, names: list[str], batch_names: list[str], owner: np.ndarray, timestamps: np.ndarray,
-                     values: np.ndarray, now: int, create: MetricMetadata | None
-                     ) -> tuple[int, int, list[tuple[str, int]]]:
-        """One write transaction; returns (stored, too old, [(unknown metric, points refused)])."""
+                     values: np.ndarray, now: int, create: "MetricMetadata | Callable[[str], MetricMetadata] | None"
+                     ) -> tuple[int, int, list[tuple[str, int]], int]:
+        """One write transaction; returns (stored, too old, [(unknown metric, points refused)], created)."""
         refused: list[tuple[str, int]] = []
+        created = 0
         with self.store.write_batch():
             metrics = self._get_normalized(names)
             unknown = [n for n in names if n not in metrics]
             if unknown and create is not None:
-                metrics.update((m.name, m) for m in self.create_metrics([(n, create) for n in unknown], now))
+                specs = [(n, create(n) if callable(create) else create) for n in unknown]
+                metrics.update((m.name, m) for m in self.create_metrics(specs, now))
+                created = len(unknown)
             # renumber owners over the metrics written (others are refused)
             kept = np.array([n in metrics for n in batch_names])
             if not kept.all():
@@ -353,7 +387,7 @@ class Accessor:
             written = [metrics[n] for n in batch_names if n in metrics]
             too_old = self._downsampler.write(written, owner, timestamps, values, now)
             self.touch([m.name for m in written], "updated_on", now)
-        return len(timestamps) - too_old, too_old, refused
+        return len(timestamps) - too_old, too_old, refused, created
 
     @staticmethod
     def _normalize(raw_name: str, count: int, result: WriteResult) -> str | None:
@@ -455,7 +489,13 @@ def _validate_points(
             except (TypeError, ValueError, IndexError):
                 malformed[index] = True
                 result.reject(1, f"{names[owner[index]]}: point {point!r} is not a (timestamp, value) pair of numbers")
-    timestamps, values = array[:, 0], array[:, 1]
+    return _check_points(names, owner, array[:, 0], array[:, 1], malformed, result)
+
+
+def _check_points(names: Sequence[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
+                  malformed: np.ndarray, result: WriteResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Refuse (in result) the points with a timestamp outside 1..MAX_TIMESTAMP or a value
+    that is not finite; returns (owner, timestamps truncated to int64, values) of the rest."""
     bad_time = ~np.isfinite(timestamps) | (timestamps < 1) | (timestamps >= MAX_TIMESTAMP + 1)
     bad = bad_time | ~np.isfinite(values)
     reportable = np.flatnonzero(bad & ~malformed)

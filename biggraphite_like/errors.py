@@ -95,3 +95,8 @@ class InvalidTag(BglError, ValueError):
 class InvalidTagExpression(BglError, ValueError):
     """A tag expression (`tag=value`, `tag!=~regex`...) that cannot be parsed or is refused
     (no term requiring a value, or a regex outside the safe subset)."""
+
+
+class ReceiverConfigError(BglError, ValueError):
+    """The receiver (`bgl receive`) cannot start with its configuration: an unreadable
+    storage-schemas.conf or storage-aggregation.conf, a bad option, a port in use."""

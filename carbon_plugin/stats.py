@@ -8,7 +8,7 @@ size: store_size.py). Store failures also increment carbon's own `errors` stat.
 """
 from __future__ import annotations
 
-import threading
+from biggraphite_like.counters import Counters
 
 STAT_PREFIX = "biggraphite_like."
 
@@ -28,30 +28,11 @@ COUNTERS = (
 )
 
 
-class PluginStats:
+class PluginStats(Counters):
     """Thread-safe counters, taken (and reset) when recorded."""
 
     def __init__(self, names: tuple[str, ...] = COUNTERS) -> None:
-        self._names = names
-        self._lock = threading.Lock()
-        self._counts = dict.fromkeys(names, 0)
-        self._totals = dict.fromkeys(names, 0)
-
-    def increment(self, name: str, count: int = 1) -> None:
-        with self._lock:
-            self._counts[name] += count
-            self._totals[name] += count
-
-    def take(self) -> dict[str, int]:
-        """Counts since the previous take."""
-        with self._lock:
-            counts, self._counts = self._counts, dict.fromkeys(self._names, 0)
-        return counts
-
-    def totals(self) -> dict[str, int]:
-        """Counts since start (for logs and tests)."""
-        with self._lock:
-            return dict(self._totals)
+        super().__init__(names)
 
 
 def count_carbon_error(count: int = 1) -> None:

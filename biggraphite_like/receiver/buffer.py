@@ -1,0 +1,160 @@
+"""The receiver's buffer: received points as flat arrays, until the flusher writes them.
+
+Names are interned once: a name seen for the first time is normalised (names.normalize,
+which refuses invalid names with the reason) and given an integer id; a name's later
+points cost one dict lookup, done for a whole read by `map` in C. Each read appends three
+arrays (ids, timestamps, values); the flusher takes everything at once (`take`), which
+stays queryable (CarbonLink) until the store has it (`done`).
+
+`buffered` counts points taken but not yet written too: it is what the receiver holds in
+memory, and what back-pressure (connections.py) compares with --max-buffered-points.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from biggraphite_like import names as names_mod
+from biggraphite_like.errors import InvalidMetricName
+from biggraphite_like.receiver.points import Points, Refusals
+
+INVALID = -1  # id of a name that names.normalize refuses
+MAX_INVALID_NAMES = 100_000  # remembered invalid names, forgotten beyond this (they are refused again)
+
+
+@dataclasses.dataclass
+class Batch:
+    """Points taken for one flush: point i belongs to names[owner[i]], in arrival order."""
+
+    names: list[str]
+    owner: np.ndarray
+    timestamps: np.ndarray
+    values: np.ndarray
+    ids: np.ndarray  # the buffer's ids of names (for CarbonLink queries while in flight)
+
+    def __len__(self) -> int:
+        return len(self.owner)
+
+
+class PointBuffer:
+    """Thread-safe: the I/O thread adds, the flusher takes, CarbonLink reads."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}  # name as received -> id (or INVALID)
+        self._invalid: dict[str, str] = {}  # refused name -> why
+        self._canonical: list[str] = []  # id -> normalised name
+        self._canonical_ids: dict[str, int] = {}
+        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending = 0
+        self._in_flight: Batch | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def buffered(self) -> int:
+        """Points held: waiting for a flush, or being written."""
+        in_flight = self._in_flight
+        return self._pending + (len(in_flight) if in_flight is not None else 0)
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def add(self, points: Points, refusals: Refusals) -> int:
+        """Buffer points (already checked); points of invalid names are refused. Returns
+        how many were buffered."""
+        if not len(points):
+            return 0
+        ids = list(map(self._ids.get, points.names))
+        if None in ids:
+            ids = [self._intern(name) if i is None else i for name, i in zip(points.names, ids)]
+        array = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        timestamps, values = points.timestamps, points.values
+        if (array == INVALID).any():
+            bad = array == INVALID
+            for index in np.flatnonzero(bad)[:5].tolist():
+                name = points.names[index]
+                refusals.add(self._invalid.get(name, "invalid name"), name, 0)
+            refusals.count += int(bad.sum())
+            keep = ~bad
+            array, timestamps, values = array[keep], timestamps[keep], values[keep]
+        if len(array):
+            with self._lock:
+                self._chunks.append((array, timestamps, values))
+                self._pending += len(array)
+        return len(array)
+
+    def _intern(self, name: str) -> int:
+        known = self._ids.get(name)
+        if known is not None:
+            return known
+        try:
+            canonical = names_mod.normalize(name)
+        except InvalidMetricName as exc:
+            if len(self._invalid) >= MAX_INVALID_NAMES:
+                for forgotten in self._invalid:
+                    self._ids.pop(forgotten, None)
+                self._invalid.clear()
+            self._invalid[name] = str(exc)
+            self._ids[name] = INVALID
+            return INVALID
+        index = self._canonical_ids.get(canonical)
+        if index is None:
+            index = self._canonical_ids[canonical] = len(self._canonical)
+            self._canonical.append(canonical)
+        self._ids[name] = index
+        return index
+
+    def take(self) -> Batch | None:
+        """Everything waiting, as one batch (None if nothing waits); call done() after writing it."""
+        with self._lock:
+            if not self._chunks:
+                return None
+            chunks, self._chunks = self._chunks, []
+            ids = np.concatenate([c[0] for c in chunks])
+            timestamps = np.concatenate([c[1] for c in chunks])
+            values = np.concatenate([c[2] for c in chunks])
+            unique, owner = np.unique(ids, return_inverse=True)
+            names = [self._canonical[i] for i in unique.tolist()]
+            batch = Batch(names, owner.astype(np.int64), timestamps, values, unique)
+            self._in_flight = batch
+            self._pending -= len(ids)
+        return batch
+
+    def done(self, batch: Batch) -> None:
+        """The batch is written (or given up): it no longer counts nor answers queries."""
+        with self._lock:
+            if self._in_flight is batch:
+                self._in_flight = None
+
+    def cached(self, names: list[str]) -> dict[str, list[tuple[int, float]]]:
+        """Points of these metrics not in the store yet (CarbonLink's cache-query), by name
+        as asked; for a timestamp received twice, the last value."""
+        wanted: dict[int, str] = {}
+        for name in names:
+            try:
+                canonical = names_mod.normalize(name)
+            except InvalidMetricName:
+                continue
+            index = self._canonical_ids.get(canonical)
+            if index is not None:
+                wanted[index] = name
+        result: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
+        if not wanted:
+            return result
+        with self._lock:
+            parts = []
+            in_flight = self._in_flight
+            if in_flight is not None:
+                parts.append((in_flight.ids[in_flight.owner], in_flight.timestamps, in_flight.values))
+            parts.extend(self._chunks)
+        keys = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
+        for ids, timestamps, values in parts:
+            mask = np.isin(ids, keys)
+            for index, timestamp, value in zip(ids[mask].tolist(), timestamps[mask].tolist(), values[mask].tolist()):
+                result[wanted[index]].append((int(timestamp), value))
+        for name, points in result.items():
+            if points:
+                result[name] = sorted(dict(points).items())
+        return result

@@ -1,0 +1,157 @@
+"""CarbonLink: graphite-web asks the receiver for points not in the store yet.
+
+The protocol of carbon's CacheManagementHandler, as graphite-web's CarbonLinkPool speaks
+it: each request and answer is a 4-byte big-endian length then a pickle (requests are
+unpickled with the SafeUnpickler, answers use protocol 2). Requests:
+
+- `{'type': 'cache-query', 'metric': name}` -> `{'datapoints': [(timestamp, value), ...]}`
+- `{'type': 'cache-query-bulk', 'metrics': [...]}` -> `{'datapointsByMetric': {name: [...]}}`
+- `{'type': 'get-metadata', 'metric', 'key'}` -> `{'value': ...}` or `{'error': ...}`
+- `{'type': 'set-metadata', 'metric', 'key', 'value'}` -> `{'old_value', 'new_value'}` or `{'error'}`
+
+keys: aggregationMethod, xFilesFactor. A query sees the points buffered and those in the
+flush being written. Served by one thread per connection (graphite-web keeps a few
+persistent ones), so a slow store lookup never delays the I/O thread.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import pickle
+import socket
+import socketserver
+import struct
+import threading
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
+from biggraphite_like.errors import BglError, ReceiverConfigError
+from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.receiver.pickles import safe_loads
+from biggraphite_like.receiver.rules import StorageRules
+
+_log = logging.getLogger(__name__)
+_LENGTH = struct.Struct("!L")
+MAX_REQUEST = 1024 ** 2 * 16  # bytes
+METADATA_KEYS = ("aggregationMethod", "xFilesFactor")
+
+
+class CarbonLinkService:
+    """Answers CarbonLink requests from the buffer and the store."""
+
+    def __init__(self, buffer: PointBuffer, accessor: Accessor, rules: StorageRules):
+        self.buffer = buffer
+        self.accessor = accessor
+        self.rules = rules
+
+    def answer(self, request: object) -> dict:
+        if not isinstance(request, dict) or "type" not in request:
+            return {"error": "a CarbonLink request is a dict with a 'type'"}
+        kind = request["type"]
+        try:
+            if kind == "cache-query":
+                return {"datapoints": self.buffer.cached([request["metric"]])[request["metric"]]}
+            if kind == "cache-query-bulk":
+                return {"datapointsByMetric": self.buffer.cached(list(request["metrics"]))}
+            if kind == "get-metadata":
+                return {"value": self._get(request["metric"], request["key"])}
+            if kind == "set-metadata":
+                return self._set(request["metric"], request["key"], request["value"])
+        except (KeyError, TypeError) as exc:
+            return {"error": f"malformed {kind} request: missing or bad {exc}"}
+        except (BglError, ValueError) as exc:
+            return {"error": str(exc)}
+        return {"error": f'Invalid request type "{kind}"'}
+
+    def _metadata(self, name: str, key: str):
+        if key not in METADATA_KEYS:
+            raise ValueError(f"Unsupported metadata key {key!r}: use one of {', '.join(METADATA_KEYS)}")
+        metric = self.accessor.get_metric(name)
+        if metric is None:
+            if self.buffer.cached([name])[name]:  # received, created by the next flush
+                return None, self.rules.metadata_for(name)
+            raise ValueError(f"metric {name!r} does not exist")
+        return metric, metric.metadata
+
+    def _get(self, name: str, key: str):
+        _, metadata = self._metadata(name, key)
+        return metadata.aggregator.value if key == "aggregationMethod" else metadata.xfilesfactor
+
+    def _set(self, name: str, key: str, value) -> dict:
+        metric, metadata = self._metadata(name, key)
+        if metric is None:
+            raise ValueError(f"metric {name!r} is not in the store yet: ask again after the next flush")
+        if key == "aggregationMethod":
+            old, new = metadata.aggregator.value, dataclasses.replace(metadata, aggregator=Aggregator.parse(value))
+        else:
+            old, new = metadata.xfilesfactor, dataclasses.replace(metadata, xfilesfactor=parse_xfilesfactor(value))
+        self.accessor.update_metadata(metric.name, new)
+        return {"old_value": old, "new_value": value}
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        service: CarbonLinkService = self.server.service  # type: ignore[attr-defined]
+        sock: socket.socket = self.request
+        while True:
+            header = _receive(sock, 4)
+            if header is None:
+                return
+            (length,) = _LENGTH.unpack(header)
+            if length > MAX_REQUEST:
+                _log.warning("CarbonLink request of %d bytes from %s refused: over %d", length,
+                             self.client_address, MAX_REQUEST)
+                return
+            body = _receive(sock, length)
+            if body is None:
+                return
+            try:
+                request = safe_loads(body)
+            except Exception as exc:  # a hostile or broken pickle: answered, the connection kept
+                answer = {"error": f"invalid request pickle: {exc}"}
+            else:
+                answer = service.answer(request)
+            payload = pickle.dumps(answer, protocol=2)
+            sock.sendall(_LENGTH.pack(len(payload)) + payload)
+
+
+def _receive(sock: socket.socket, size: int) -> bytes | None:
+    chunks = bytearray()
+    while len(chunks) < size:
+        try:
+            chunk = sock.recv(size - len(chunks))
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        chunks += chunk
+    return bytes(chunks)
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class CarbonLinkServer:
+    """The CarbonLink listener, in threads of its own."""
+
+    def __init__(self, service: CarbonLinkService, host: str, port: int):
+        try:
+            self._server = _Server((host, port), _Handler)
+        except OSError as exc:
+            raise ReceiverConfigError(f"cannot listen on {host}:{port} (CarbonLink): {exc.strerror}") from None
+        self._server.service = service  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="bgl-receiver-carbonlink", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,92 @@
+"""Cutting a TCP stream into the units the decoders take: whole lines (plaintext) or whole
+frames (pickle), with their limits.
+
+A line longer than `max_line` bytes (carbon's LineReceiver closes the connection there) is
+refused and skipped up to its newline; a pickle frame announcing more than `max_frame`
+bytes is refused and its bytes skipped. Either way the rest of the connection is read.
+"""
+from __future__ import annotations
+
+import struct
+
+from biggraphite_like.receiver.lines import decode_lines
+from biggraphite_like.receiver.pickles import decode_pickle
+from biggraphite_like.receiver.points import Points, Refusals, concatenate
+
+MAX_LINE = 65536  # bytes: a 64-component name of 255 characters each is ~16 KB
+MAX_FRAME = 16 * 1024 * 1024  # bytes of one pickle message
+_LENGTH = struct.Struct("!L")
+
+
+class LineFraming:
+    """Plaintext: complete lines are decoded as they arrive; the last partial line waits."""
+
+    def __init__(self, max_line: int = MAX_LINE):
+        self.max_line = max_line
+        self._partial = b""
+        self._skipping = False  # inside a line longer than max_line
+
+    def feed(self, data: bytes, refusals: Refusals) -> Points:
+        if self._skipping:
+            end = data.find(b"\n")
+            if end < 0:
+                return Points.empty()
+            self._skipping = False
+            data = data[end + 1:]
+        data = self._partial + data if self._partial else data
+        end = data.rfind(b"\n")
+        if end < 0:
+            complete, rest = b"", data
+        else:
+            complete, rest = data[:end + 1], data[end + 1:]
+        if len(rest) > self.max_line:
+            refusals.add(f"line longer than {self.max_line} bytes: skipped up to its end", rest[:80])
+            rest, self._skipping = b"", True
+        self._partial = rest
+        return decode_lines(complete, refusals)
+
+    def close(self, refusals: Refusals) -> Points:
+        """At the end of the stream: a last line without newline is a line too."""
+        rest, self._partial = self._partial, b""
+        return decode_lines(rest, refusals) if rest and not self._skipping else Points.empty()
+
+
+class PickleFraming:
+    """Pickle: 4-byte big-endian length, then the pickled list."""
+
+    def __init__(self, max_frame: int = MAX_FRAME):
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+        self._skip = 0  # bytes of an oversized frame still to skip
+
+    def feed(self, data: bytes, refusals: Refusals) -> Points:
+        if self._skip:
+            skipped = min(self._skip, len(data))
+            self._skip -= skipped
+            data = data[skipped:]
+        self._buffer += data
+        parts = []
+        offset = 0
+        buffer = self._buffer
+        while len(buffer) - offset >= 4:
+            (length,) = _LENGTH.unpack_from(buffer, offset)
+            if length > self.max_frame:
+                refusals.add(f"pickle message of {length} bytes is over the limit of {self.max_frame}: skipped",
+                             bytes(buffer[offset:offset + 4]))
+                available = len(buffer) - offset - 4
+                self._skip = max(0, length - available)
+                offset = min(len(buffer), offset + 4 + length)
+                continue
+            if len(buffer) - offset - 4 < length:
+                break
+            parts.append(decode_pickle(bytes(buffer[offset + 4:offset + 4 + length]), refusals))
+            offset += 4 + length
+        if offset:
+            del self._buffer[:offset]
+        return concatenate(parts)
+
+    def close(self, refusals: Refusals) -> Points:
+        if self._buffer:
+            refusals.add(f"connection closed in the middle of a pickle message ({len(self._buffer)} bytes)", b"")
+            self._buffer.clear()
+        return Points.empty()

@@ -1,0 +1,92 @@
+"""carbon's plaintext protocol, `name value timestamp\\n`, decoded in bulk.
+
+A whole read (every complete line of it) is decoded with a few calls over the buffer, not
+one Python call per line or token: numpy finds where each whitespace-separated token
+starts and which line holds it, so that lines with other than three tokens are found at
+once; `bytes.split()` cuts every token in one call; numpy converts the value and timestamp
+columns to float64; names are decoded from UTF-8 in one call. Lines that fail a check
+(not three fields, a field that is not a number, a name that is not UTF-8) are refused one
+by one with the reason, and the others of the read are kept: a bad line never costs the
+good ones.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from biggraphite_like.receiver.points import Points, Refusals
+
+# bytes.split()'s whitespace (Py_ISSPACE): space, \t, \n, \v, \f, \r
+_WHITESPACE = np.zeros(256, dtype=bool)
+_WHITESPACE[[9, 10, 11, 12, 13, 32]] = True
+NEWLINE = 10
+
+
+def decode_lines(data: bytes, refusals: Refusals) -> Points:
+    """The points of complete plaintext lines (data may end without a newline: the last
+    line counts as complete). Blank lines are ignored."""
+    if not data:
+        return Points.empty()
+    bad_lines = _lines_without_three_fields(data)
+    if bad_lines is not None:
+        return _decode_line_by_line(data, bad_lines, refusals)
+    tokens = data.split()
+    if not tokens:
+        return Points.empty()
+    try:
+        values = np.array(tokens[1::3]).astype(np.float64)
+        timestamps = np.array(tokens[2::3]).astype(np.float64)
+        names = b"\n".join(tokens[0::3]).decode("utf-8").split("\n")
+    except (ValueError, UnicodeDecodeError):
+        return _decode_line_by_line(data, None, refusals)
+    return Points(names, timestamps, values)
+
+
+def _lines_without_three_fields(data: bytes) -> set[int] | None:
+    """Indexes (in data.split(b'\\n')) of the non-blank lines that do not have exactly
+    three fields, or None when every line is well formed."""
+    array = np.frombuffer(data, dtype=np.uint8)
+    space = _WHITESPACE[array]
+    starts = np.flatnonzero(~space & np.concatenate(([True], space[:-1])))
+    if not len(starts):
+        return None
+    newlines = np.flatnonzero(array == NEWLINE)
+    per_line = np.bincount(np.searchsorted(newlines, starts), minlength=len(newlines) + 1)
+    wrong = np.flatnonzero((per_line != 0) & (per_line != 3))
+    return set(wrong.tolist()) if len(wrong) else None
+
+
+def _decode_line_by_line(data: bytes, known_bad: set[int] | None, refusals: Refusals) -> Points:
+    """The slow path, for a read holding at least one bad line: refuse each bad line with
+    its reason, decode the others in bulk."""
+    good: list[bytes] = []
+    for index, line in enumerate(data.split(b"\n")):
+        fields = line.split()
+        if not fields:
+            continue
+        if (known_bad is not None and index in known_bad) or len(fields) != 3:
+            refusals.add(f"expected 'name value timestamp', got {len(fields)} fields", line)
+            continue
+        try:
+            fields[0].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            refusals.add(f"byte {exc.start} of the name is not UTF-8", line)
+            continue
+        try:
+            float(fields[1]), float(fields[2])
+        except ValueError:
+            refusals.add("value or timestamp is not a number", line)
+            continue
+        good.append(line)
+    if not good:
+        return Points.empty()
+    tokens = b"\n".join(good).split()
+    names = b"\n".join(tokens[0::3]).decode("utf-8").split("\n")
+    # float() accepted each field; numpy's parser may still refuse a spelling of Python's
+    # (e.g. '1_000'): convert those one by one
+    try:
+        values = np.array(tokens[1::3]).astype(np.float64)
+        timestamps = np.array(tokens[2::3]).astype(np.float64)
+    except ValueError:
+        values = np.array([float(t) for t in tokens[1::3]])
+        timestamps = np.array([float(t) for t in tokens[2::3]])
+    return Points(names, timestamps, values)

@@ -1,0 +1,83 @@
+"""A batch of received points as flat arrays, and the checks every protocol shares.
+
+Each protocol decoder (lines.py, pickles.py) turns bytes into one `Points`: names as a
+list of str, timestamps and values as float64 arrays. `Refusals` collects what was
+refused and why (counted always, a few samples kept for the rate-limited log).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+MAX_TIMESTAMP = 2**32 - 1  # whisper's unsigned 32-bit timestamps (the accessor's bound)
+SAMPLES = 5  # refusals kept per batch for the log
+
+
+@dataclasses.dataclass
+class Refusals:
+    """Lines or points refused while decoding one read: a count and a few (reason, excerpt)."""
+
+    count: int = 0
+    samples: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def add(self, reason: str, excerpt: object, count: int = 1) -> None:
+        self.count += count
+        if len(self.samples) < SAMPLES:
+            text = excerpt.decode("utf-8", "backslashreplace") if isinstance(excerpt, (bytes, bytearray)) else repr(excerpt)
+            self.samples.append((reason, text[:120] + ("..." if len(text) > 120 else "")))
+
+    def extend(self, other: "Refusals") -> None:
+        self.count += other.count
+        self.samples.extend(other.samples[: max(0, SAMPLES - len(self.samples))])
+
+
+@dataclasses.dataclass
+class Points:
+    """Point i is (timestamps[i], values[i]) of names[i] (names as received, not normalised)."""
+
+    names: list[str]
+    timestamps: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "Points":
+        return cls([], np.empty(0), np.empty(0))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def checked(self, refusals: Refusals, now: float | None = None) -> "Points":
+        """The points with finite fields and a timestamp in 1..2^32-1; the rest refused.
+
+        A timestamp of -1 means "now", as carbon's receivers have it.
+        """
+        timestamps = self.timestamps
+        if len(timestamps) and (timestamps == -1).any():
+            timestamps = np.where(timestamps == -1, float(int(time.time() if now is None else now)), timestamps)
+        bad_time = ~np.isfinite(timestamps) | (timestamps < 1) | (timestamps >= MAX_TIMESTAMP + 1)
+        bad = bad_time | ~np.isfinite(self.values)
+        if not bad.any():
+            return Points(self.names, timestamps, self.values)
+        for index in np.flatnonzero(bad)[:SAMPLES].tolist():
+            if bad_time[index]:
+                why = f"timestamp {float(timestamps[index])!r} is not a finite number in 1..{MAX_TIMESTAMP}"
+            else:
+                why = f"value {float(self.values[index])!r} is not a finite number"
+            refusals.add(why, self.names[index], 0)
+        refusals.count += int(bad.sum())
+        keep = np.flatnonzero(~bad)
+        return Points([self.names[i] for i in keep.tolist()], timestamps[keep], self.values[keep])
+
+
+def concatenate(parts: list[Points]) -> Points:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Points.empty()
+    if len(parts) == 1:
+        return parts[0]
+    names: list[str] = []
+    for part in parts:
+        names.extend(part.names)
+    return Points(names, np.concatenate([p.timestamps for p in parts]), np.concatenate([p.values for p in parts]))

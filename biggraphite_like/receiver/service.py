@@ -1,0 +1,175 @@
+"""The receiver as a whole: listeners, buffer, flusher, CarbonLink and self-metrics on one
+accessor, run until SIGTERM or SIGINT, then drained (see listeners.py) and flushed.
+
+On SIGTERM: stop accepting, read every open connection to its end (or until
+`drain_timeout`), flush everything, record the last self-metrics, exit 0. Every byte a
+client sent on a connection it closed before the signal is stored. A SIGKILL loses at
+most what was received since the last flush started (one flush interval).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import threading
+import time
+from typing import Callable, TextIO
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.errors import ReceiverConfigError
+from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.receiver.carbonlink import CarbonLinkServer, CarbonLinkService
+from biggraphite_like.receiver.flusher import Flusher, FlushPolicy
+from biggraphite_like.receiver.framing import LineFraming, PickleFraming
+from biggraphite_like.receiver.listeners import Listeners, listen_tcp, listen_udp
+from biggraphite_like.receiver.points import Refusals
+from biggraphite_like.receiver.rules import StorageRules
+from biggraphite_like.receiver.stats import ReceiverStats, agent_prefix
+
+_log = logging.getLogger("biggraphite_like.receiver")
+
+CARBONLINK_INTERFACE = "127.0.0.1"  # set-metadata changes stored metrics, unauthenticated: never wider
+
+
+@dataclasses.dataclass(frozen=True)
+class ReceiverOptions:
+    """What `bgl receive` takes (defaults are carbon's ports and the issue's limits)."""
+
+    bind: str = "127.0.0.1"
+    line_port: int | None = 2003
+    pickle_port: int | None = 2004
+    carbonlink_port: int | None = 7002
+    udp_port: int | None = None  # off unless asked, as carbon's ENABLE_UDP_LISTENER
+    flush_interval: float = 1.0
+    max_buffered_points: int = 1_000_000
+    storage_schemas: str | None = None
+    storage_aggregation: str | None = None
+    drain_timeout: float = 10.0
+    drain_idle: float = 1.0
+    stats_interval: float = 60.0  # 0: no self-metrics
+    metrics_file: str | None = None
+    retries: int = 10
+    host: str | None = None  # the <host> of carbon.agents.<host>
+
+    def validate(self) -> None:
+        if self.flush_interval <= 0:
+            raise ReceiverConfigError(f"--flush-interval {self.flush_interval}: give a positive number of seconds")
+        if self.max_buffered_points < 1000:
+            raise ReceiverConfigError(f"--max-buffered-points {self.max_buffered_points}: give at least 1000")
+        for name in ("line_port", "pickle_port", "carbonlink_port", "udp_port"):
+            port = getattr(self, name)
+            if port is not None and not 0 <= port < 65536:
+                raise ReceiverConfigError(f"--{name.replace('_', '-')} {port} is not a port (0-65535)")
+        if self.drain_timeout < 0 or self.drain_idle < 0 or self.stats_interval < 0 or self.retries < 0:
+            raise ReceiverConfigError("--drain-timeout, --drain-idle, --stats-interval and --retries take"
+                                      " numbers >= 0")
+
+
+class Receiver:
+    """One receiver process's parts (start, run_until_stopped, close)."""
+
+    def __init__(self, accessor: Accessor, options: ReceiverOptions):
+        options.validate()
+        self.options = options
+        self.accessor = accessor
+        self.rules = StorageRules.load(options.storage_schemas, options.storage_aggregation)
+        self.stats = ReceiverStats()
+        self.buffer = PointBuffer()
+        self.listeners = Listeners(self.buffer, self.stats, options.max_buffered_points)
+        self.flusher = Flusher(accessor, self.buffer, self.rules, self.stats,
+                               FlushPolicy(interval=options.flush_interval, retries=options.retries))
+        self.carbonlink: CarbonLinkServer | None = None
+        self.addresses: dict[str, tuple[str, int]] = {}
+        self._stop = threading.Event()
+        self._prefix = agent_prefix(options.host)
+        self._next_stats = time.monotonic() + (options.stats_interval or float("inf"))
+
+    def start(self) -> None:
+        """Open every listener (errors name the port) and start the threads."""
+        o = self.options
+        try:
+            if o.line_port is not None:
+                sock = listen_tcp(o.bind, o.line_port)
+                self.listeners.add_tcp(sock, LineFraming)
+                self.addresses["plaintext"] = sock.getsockname()[:2]
+            if o.pickle_port is not None:
+                sock = listen_tcp(o.bind, o.pickle_port)
+                self.listeners.add_tcp(sock, PickleFraming)
+                self.addresses["pickle"] = sock.getsockname()[:2]
+            if o.udp_port is not None:
+                sock = listen_udp(o.bind, o.udp_port)
+                self.listeners.add_udp(sock)
+                self.addresses["udp"] = sock.getsockname()[:2]
+            if o.carbonlink_port is not None:
+                self.carbonlink = CarbonLinkServer(CarbonLinkService(self.buffer, self.accessor, self.rules),
+                                                   CARBONLINK_INTERFACE, o.carbonlink_port)
+                self.addresses["carbonlink"] = (CARBONLINK_INTERFACE, self.carbonlink.port)
+        except BaseException:
+            self.listeners.close()
+            raise
+        self.flusher.start()
+        if self.carbonlink is not None:
+            self.carbonlink.start()
+        self._write_prometheus()
+
+    def request_stop(self, *_: object) -> None:
+        self._stop.set()
+
+    def run_until_stopped(self, ready: Callable[[], None] | None = None) -> None:
+        """Serve until request_stop (SIGTERM/SIGINT when installed), then drain and flush."""
+        if ready:
+            ready()
+        while not self._stop.is_set():
+            self.listeners.run_once(0.2)
+            self._maybe_record_stats()
+        _log.info("stopping: reading what %d connected clients already sent (at most %gs)",
+                  len(self.listeners.connections), self.options.drain_timeout)
+        self.listeners.drain(self.options.drain_timeout, self.options.drain_idle)
+        self.close()
+
+    def _maybe_record_stats(self, force: bool = False) -> None:
+        if not self.options.stats_interval or (not force and time.monotonic() < self._next_stats):
+            return
+        self._next_stats = time.monotonic() + self.options.stats_interval
+        points = self.stats.self_metric_points(self._prefix, self.buffer.buffered, time.time())
+        self.buffer.add(points, Refusals())
+        self._write_prometheus()
+
+    def _write_prometheus(self) -> None:
+        if self.options.metrics_file:
+            try:
+                self.stats.write_prometheus(self.options.metrics_file, self.buffer.buffered)
+            except OSError as exc:
+                _log.error("cannot write the metrics file %s: %s", self.options.metrics_file, exc)
+
+    def close(self) -> None:
+        """Stop CarbonLink, record the last counts, flush everything, log the totals."""
+        if self.carbonlink is not None:
+            self.carbonlink.stop()
+        self._maybe_record_stats(force=True)
+        self.flusher.stop()
+        self.listeners.close()
+        self._write_prometheus()
+        totals = self.stats.totals()
+        _log.info("stopped; totals since start: %s", ", ".join(f"{k}={v}" for k, v in totals.items()))
+
+
+def serve(accessor: Accessor, options: ReceiverOptions, out: TextIO) -> int:
+    """Run a receiver in this (main) thread until SIGTERM or SIGINT; 0 after a clean stop."""
+    receiver = Receiver(accessor, options)
+    receiver.start()
+    previous = {sig: signal.signal(sig, receiver.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def ready() -> None:
+        where = ", ".join(f"{kind} {host}:{port}" for kind, (host, port) in receiver.addresses.items())
+        out.write(f"bgl receive: listening: {where}\n")
+        out.flush()
+
+    try:
+        receiver.run_until_stopped(ready)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    out.write("bgl receive: stopped, everything received is stored\n")
+    out.flush()
+    return 0
