@@ -14,7 +14,7 @@ from biggraphite_like.receiver.pickles import decode_pickle
 from biggraphite_like.receiver.points import Points, Refusals, concatenate
 
 MAX_LINE = 65536  # bytes: a 64-component name of 255 characters each is ~16 KB
-MAX_FRAME = 16 * 1024 * 1024  # bytes of one pickle message
+MAX_FRAME = 2**20  # bytes of one pickle message (carbon's MetricPickleReceiver.MAX_LENGTH)
 _LENGTH = struct.Struct("!L")
 
 

@@ -10,9 +10,10 @@ threads of its own (carbonlink.py) so that a query never delays a read.
 
 Back-pressure: while the buffer holds `pause_at` points or more (the store is behind),
 TCP connections are not read (taken out of the selector): clients block in send(), as
-they do with carbon's USE_FLOW_CONTROL; reading resumes below `resume_at`. `pause_at`
-leaves room for one more read of every connection under --max-buffered-points, so the
-bound holds. UDP cannot be paused: a datagram arriving while the buffer is full is dropped,
+they do with carbon's USE_FLOW_CONTROL; reading resumes below `resume_at`. `pause_at` is
+--max-buffered-points less what one read can add (HEADROOM: a 64 KB read of the shortest
+lines, plus one whole pickle frame), so the bound holds (with --max-buffered-points of at
+least twice HEADROOM, about 200,000; below that reads pause at half the bound). UDP cannot be paused: a datagram arriving while the buffer is full is dropped,
 counted (droppedPoints) and logged.
 
 Shutdown (`drain`): listeners close first; open connections are read until their clients
@@ -32,16 +33,17 @@ from typing import Callable
 
 from biggraphite_like.errors import ReceiverConfigError
 from biggraphite_like.receiver.buffer import PointBuffer
-from biggraphite_like.receiver.framing import LineFraming, PickleFraming
+from biggraphite_like.receiver.framing import MAX_FRAME, LineFraming, PickleFraming
 from biggraphite_like.receiver.lines import decode_lines
 from biggraphite_like.receiver.points import Points, Refusals
 from biggraphite_like.receiver.stats import RateLimitedLog, ReceiverStats
 
 _log = logging.getLogger(__name__)
 
-READ_SIZE = 256 * 1024  # bytes read from a connection at once
+READ_SIZE = 64 * 1024  # bytes read from a connection at once
 MAX_POINTS_PER_READ = READ_SIZE // 6 + 1  # the shortest line, "a 1 1\n", is 6 bytes
-MAX_POINTS_PER_FRAME = 300_000  # pickle frames of the usual relay size hold far fewer
+MAX_POINTS_PER_FRAME = MAX_FRAME // 12  # the smallest pickled point takes about 12 bytes
+HEADROOM = MAX_POINTS_PER_READ + MAX_POINTS_PER_FRAME  # points one read can add at most (~98,000)
 UDP_SIZE = 65536
 
 
@@ -102,9 +104,8 @@ class Listeners:
         self.connections: dict[int, Connection] = {}
         self._listening: list[socket.socket] = []
         self.paused = False
-        headroom = MAX_POINTS_PER_READ + MAX_POINTS_PER_FRAME
         self.max_buffered_points = max_buffered_points
-        self.pause_at = max(max_buffered_points - headroom, max_buffered_points // 2, 1)
+        self.pause_at = max(max_buffered_points - HEADROOM, max_buffered_points // 2)
         self.resume_at = self.pause_at // 2
         self._udp_full_since: float | None = None
 
