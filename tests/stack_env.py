@@ -23,9 +23,10 @@ from tests.carbon_env import REPO_ROOT, free_port, process_state
 class BglRun:
     """One `bgl run` process on a data directory."""
 
-    def __init__(self, data_dir: Path, store_url: str | None = None):
+    def __init__(self, data_dir: Path, store_url: str | None = None, carbon: bool = False):
         self.data_dir = Path(data_dir)
         self.store_url = store_url
+        self.carbon = carbon  # `bgl run --carbon`: carbon-cache with our plugin instead of `bgl receive`
         self.ports = {option: free_port() for option in ("--line-port", "--pickle-port", "--carbonlink-port",
                                                          "--web-port")}
         self.process: subprocess.Popen | None = None
@@ -46,7 +47,15 @@ class BglRun:
             command += ["--store", self.store_url]
         for option, port in self.ports.items():
             command += [option, str(port)]
-        return command
+        return command + (["--carbon"] if self.carbon else [])
+
+    @property
+    def receiver_name(self) -> str:
+        return "carbon-cache" if self.carbon else "receiver"
+
+    @property
+    def receiver_log(self) -> Path:
+        return self.data_dir / "log" / ("carbon-cache.out" if self.carbon else "receiver.log")
 
     def start(self, timeout: float = 180.0) -> str:
         """Start and wait for the banner; returns everything printed until then."""

@@ -1,5 +1,6 @@
-"""`bgl run` end to end: the real carbon-cache and graphite-web behind gunicorn on free
-ports, fed plaintext over TCP and read over HTTP, stopped with Ctrl-C and SIGTERM."""
+"""`bgl run` end to end: our receiver (or, with --carbon, the real carbon-cache with our
+plugin) and graphite-web behind gunicorn on free ports, fed plaintext over TCP and read
+over HTTP, stopped with Ctrl-C and SIGTERM."""
 from __future__ import annotations
 
 import os
@@ -29,12 +30,13 @@ def _wait_gone(pids: list[int], timeout: float = 30.0) -> list[int]:
 
 
 @pytest.fixture
-def stack(tmp_path):
-    run = BglRun(tmp_path / "data")
+def stack(request, tmp_path):
+    run = BglRun(tmp_path / "data", carbon=getattr(request, "param", "receiver") == "carbon")
     yield run
     run.kill()
 
 
+@pytest.mark.parametrize("stack", ["receiver", "carbon"], indirect=True)
 def test_points_sent_to_carbon_are_found_and_rendered_by_graphite_web(stack):
     banner = stack.start()
     web_port, line_port = stack.ports["--web-port"], stack.ports["--line-port"]
@@ -69,11 +71,11 @@ def test_points_sent_to_carbon_are_found_and_rendered_by_graphite_web(stack):
     stack.wait_for_values("test.hello", [42.0], **{"from": "-5min"})
 
     children = stack.children()
-    assert len(children) >= 3, children  # carbon-cache, gunicorn's master and workers
+    assert len(children) >= 3, children  # the receiver, gunicorn's master and workers
     assert stack.stop(signal.SIGINT) == 0
     assert _wait_gone(children, timeout=5) == []
     assert stack.output().rstrip().splitlines()[-2:] == [
-        "stopping graphite-web...", "bgl run: stopped: carbon-cache and graphite-web have exited (status 0)"]
+        "stopping graphite-web...", f"bgl run: stopped: {stack.receiver_name} and graphite-web have exited (status 0)"]
 
 
 def test_configuration_is_written_for_operators_to_reuse(stack):
@@ -99,6 +101,7 @@ def test_configuration_is_written_for_operators_to_reuse(stack):
     assert stack.stop(signal.SIGTERM) == 0
 
 
+@pytest.mark.parametrize("stack", ["receiver", "carbon"], indirect=True)
 def test_sigterm_loses_no_point_and_a_second_start_keeps_the_data(stack, tmp_path):
     stack.start()
     schemas = stack.data_dir / "conf" / "storage-schemas.conf"
@@ -132,6 +135,7 @@ def test_sigterm_loses_no_point_and_a_second_start_keeps_the_data(stack, tmp_pat
         again.kill()
 
 
+@pytest.mark.parametrize("stack", ["receiver", "carbon"], indirect=True)
 def test_sigterm_right_after_a_closed_burst_stores_all_of_it(stack):
     stack.start()
     now = int(time.time()) // 60 * 60
@@ -146,7 +150,7 @@ def test_sigterm_right_after_a_closed_burst_stores_all_of_it(stack):
     finally:
         accessor.close()
     assert stored == len(points)
-    assert "receivers drained" in (stack.data_dir / "log" / "carbon-cache.out").read_text()
+    assert ("receivers drained" if stack.carbon else "connections drained") in stack.receiver_log.read_text()
 
 
 def test_a_taken_port_is_refused_before_anything_starts(tmp_path):
@@ -162,15 +166,18 @@ def test_a_taken_port_is_refused_before_anything_starts(tmp_path):
     assert not (tmp_path / "data" / "conf").exists()
 
 
+@pytest.mark.parametrize("stack", ["receiver", "carbon"], indirect=True)
 def test_a_service_that_dies_stops_the_other_and_says_why(stack):
     stack.start()
-    carbon = [pid for pid in stack.children() if "carbon.conf" in open(f"/proc/{pid}/cmdline").read()]
+    marker = "carbon.conf" if stack.carbon else "biggraphite_like.receiver"
+    receiver = [pid for pid in stack.children() if marker in open(f"/proc/{pid}/cmdline").read()]
     children = stack.children()
-    os.kill(carbon[0], signal.SIGKILL)
+    os.kill(receiver[0], signal.SIGKILL)
     assert stack.process.wait(120) == 1
-    assert "bgl run: error: carbon-cache exited with status -9" in stack.output()
-    assert "carbon-cache.out (last lines)" in stack.output()
-    assert stack.output().rstrip().endswith("bgl run: stopped: carbon-cache and graphite-web have exited (status 1)")
+    name = stack.receiver_name
+    assert f"bgl run: error: {name} exited with status -9" in stack.output()
+    assert f"{stack.receiver_log.name} (last lines)" in stack.output()
+    assert stack.output().rstrip().endswith(f"bgl run: stopped: {name} and graphite-web have exited (status 1)")
     assert _wait_gone(children, timeout=10) == []
 
 
@@ -195,7 +202,7 @@ def test_bgl_run_without_its_parts_says_what_to_install(tmp_path):
     result = subprocess.run([sys.executable, "-I", "-c", script, str(REPO_ROOT), str(only), str(tmp_path / "data")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
-    assert "bgl run needs carbon, graphite-web, Django, gunicorn, whitenoise in this Python environment" in result.stderr
+    assert "bgl run needs graphite-web, Django, gunicorn, whitenoise in this Python environment" in result.stderr
     assert "pip install -c constraints.txt -e '.[run]', then pip install -c constraints.txt --no-deps graphite-web" \
         in result.stderr
     assert not (tmp_path / "data").exists()

@@ -61,7 +61,8 @@ def test_sqlite_stack_creates_nothing_others_can_read(tmp_path):
     _run_with_one_point(run, "private.a", 1.0)
     data = run.data_dir
     for path in (data / "bgl.db", data / "storage" / "graphite.db", data / "conf" / "carbon.conf",
-                 data / "conf" / "local_settings.py", data / "log" / "gunicorn.log", data / "log" / "carbon-cache.out"):
+                 data / "conf" / "local_settings.py", data / "log" / "gunicorn.log", data / "log" / "receiver.log",
+                 data / "log" / "receiver.prom"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     for path in (data, data / "conf", data / "storage", data / "log", data / "log" / "webapp"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
@@ -99,5 +100,5 @@ def test_a_cassandra_password_is_in_no_output_no_log_and_only_in_private_files(t
     assert logs == ["conf/carbon.conf", "conf/local_settings.py"]
     for name in logs:
         assert stat.S_IMODE((run.data_dir / name).stat().st_mode) == 0o600
-    assert "biggraphite_like: store cassandra://bgl:***@" in (run.data_dir / "log" / "carbon-cache.out").read_text()
+    assert "biggraphite_like.receiver: store cassandra://bgl:***@" in (run.data_dir / "log" / "receiver.log").read_text()
     assert _world_or_group_readable(run.data_dir) == []

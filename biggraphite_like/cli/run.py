@@ -16,22 +16,24 @@ def cmd_run(args: argparse.Namespace, io: Streams) -> int:
     config = stack.StackConfig.create(
         args.data_dir or settings.default_data_dir(), args.store, bind=args.bind, line_port=args.line_port,
         pickle_port=args.pickle_port, carbonlink_port=args.carbonlink_port, web_port=args.web_port,
-        web_workers=args.web_workers)
+        web_workers=args.web_workers, carbon=args.carbon)
     return stack.run(config, io.out, io.err)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run carbon-cache and graphite-web on the store until Ctrl-C")
+    p = sub.add_parser("run", help="run the receiver (bgl receive) and graphite-web on the store until Ctrl-C")
     p.add_argument("--data-dir", metavar="DIR",
                    help="configuration, logs and the default store (default: the data dir above)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",
-                   help="address carbon's receivers and graphite-web listen on (default 127.0.0.1; 0.0.0.0 for"
+                   help="address the receivers and graphite-web listen on (default 127.0.0.1; 0.0.0.0 for"
                         " every interface); CarbonLink stays on 127.0.0.1")
     for option, default, what in (("--line-port", 2003, "carbon's plaintext receiver"),
                                   ("--pickle-port", 2004, "carbon's pickle receiver"),
                                   ("--carbonlink-port", 7002, "carbon's cache queries (graphite-web's CarbonLink)"),
                                   ("--web-port", 8080, "graphite-web")):
         p.add_argument(option, type=int, default=default, metavar="PORT", help=f"{what} (default {default})")
+    p.add_argument("--carbon", action="store_true",
+                   help="receive with carbon-cache and our carbon plugin instead of `bgl receive` (needs carbon)")
     p.add_argument("--web-workers", type=int, default=2, metavar="N",
                    help="graphite-web processes, 4 threads each (default 2)")
     p.set_defaults(handler=cmd_run)

@@ -31,7 +31,7 @@ def render(job: str, counters: Mapping[str, int | float], help_texts: Mapping[st
     return "\n".join(lines) + "\n"
 
 
-def write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
     """Replace path with text in one rename (readers see the old file or the new one)."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(prefix=".bgl-", suffix=".prom.tmp", dir=directory)
@@ -40,7 +40,7 @@ def write_atomically(path: str, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temporary, 0o644)
+        os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -48,5 +48,6 @@ def write_atomically(path: str, text: str) -> None:
         raise
 
 
-def write(path: str, job: str, counters: Mapping[str, int | float], help_texts: Mapping[str, str] | None = None) -> None:
-    write_atomically(path, render(job, counters, help_texts))
+def write(path: str, job: str, counters: Mapping[str, int | float], help_texts: Mapping[str, str] | None = None,
+          mode: int = 0o644) -> None:
+    write_atomically(path, render(job, counters, help_texts), mode)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import signal
 import threading
 import time
@@ -25,6 +26,7 @@ from biggraphite_like.receiver.listeners import Listeners, listen_tcp, listen_ud
 from biggraphite_like.receiver.points import Refusals
 from biggraphite_like.receiver.rules import StorageRules
 from biggraphite_like.receiver.stats import ReceiverStats, agent_prefix
+from biggraphite_like.urls import redact_url
 
 _log = logging.getLogger("biggraphite_like.receiver")
 
@@ -83,6 +85,9 @@ class Receiver:
         self._stop = threading.Event()
         self._prefix = agent_prefix(options.host)
         self._next_stats = time.monotonic() + (options.stats_interval or float("inf"))
+        umask = os.umask(0o022)  # read it (the file follows it: 0600 under `bgl run`'s umask 077)
+        os.umask(umask)
+        self._file_mode = 0o666 & ~umask
 
     def start(self) -> None:
         """Open every listener (errors name the port) and start the threads."""
@@ -138,7 +143,7 @@ class Receiver:
     def _write_prometheus(self) -> None:
         if self.options.metrics_file:
             try:
-                self.stats.write_prometheus(self.options.metrics_file, self.buffer.buffered)
+                self.stats.write_prometheus(self.options.metrics_file, self.buffer.buffered, self._file_mode)
             except OSError as exc:
                 _log.error("cannot write the metrics file %s: %s", self.options.metrics_file, exc)
 
@@ -158,6 +163,8 @@ def serve(accessor: Accessor, options: ReceiverOptions, out: TextIO) -> int:
     """Run a receiver in this (main) thread until SIGTERM or SIGINT; 0 after a clean stop."""
     receiver = Receiver(accessor, options)
     receiver.start()
+    _log.info("store %s, flush every %gs, at most %d points buffered", redact_url(accessor.store.url),
+              options.flush_interval, options.max_buffered_points)
     previous = {sig: signal.signal(sig, receiver.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def ready() -> None:

@@ -56,8 +56,9 @@ class ReceiverStats(Counters):
         names = [f"{prefix}.{name}" for name in values]
         return Points(names, np.full(len(names), float(int(now))), np.array(list(values.values()), dtype=np.float64))
 
-    def write_prometheus(self, path: str, buffered: int) -> None:
-        metrics_file.write(path, "receiver", {**self.totals(), "bufferedPoints": buffered}, {**COUNTERS, **GAUGES})
+    def write_prometheus(self, path: str, buffered: int, mode: int = 0o644) -> None:
+        metrics_file.write(path, "receiver", {**self.totals(), "bufferedPoints": buffered}, {**COUNTERS, **GAUGES},
+                           mode)
 
 
 class RateLimitedLog:

@@ -1,5 +1,6 @@
-"""`bgl run`: the whole local stack (carbon-cache with our plugin, graphite-web with our
-finder behind gunicorn) on one store, configured in one data directory.
+"""`bgl run`: the whole local stack (our receiver, or carbon-cache with our plugin under
+--carbon; graphite-web with our finder behind gunicorn) on one store, configured in one
+data directory.
 
 It only writes files and starts programs: nothing here imports carbon, Django or graphite.
 """
@@ -18,7 +19,7 @@ __all__ = ["StackConfig", "run"]
 
 def run(config: StackConfig, out: TextIO, err: TextIO) -> int:
     """Check, configure, prepare the store, then run the stack until Ctrl-C or SIGTERM."""
-    check_requirements()
+    check_requirements(config.carbon)
     check_ports(config)
     os.umask(PRIVATE_UMASK)  # the store, graphite-web's database and the logs: 0600 in 0700 folders
     write_configuration(config)
@@ -27,7 +28,8 @@ def run(config: StackConfig, out: TextIO, err: TextIO) -> int:
         accessor.syncdb()
     finally:
         accessor.close()
-    out.write(f"bgl run: starting carbon-cache and graphite-web on {redact_url(accessor.store.url)}"
+    receiver = "carbon-cache" if config.carbon else "the receiver (bgl receive)"
+    out.write(f"bgl run: starting {receiver} and graphite-web on {redact_url(accessor.store.url)}"
               f" (data directory {config.data_dir})\n")
     out.flush()
     return Stack(config, out, err).run(ready=lambda: _announce(config, out))
@@ -44,7 +46,7 @@ def _announce(config: StackConfig, out: TextIO) -> None:
         f"  Grafana        a Graphite data source, URL {config.web_url.rstrip('/')}, version 1.1.x\n"
         f"  configuration  {config.conf_dir}\n"
         f"  logs           {config.log_dir}\n"
-        "Ctrl-C stops both (carbon first: every point it received is written).\n")
+        "Ctrl-C stops both (the receiver first: every point it received is written).\n")
     if config.bind not in ("127.0.0.1", "::1", "localhost"):
         out.write("warning: graphite-web has no authentication; anyone who reaches these ports can read and"
                   " write metrics (CarbonLink's port stays on 127.0.0.1; graphite-web answers the Host names"

@@ -3,14 +3,14 @@
 Layout of a data directory:
 
     bgl.db                          the embedded store (unless --store names another)
-    conf/carbon.conf                carbon-cache, with our database plugin
+    conf/carbon.conf                carbon-cache, with our database plugin (`bgl run --carbon`)
     conf/storage-schemas.conf       retentions of new metrics (written once, yours to edit)
     conf/storage-aggregation.conf   aggregation of new metrics (written once, yours to edit)
     conf/local_settings.py          graphite-web, with our finder
     conf/gunicorn.conf.py           the WSGI server in front of graphite-web
     conf/secret_key                 Django's SECRET_KEY (made once, mode 0600)
     storage/                        graphite-web's own database, carbon's pid file
-    log/                            carbon's and graphite-web's logs
+    log/                            the receiver's (receiver.log, receiver.prom), carbon's and graphite-web's logs
 
 carbon.conf, local_settings.py and gunicorn.conf.py follow `bgl run`'s options and are
 written again at every start; each says how to run its program by hand.
@@ -95,6 +95,7 @@ class StackConfig:
     carbonlink_port: int = 7002
     web_port: int = 8080
     web_workers: int = 2
+    carbon: bool = False  # carbon-cache with our plugin instead of `bgl receive`
 
     @classmethod
     def create(cls, data_dir: str | os.PathLike[str], store_url: str | None = None, **options: object) -> "StackConfig":
@@ -127,6 +128,16 @@ class StackConfig:
     def carbon_output(self) -> Path:
         """carbon-cache's standard output and error (its own logs go to log/carbon-cache-a/)."""
         return self.log_dir / "carbon-cache.out"
+
+    @property
+    def receiver_output(self) -> Path:
+        """`bgl receive`'s log (standard output and error)."""
+        return self.log_dir / "receiver.log"
+
+    @property
+    def receiver_metrics_file(self) -> Path:
+        """The receiver's counters, Prometheus text format."""
+        return self.log_dir / "receiver.prom"
 
     @property
     def web_log(self) -> Path:

@@ -1,9 +1,10 @@
-"""The local stack's processes: carbon-cache and graphite-web (gunicorn), started, watched
-and stopped in order by `bgl run`.
+"""The local stack's processes: the receiver (`bgl receive`, or carbon-cache with our
+plugin under `bgl run --carbon`) and graphite-web (gunicorn), started, watched and stopped
+in order by `bgl run`.
 
 Both run in sessions of their own, so a terminal's Ctrl-C reaches `bgl run` alone, which
-then stops carbon-cache first (it writes its cache to the store before exiting) and
-graphite-web after. Each child also gets SIGTERM from the kernel if `bgl run` dies without
+then stops the receiver first (it drains its connections and writes what it holds to the
+store before exiting) and graphite-web after. Each child also gets SIGTERM from the kernel if `bgl run` dies without
 stopping them (PR_SET_PDEATHSIG), so no process is left behind.
 """
 from __future__ import annotations
@@ -26,8 +27,8 @@ from biggraphite_like.stack.config import StackConfig
 
 _PR_SET_PDEATHSIG = 1
 # module needed -> what provides it
-_REQUIREMENTS = {"carbon": "carbon", "graphite": "graphite-web", "django": "Django",
-                 "gunicorn": "gunicorn", "whitenoise": "whitenoise"}
+_REQUIREMENTS = {"graphite": "graphite-web", "django": "Django", "gunicorn": "gunicorn", "whitenoise": "whitenoise"}
+_CARBON_REQUIREMENTS = {"carbon": "carbon"}  # only for --carbon
 
 
 def _die_with_parent() -> None:
@@ -86,9 +87,11 @@ class Child:
         return "\n".join(parts) or "(no output)"
 
 
-def check_requirements() -> None:
-    """Refuse early, naming the packages, when carbon, graphite-web or the web server is missing."""
-    missing = [package for module, package in _REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
+def check_requirements(carbon: bool = False) -> None:
+    """Refuse early, naming the packages, when graphite-web, the web server or (--carbon)
+    carbon is missing."""
+    wanted = {**(_CARBON_REQUIREMENTS if carbon else {}), **_REQUIREMENTS}
+    missing = [package for module, package in wanted.items() if importlib.util.find_spec(module) is None]
     if missing:
         raise StackError(f"bgl run needs {', '.join(missing)} in this Python environment ({sys.prefix}):"
                          " pip install -c constraints.txt -e '.[run]', then pip install -c constraints.txt --no-deps"
@@ -147,8 +150,27 @@ def _web_ready(url: str) -> bool:
         return False
 
 
+def receiver_child(config: StackConfig, base: dict[str, str]) -> Child:
+    """The receiving process: `bgl receive` (default) or carbon-cache with our plugin (--carbon)."""
+    if config.carbon:
+        return Child(
+            "carbon-cache",
+            [sys.executable, "-m", "carbon_plugin.launcher", f"--config={config.carbon_conf}", "--nodaemon", "start"],
+            dict(base, GRAPHITE_ROOT=str(config.data_dir)), config.carbon_output,
+            config.log_dir / "carbon-cache-a" / "console.log")
+    command = [sys.executable, "-m", "biggraphite_like.receiver", "--bind", config.bind,
+               "--line-port", str(config.line_port), "--pickle-port", str(config.pickle_port),
+               "--carbonlink-port", str(config.carbonlink_port),
+               "--storage-schemas", str(config.conf_dir / "storage-schemas.conf"),
+               "--storage-aggregation", str(config.conf_dir / "storage-aggregation.conf"),
+               "--metrics-file", str(config.receiver_metrics_file)]
+    # the store by environment, not on the command line that `ps` shows to every user
+    return Child("receiver", command, dict(base, BGL_STORE=config.store_url), config.receiver_output,
+                 config.receiver_output)
+
+
 class Stack:
-    """carbon-cache and graphite-web on one store, from a written configuration."""
+    """The receiver and graphite-web on one store, from a written configuration."""
 
     def __init__(self, config: StackConfig, out: TextIO, err: TextIO):
         self.config = config
@@ -159,11 +181,7 @@ class Stack:
         base.pop("BGL_STORE", None)  # the configuration files name the store
         self.web_env = dict(base, **config.environment(),
                             PYTHONPATH=os.pathsep.join(filter(None, [str(config.conf_dir), base.get("PYTHONPATH")])))
-        self.carbon = Child(
-            "carbon-cache",
-            [sys.executable, "-m", "carbon_plugin.launcher", f"--config={config.carbon_conf}", "--nodaemon", "start"],
-            dict(base, GRAPHITE_ROOT=str(config.data_dir)), config.carbon_output,
-            config.log_dir / "carbon-cache-a" / "console.log")
+        self.receiver = receiver_child(config, base)
         self.web = Child("graphite-web", [sys.executable, "-m", "gunicorn", "-c", str(config.gunicorn_conf)],
                          self.web_env, config.log_dir / "gunicorn.out", config.web_log)
 
@@ -178,7 +196,7 @@ class Stack:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             prepare_graphite_database(self.config, self.web_env)
-            self.carbon.start()
+            self.receiver.start()
             self.web.start()
             failed = self._wait_until_ready()
             if failed is None and self.stop_requested is None:
@@ -187,7 +205,7 @@ class Stack:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            # signals during the shutdown are ignored: carbon must finish writing its cache
+            # signals during the shutdown are ignored: the receiver must finish writing what it holds
             ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
             try:
                 stopped_cleanly = self._stop_all()
@@ -198,19 +216,19 @@ class Stack:
             self.err.write(f"bgl run: error: {failed.name} exited with status {failed.exit_code()}\n"
                            f"{failed.log_tail()}\n")
         status = 0 if failed is None and stopped_cleanly else 1
-        self.out.write(f"bgl run: stopped: carbon-cache and graphite-web have exited (status {status})\n")
+        self.out.write(f"bgl run: stopped: {self.receiver.name} and graphite-web have exited (status {status})\n")
         self.out.flush()
         return status
 
     def _failed_child(self) -> Child | None:
-        return next((child for child in (self.carbon, self.web) if child.exit_code() is not None), None)
+        return next((child for child in (self.receiver, self.web) if child.exit_code() is not None), None)
 
     def _wait_until_ready(self, timeout: float = 180.0) -> Child | None:
-        """Wait until carbon's receivers listen and graphite-web answers; returns the child
-        that exited meanwhile, if any."""
+        """Wait until the receiver listens and graphite-web answers; returns the child that
+        exited meanwhile, if any."""
         config = self.config
         deadline = time.monotonic() + timeout
-        waiting = {"carbon-cache": lambda: all(_listening(config.local_address, port) for port in
+        waiting = {self.receiver.name: lambda: all(_listening(config.local_address, port) for port in
                                                (config.line_port, config.pickle_port))
                    and _listening(config.interface("--carbonlink-port"), config.carbonlink_port),
                    "graphite-web": lambda: _web_ready(config.web_url)}
@@ -235,10 +253,10 @@ class Stack:
         return None
 
     def _stop_all(self) -> bool:
-        """carbon-cache first (its cache goes to the store), graphite-web after; True when
-        both stopped cleanly."""
+        """The receiver first (what it holds goes to the store), graphite-web after; True
+        when both stopped cleanly."""
         clean = True
-        for child, timeout in ((self.carbon, 300.0), (self.web, 60.0)):
+        for child, timeout in ((self.receiver, 300.0), (self.web, 60.0)):
             if child.exit_code() is not None or child.process is None:
                 continue
             self.out.write(f"stopping {child.name}...\n")
