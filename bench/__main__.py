@@ -130,16 +130,25 @@ def peer_rows(peer: dict) -> tuple[list[list[str]], dict[str, float]]:
     if "ingest" in peer:
         ingest = peer["ingest"]
         rounds, peaks = ingest["rounds"], ingest["peak_rss_bytes"]
-        for index, (ours, vm) in enumerate(zip(rounds["ours"], rounds["vm"])):
-            first = index == 0
-            table.append(["peer", f"ingest plaintext, {ingest['metrics']:,} metrics, {ours['round']} metrics,"
-                          " readable", f"{ours['points_per_second']:,.0f} pts/s",
-                          f"VM {vm['points_per_second']:,.0f} pts/s",
-                          f"{ours['points_per_second'] / vm['points_per_second']:.2f}x",
-                          mib(peaks["ours"]) if first else "", mib(peaks["vm"]) if first else ""])
-            table.append(["peer", f"ingest plaintext, {ours['round']} metrics, points per CPU-second of the tree",
-                          f"{ours['points_per_cpu_second']:,.0f} pts/CPU-s", f"VM {vm['points_per_cpu_second']:,.0f}"
-                          " pts/CPU-s", f"{ours['points_per_cpu_second'] / vm['points_per_cpu_second']:.2f}x", "", ""])
+        receivers = ingest.get("receiver_peak_rss_bytes", {})
+        labels = {"ours": "bgl run", "ours_carbon": "bgl run --carbon", "whisper": "carbon+whisper", "vm": "VM"}
+        for side, reference in (("ours", "vm"), ("ours_carbon", "vm"), ("ours", "whisper"),
+                                ("ours_carbon", "whisper")):
+            if side not in rounds or reference not in rounds:
+                continue
+            for index, (ours, ref) in enumerate(zip(rounds[side], rounds[reference])):
+                first = index == 0
+                table.append(["peer", f"ingest plaintext, {labels[side]} vs {labels[reference]},"
+                              f" {ingest['metrics']:,} metrics, {ours['round']} metrics, readable",
+                              f"{ours['points_per_second']:,.0f} pts/s",
+                              f"{labels[reference]} {ref['points_per_second']:,.0f} pts/s",
+                              f"{ours['points_per_second'] / ref['points_per_second']:.2f}x",
+                              mib(peaks[side]) if first else "", mib(peaks[reference]) if first else ""])
+                table.append(["peer", f"  same, points per CPU-second of the tree",
+                              f"{ours['points_per_cpu_second']:,.0f} pts/CPU-s",
+                              f"{labels[reference]} {ref['points_per_cpu_second']:,.0f} pts/CPU-s",
+                              f"{ours['points_per_cpu_second'] / ref['points_per_cpu_second']:.2f}x",
+                              mib(receivers.get(side)) if first else "", mib(receivers.get(reference)) if first else ""])
         totals = {side: (sum(r["points"] for r in rounds[side]), sum(r["seconds"] for r in rounds[side]),
                          sum(r["cpu_seconds"] for r in rounds[side])) for side in ("ours", "vm")}
         ratios["ingest_vs_vm"] = (totals["ours"][0] / totals["ours"][1]) / (totals["vm"][0] / totals["vm"][1])

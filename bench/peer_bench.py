@@ -2,16 +2,21 @@
 """Our stack (`bgl run`) side by side with VictoriaMetrics, over the paths a user has.
 
 Both systems run as subprocesses on free 127.0.0.1 ports in a temporary directory: `bgl run`
-as started by default (carbon-cache with our plugin and its writer process, graphite-web
-under gunicorn, the SQLite store bgl.db, retention 60s:8d,1h:2y) and `victoria-metrics`
-(Debian's package; see bench/victoria.py). Three parts, each on fresh stores, same inputs:
+as started by default (our receiver, `bgl receive`, graphite-web under gunicorn, the SQLite
+store bgl.db, retention 60s:8d,1h:2y) and `victoria-metrics` (Debian's package; see
+bench/victoria.py). The ingest part also runs `bgl run --carbon` (carbon-cache with our
+plugin and its writer process) and carbon-cache with whisper (carbon's own
+`carbon-cache.py`, the same storage-schemas as `bgl run`), on the same stream, in the same
+run. Three parts, each on fresh stores, same inputs:
 
 * ingest: M metrics x P points over one plaintext TCP connection, round `new` then round
   `existing` (P more points each); a round runs from the first byte until every point is
   readable through each system's read API (ours: `Accessor.fetch` on the store, as
   bench/carbon_bench.py; VictoriaMetrics: /api/v1/export), checked once the stream is sent.
-  CPU-seconds and peak RSS of each system's process tree. Afterwards every point is read
-  back from both and compared with what was sent. Disk bytes per point of this young store
+  CPU-seconds and peak RSS of each system's process tree, and the peak RSS of the
+  receiving process alone (`bgl receive`, carbon-cache and its writer process, or
+  victoria-metrics: the ingest side without graphite-web). Afterwards every point is read
+  back from ours and VictoriaMetrics and compared with what was sent. Disk bytes per point of this young store
   (P points a metric) after round 1.
 * day: S series x 1 day at 60 s sent over plaintext to both; disk bytes per point after each
   has flushed (ours: WAL checkpoint, bgl.db + bgl.db-wal; VictoriaMetrics: /internal/force_flush,
@@ -57,7 +62,8 @@ from bench.victoria import PeerUnavailable, VictoriaMetrics, binary, http_get  #
 from biggraphite_like import settings  # noqa: E402
 from biggraphite_like.accessor import Accessor  # noqa: E402
 from biggraphite_like.metric import MetricMetadata  # noqa: E402
-from tests.carbon_env import send_to_carbon  # noqa: E402
+from bench.carbon_bench import whisper_reader  # noqa: E402
+from tests.carbon_env import WHISPER_LAUNCHER, CarbonCache, send_to_carbon  # noqa: E402
 from tests.stack_env import BglRun  # noqa: E402
 
 SIZES = {
@@ -80,6 +86,9 @@ def log(message: str) -> None:
 def plaintext(messages: list[tuple[str, tuple[float, float]]]) -> bytes:
     """Graphite plaintext lines `name value timestamp` (integer seconds, which both accept)."""
     return "".join(f"{name} {value!r} {int(ts)}\n" for name, (ts, value) in messages).encode()
+
+
+INGEST_SIDES = ("ours", "ours_carbon", "whisper", "vm")  # ours: bgl run (receiver); ours_carbon: bgl run --carbon
 
 
 def store_url(stack: BglRun) -> str:
@@ -183,16 +192,28 @@ def expected_points(messages: list[tuple[str, tuple[float, float]]]) -> Points:
 
 # -- the parts ---------------------------------------------------------------------------------
 class Systems:
-    """Our stack and VictoriaMetrics, started side by side in a part's directory."""
+    """Our stack and VictoriaMetrics (with `carbon`: also `bgl run --carbon` and carbon-cache
+    with whisper), started side by side in a part's directory."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, carbon: bool = False):
         self.ours = BglRun(root / "ours")
         self.vm = VictoriaMetrics(root / "vm")
+        self.ours_carbon = BglRun(root / "ours_carbon", carbon=True) if carbon else None
+        self.whisper = None
+        if carbon:
+            retention = settings.DEFAULT_RETENTION
+            self.whisper = CarbonCache(root / "whisper", None, database="whisper", launcher=WHISPER_LAUNCHER,
+                                       schemas=[("carbon", "^carbon\\.", "60s:90d"), ("default", ".*", retention)])
+        self.sides = INGEST_SIDES if carbon else ("ours", "vm")
 
     def __enter__(self) -> "Systems":
-        self.ours.data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self.ours.start()
+            for stack in (self.ours, self.ours_carbon):
+                if stack is not None:
+                    stack.data_dir.mkdir(parents=True, exist_ok=True)
+                    stack.start()
+            if self.whisper is not None:
+                self.whisper.start()
             self.vm.start()
         except BaseException:
             self.__exit__()
@@ -200,33 +221,62 @@ class Systems:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.ours.process is not None and self.ours.process.poll() is None:
-            try:
-                self.ours.stop()
-            except AssertionError as error:
-                log(str(error))
+        for stack in (self.ours, self.ours_carbon):
+            if stack is not None and stack.process is not None and stack.process.poll() is None:
+                try:
+                    stack.stop()
+                except AssertionError as error:
+                    log(str(error))
+        if self.whisper is not None and self.whisper.process is not None:
+            self.whisper.kill()
         self.vm.stop()
 
+    def _stack(self, side: str) -> BglRun:
+        stack = self.ours_carbon if side == "ours_carbon" else self.ours
+        assert stack is not None
+        return stack
+
     def port(self, side: str) -> int:
-        """The plaintext port of `ours` or `vm`."""
-        return self.ours.line_port if side == "ours" else self.vm.graphite_port
+        """The plaintext port of a side."""
+        if side == "vm":
+            return self.vm.graphite_port
+        if side == "whisper":
+            return self.whisper.line_port
+        return self._stack(side).line_port
 
     def pid(self, side: str) -> int:
         """The root of the side's process tree."""
-        process = self.ours.process if side == "ours" else self.vm.process
+        process = {"vm": self.vm.process, "whisper": self.whisper and self.whisper.process}.get(side) \
+            or self._stack(side).process
         assert process is not None
         return process.pid
 
+    def receiver_pid(self, side: str) -> int:
+        """The receiving process of a side (bgl run's receiver child, not graphite-web)."""
+        if side in ("vm", "whisper"):
+            return self.pid(side)
+        marker = "carbon.conf" if side == "ours_carbon" else "biggraphite_like.receiver"
+        stack = self._stack(side)
+        return next(pid for pid in stack.children() if marker in Path(f"/proc/{pid}/cmdline").read_text())
+
     def reader(self, side: str, match: str, timestamps: list[int]):
         """A Checker read through the side's read API."""
-        return accessor_reader(store_url(self.ours), timestamps) if side == "ours" else \
-            vm_reader(self.vm, match, timestamps)
+        if side == "vm":
+            return vm_reader(self.vm, match, timestamps)
+        if side == "whisper":
+            return whisper_reader(self.whisper.whisper_dir, timestamps)
+        return accessor_reader(store_url(self._stack(side)), timestamps)
 
-    def disk_bytes(self, side: str, points: int) -> int:
-        return ours_disk_bytes(self.ours) if side == "ours" else vm_disk_bytes(self.vm, points)
+    def disk_bytes(self, side: str, points: int) -> int | None:
+        if side == "vm":
+            return vm_disk_bytes(self.vm, points)
+        return None if side == "whisper" else ours_disk_bytes(self._stack(side))
 
     def peak_rss(self) -> dict[str, int]:
-        return {side: proctree.peak_rss(self.pid(side)) for side in ("ours", "vm")}
+        return {side: proctree.peak_rss(self.pid(side)) for side in self.sides}
+
+    def receiver_peak_rss(self) -> dict[str, int]:
+        return {side: proctree.peak_rss(self.receiver_pid(side)) for side in self.sides}
 
 
 def part_ingest(root: Path, metrics: int, points: int, timeout: float) -> dict:
@@ -234,8 +284,8 @@ def part_ingest(root: Path, metrics: int, points: int, timeout: float) -> dict:
     inputs = [make_input(metrics, points, r, now) for r in (0, 1)]
     match = '{__name__=~"bench\\\\..*"}'
     figures: dict = {"metrics": metrics, "points_per_round": metrics * points, "rounds": {}, "young": {}}
-    with Systems(root) as systems:
-        for side in ("ours", "vm"):
+    with Systems(root, carbon=True) as systems:
+        for side in systems.sides:
             figures["rounds"][side] = []
             for index, (names, messages) in enumerate(inputs):
                 timestamps = sorted({int(t) for _, (t, _) in messages})
@@ -248,11 +298,12 @@ def part_ingest(root: Path, metrics: int, points: int, timeout: float) -> dict:
                 log(f"  {result['points_per_second']:,.0f} points/s (all readable after {result['seconds']:.1f} s,"
                     f" received after {result['received_seconds']:.1f} s), {result['cpu_seconds']:.1f} CPU-s")
                 figures["rounds"][side].append(result)
-                if index == 0:
-                    size = systems.disk_bytes(side, len(messages))
+                size = systems.disk_bytes(side, len(messages)) if index == 0 else None
+                if size is not None:
                     figures["young"][side] = {"bytes": size, "points": len(messages),
                                               "bytes_per_point": size / len(messages)}
         figures["peak_rss_bytes"] = systems.peak_rss()
+        figures["receiver_peak_rss_bytes"] = systems.receiver_peak_rss()
         messages = [m for _, round_messages in inputs for m in round_messages]
         expected = expected_points(messages)
         names = sorted(expected)
@@ -260,6 +311,8 @@ def part_ingest(root: Path, metrics: int, points: int, timeout: float) -> dict:
         start, end = min(stamps) - 1, max(stamps) + 60  # a fetch starts a step after `from`
         figures["expected"] = {"points": len(messages), "value_sum": math.fsum(v for _, (_, v) in messages)}
         figures["answers"] = {"ours": compare(expected, ours_points(store_url(systems.ours), names, start, end)),
+                              "ours_carbon": compare(expected, ours_points(store_url(systems.ours_carbon), names,
+                                                                           start, end)),
                               "vm": compare(expected, vm_points(systems.vm, match, start, end))}
     return figures
 

@@ -30,12 +30,14 @@ def test_ingest_both_systems_return_every_point_sent(figures):
     sent = [message for r in (0, 1) for message in make_input(SIZES["metrics"], SIZES["points"], r, 0)[1]]
     total = math.fsum(value for _, (_, value) in sent)
     answers = figures["ingest"]["answers"]
-    for side in ("ours", "vm"):
+    for side in ("ours", "ours_carbon", "vm"):  # bgl run (receiver), bgl run --carbon, VictoriaMetrics
         assert answers[side]["mismatches"] == 0, (side, answers[side])
         assert answers[side]["points"] == len(sent) == SIZES["metrics"] * SIZES["points"] * 2
         assert answers[side]["value_sum"] == pytest.approx(total)
     rounds = figures["ingest"]["rounds"]
-    assert [r["round"] for r in rounds["ours"]] == [r["round"] for r in rounds["vm"]] == ["new", "existing"]
+    assert set(rounds) == {"ours", "ours_carbon", "whisper", "vm"}
+    assert all([r["round"] for r in side] == ["new", "existing"] for side in rounds.values())
+    assert set(figures["ingest"]["receiver_peak_rss_bytes"]) == set(rounds)
     assert all(r["points_per_second"] > 0 and r["cpu_seconds"] >= 0 for side in rounds.values() for r in side)
 
 
