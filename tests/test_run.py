@@ -83,6 +83,7 @@ def test_configuration_is_written_for_operators_to_reuse(stack):
     conf = stack.data_dir / "conf"
     carbon = (conf / "carbon.conf").read_text()
     assert "DATABASE = biggraphite_like" in carbon
+    assert "LOG_CREATES = False" in carbon  # no log line per metric created
     assert f"BG_STORE = sqlite://{stack.data_dir / 'bgl.db'}" in carbon
     assert f"LINE_RECEIVER_PORT = {stack.ports['--line-port']}" in carbon
     assert "LINE_RECEIVER_INTERFACE = 127.0.0.1" in carbon

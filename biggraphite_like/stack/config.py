@@ -257,7 +257,10 @@ def carbon_conf_text(config: StackConfig) -> str:
         "MAX_CACHE_SIZE": "inf",
         "MAX_UPDATES_PER_SECOND": "inf",
         "MAX_CREATES_PER_MINUTE": "inf",
+        # lean logging: carbon's defaults write a line per metric created and per connection
         "LOG_UPDATES": "False",
+        "LOG_CREATES": "False",
+        "LOG_LISTENER_CONN_SUCCESS": "False",
         "LOG_CACHE_HITS": "False",
         "LOG_CACHE_QUEUE_SORTS": "False",
     }
