@@ -1,0 +1,65 @@
+"""The receiver's I/O loop on real sockets, without a store: reads pause at the
+high-water mark and resume once the buffer drains; UDP, which cannot be paused, drops
+past the bound and counts what it dropped."""
+from __future__ import annotations
+
+import socket
+import time
+
+from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.receiver.framing import LineFraming
+from biggraphite_like.receiver.listeners import Listeners, listen_tcp, listen_udp
+from biggraphite_like.receiver.stats import ReceiverStats
+
+
+def lines(count: int, prefix: str = "f") -> bytes:
+    return b"".join(b"%s.m%d 1 %d\n" % (prefix.encode(), i, 1_700_000_000 + i) for i in range(count))
+
+
+def serve_until(listeners: Listeners, condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        listeners.run_once(0.02)
+
+
+def test_tcp_reads_pause_at_the_high_water_mark_and_resume_after_a_flush():
+    buffer, stats = PointBuffer(), ReceiverStats()
+    listeners = Listeners(buffer, stats, max_buffered_points=4000)  # pauses at 2,000, resumes below 1,000
+    server = listen_tcp("127.0.0.1", 0)
+    listeners.add_tcp(server, LineFraming)
+    client = socket.create_connection(server.getsockname())
+    try:
+        client.sendall(lines(20_000))
+        serve_until(listeners, lambda: listeners.paused)
+        for _ in range(20):  # paused: nothing more is read, the rest waits in the socket
+            listeners.run_once(0.01)
+        held = buffer.buffered
+        assert listeners.pause_at <= held < listeners.pause_at + 6000 and held < 20_000
+        assert stats.totals()["readPauses"] == 1
+        taken = []
+        while sum(taken) < 20_000:  # a flusher taking batches: reading resumes each time
+            batch = buffer.take()
+            if batch is not None:
+                taken.append(len(batch))
+                buffer.done(batch)
+            listeners.run_once(0.01)
+            assert buffer.buffered <= listeners.pause_at + 6000
+        assert sum(taken) == 20_000 and stats.totals()["droppedPoints"] == 0
+    finally:
+        client.close()
+        listeners.close()
+
+
+def test_udp_past_the_bound_is_dropped_and_counted():
+    buffer, stats = PointBuffer(), ReceiverStats()
+    listeners = Listeners(buffer, stats, max_buffered_points=1000)
+    server = listen_udp("127.0.0.1", 0)
+    listeners.add_udp(server)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        for index in range(15):  # 1,500 points, 100 a datagram, never flushed
+            client.sendto(lines(100, f"u{index}"), server.getsockname())
+        serve_until(listeners, lambda: stats.totals()["metricsReceived"] == 1500)
+    listeners.close()
+    assert buffer.buffered == 1000
+    assert stats.totals()["droppedPoints"] == 500
