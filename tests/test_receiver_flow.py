@@ -63,3 +63,20 @@ def test_udp_past_the_bound_is_dropped_and_counted():
     listeners.close()
     assert buffer.buffered == 1000
     assert stats.totals()["droppedPoints"] == 500
+
+
+def test_the_flusher_takes_bounded_batches_in_arrival_order():
+    from biggraphite_like.receiver.points import Refusals
+    from biggraphite_like.receiver.lines import decode_lines
+
+    buffer = PointBuffer()
+    for start in range(0, 10_000, 1000):  # ten reads of 1,000 points, names repeating
+        data = b"".join(b"o.m%d %d %d\n" % (i % 300, i, 1_700_000_000 + i) for i in range(start, start + 1000))
+        buffer.add(decode_lines(data, Refusals()), Refusals())
+    sizes, values = [], []
+    while (batch := buffer.take(2500)) is not None:
+        sizes.append(len(batch))
+        values.extend(batch.values[batch.owner == batch.names.index("o.m7")].tolist())
+        buffer.done(batch)
+    assert sizes == [2000] * 5  # whole reads, at most 2,500 points
+    assert values == [float(i) for i in range(7, 10_000, 300)]  # one metric's points stay in order

@@ -19,7 +19,7 @@ def cmd_receive(args: argparse.Namespace, io: Streams) -> int:
     options = ReceiverOptions(
         bind=args.bind, line_port=args.line_port or None, pickle_port=args.pickle_port or None,
         carbonlink_port=args.carbonlink_port or None, udp_port=args.udp_port,
-        flush_interval=args.flush_interval, max_buffered_points=args.max_buffered_points,
+        flush_interval=args.flush_interval, flush_size=args.flush_size, max_buffered_points=args.max_buffered_points,
         storage_schemas=args.storage_schemas, storage_aggregation=args.storage_aggregation,
         drain_timeout=args.drain_timeout, drain_idle=args.drain_idle, stats_interval=args.stats_interval,
         metrics_file=args.metrics_file, retries=args.retries)
@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="plaintext over UDP (off unless given; carbon's is 2003)")
     p.add_argument("--flush-interval", type=float, default=1.0, metavar="SECONDS",
                    help="seconds between two store batches (default 1): SIGKILL loses at most this much")
+    p.add_argument("--flush-size", type=int, default=100_000, metavar="N",
+                   help="points per store batch at most (default 100,000): a backlog is written in several"
+                        " batches, bounding the store's memory")
     p.add_argument("--max-buffered-points", type=int, default=1_000_000, metavar="N",
                    help="points held in memory at most (default 1,000,000): TCP reads stop before, UDP drops"
                         " (counted) at it")

@@ -106,12 +106,21 @@ class PointBuffer:
         self._ids[name] = index
         return index
 
-    def take(self) -> Batch | None:
-        """Everything waiting, as one batch (None if nothing waits); call done() after writing it."""
+    def take(self, max_points: int | None = None) -> Batch | None:
+        """The oldest waiting points as one batch, at least one read's and about `max_points`
+        at most (None: everything; the batch is None if nothing waits); call done() after
+        writing it. Batches are taken in arrival order, so a metric's points stay in order."""
         with self._lock:
             if not self._chunks:
                 return None
-            chunks, self._chunks = self._chunks, []
+            if max_points is None:
+                chunks, self._chunks = self._chunks, []
+            else:
+                count, end = 0, 0
+                while end < len(self._chunks) and (end == 0 or count + len(self._chunks[end][0]) <= max_points):
+                    count += len(self._chunks[end][0])
+                    end += 1
+                chunks, self._chunks = self._chunks[:end], self._chunks[end:]
             ids = np.concatenate([c[0] for c in chunks])
             timestamps = np.concatenate([c[1] for c in chunks])
             values = np.concatenate([c[2] for c in chunks])

@@ -43,6 +43,7 @@ class ReceiverOptions:
     carbonlink_port: int | None = 7002
     udp_port: int | None = None  # off unless asked, as carbon's ENABLE_UDP_LISTENER
     flush_interval: float = 1.0
+    flush_size: int = 100_000  # points per store batch at most
     max_buffered_points: int = 1_000_000
     storage_schemas: str | None = None
     storage_aggregation: str | None = None
@@ -56,6 +57,8 @@ class ReceiverOptions:
     def validate(self) -> None:
         if self.flush_interval <= 0:
             raise ReceiverConfigError(f"--flush-interval {self.flush_interval}: give a positive number of seconds")
+        if self.flush_size < 1:
+            raise ReceiverConfigError(f"--flush-size {self.flush_size}: give at least 1 point")
         if self.max_buffered_points < 1000:
             raise ReceiverConfigError(f"--max-buffered-points {self.max_buffered_points}: give at least 1000")
         for name in ("line_port", "pickle_port", "carbonlink_port", "udp_port"):
@@ -79,7 +82,8 @@ class Receiver:
         self.buffer = PointBuffer()
         self.listeners = Listeners(self.buffer, self.stats, options.max_buffered_points)
         self.flusher = Flusher(accessor, self.buffer, self.rules, self.stats,
-                               FlushPolicy(interval=options.flush_interval, retries=options.retries))
+                               FlushPolicy(interval=options.flush_interval, retries=options.retries,
+                                           max_batch_points=options.flush_size))
         self.carbonlink: CarbonLinkServer | None = None
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stop = threading.Event()
