@@ -1,6 +1,6 @@
-"""Tags end to end through `bgl run`: tagged series sent to carbon over TCP (plaintext, tags
-in any order, one invalid name among them) are indexed by the carbon plugin and answered
-over HTTP by graphite-web: /tags, autocomplete, findSeries, seriesByTag renders. And
+"""Tags end to end through `bgl run`: tagged series sent over TCP (plaintext, tags in any
+order, one invalid name among them) are indexed at creation by either ingest path (our
+receiver, or carbon-cache with our plugin under `--carbon`) and answered over HTTP by graphite-web: /tags, autocomplete, findSeries, seriesByTag renders. And
 the plugin's `tag()` (carbon's tag queue) on carbon's real settings object."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from tests.carbon_env import plaintext, send_to_carbon
 from tests.stack_env import BglRun
 
 
-@pytest.fixture
-def stack(tmp_path):
-    run = BglRun(tmp_path / "data")
+@pytest.fixture(params=[False, True], ids=["receiver", "carbon"])
+def stack(tmp_path, request):
+    run = BglRun(tmp_path / "data", carbon=request.param)
     yield run
     run.kill()
 
@@ -30,7 +30,7 @@ def _wait(condition, timeout: float = 60.0):
         time.sleep(0.5)
 
 
-def test_tagged_series_sent_to_carbon_are_queried_by_tag_over_http(stack):
+def test_tagged_series_sent_over_tcp_are_queried_by_tag_over_http(stack):
     stack.start()
     now = int(time.time()) // 60 * 60
     points = [(f"app.req;host=web{h};dc={'us' if h < 2 else 'eu'}", now - 60 * age, float(10 * h + age))
