@@ -254,18 +254,25 @@ class MetadataMixin:
             }
             for name in self.stage_tables():
                 facts[f"blocks.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-            facts.update(self._bytes_by_kind(conn))
+            facts.update(self._bytes_by_table(conn))
         return facts
 
     @staticmethod
-    def _bytes_by_kind(conn: sqlite3.Connection) -> dict[str, int]:
-        """Bytes of the pages of the datapoints tables and of the rest (metadata, indexes),
-        from the dbstat virtual table; nothing when SQLite was built without it."""
+    def _bytes_by_table(conn: sqlite3.Connection) -> dict[str, int | str]:
+        """Bytes of the pages each table takes with its indexes (`disk_bytes.table.<name>`,
+        a stage table's are its stage's), their sums for the datapoints tables and for the
+        rest (`disk_bytes.points`, `disk_bytes.metadata`), and the free pages, from the
+        dbstat virtual table, which reads every page once; without dbstat (SQLite built
+        without SQLITE_ENABLE_DBSTAT_VTAB) only the free pages, and a note saying so."""
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        facts: dict[str, int | str] = {"disk_bytes.free": conn.execute("PRAGMA freelist_count").fetchone()[0] * page_size}
         try:
             rows = conn.execute("SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat AS d JOIN sqlite_master AS m"
-                                " ON m.name = d.name GROUP BY m.tbl_name").fetchall()
+                                " ON m.name = d.name GROUP BY m.tbl_name ORDER BY m.tbl_name").fetchall()
         except sqlite3.OperationalError:  # no SQLITE_ENABLE_DBSTAT_VTAB
-            return {}
+            facts["disk_bytes.tables"] = "unavailable: this SQLite has no dbstat table"
+            return facts
         points = sum(size for table, size in rows if table.startswith("datapoints_"))
-        return {"disk_bytes.points": points, "disk_bytes.metadata": sum(size for _, size in rows) - points}
-
+        facts.update({"disk_bytes.points": points, "disk_bytes.metadata": sum(size for _, size in rows) - points})
+        facts.update({f"disk_bytes.table.{table}": size for table, size in rows})
+        return facts
