@@ -18,11 +18,13 @@ second are reported side by side.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
+from typing import Iterator
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
@@ -57,12 +59,22 @@ def count(server: CQLTestServer, action) -> dict:
     return count_since_reset(server)
 
 
-def measure() -> dict:
+@contextlib.contextmanager
+def server_and_store(keyspace: str) -> Iterator[tuple[CQLTestServer, Accessor]]:
+    """A CQL test server and an accessor on a keyspace of it with its schema, stopped after."""
     server = CQLTestServer(host="127.0.0.1", port=0)
     server.start()
-    accessor = Accessor.from_url(f"cassandra://127.0.0.1:{server.port}/bench")
+    accessor = Accessor.from_url(f"cassandra://127.0.0.1:{server.port}/{keyspace}")
     try:
         accessor.syncdb()
+        yield server, accessor
+    finally:
+        accessor.close()
+        server.stop()
+
+
+def measure() -> dict:
+    with server_and_store("bench") as (server, accessor):
         metadata = MetricMetadata.create(RETENTION, "average", 0.5)
         names = tree_names()
         accessor.create_metrics([(name, metadata) for name in names])
@@ -73,9 +85,6 @@ def measure() -> dict:
         results["create 10 metrics"] = count(server, lambda: accessor.create_metrics(
             [(f"new.m{next(fresh)}.cpu", metadata) for _ in range(10)]))
         return {"series": SERIES, "names": len(names), "retention": RETENTION, "operations": results}
-    finally:
-        accessor.close()
-        server.stop()
 
 
 CAPACITY_RETENTION = "60s:8d,1h:2y"  # biggraphite_like.settings.DEFAULT_RETENTION
@@ -106,11 +115,7 @@ def measure_capacity(metrics: int = CAPACITY_METRICS) -> dict:
     minute, one point each), counted by the test server: requests and statements (PREPAREs
     left out: once a process), then the partitions, rows and logical bytes each table holds;
     scaled per million metrics."""
-    server = CQLTestServer(host="127.0.0.1", port=0)
-    server.start()
-    accessor = Accessor.from_url(f"cassandra://127.0.0.1:{server.port}/capacity")
-    try:
-        accessor.syncdb()
+    with server_and_store("capacity") as (server, accessor):
         metadata = MetricMetadata.create(CAPACITY_RETENTION, "average", 0.5)
         names = [f"capacity.host{i:03d}.cpu" for i in range(metrics)]
         server.reset_counts()
@@ -124,9 +129,6 @@ def measure_capacity(metrics: int = CAPACITY_METRICS) -> dict:
         day = count_since_reset(server, prepares=False)
         data = table_contents(server, "capacity")
         metadata_tables = table_contents(server, "capacity_metadata")
-    finally:
-        accessor.close()
-        server.stop()
     scale = 1_000_000 / metrics
     return {
         "metrics": metrics, "retention": CAPACITY_RETENTION, "write_batches": DAY_MINUTES,
