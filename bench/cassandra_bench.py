@@ -18,6 +18,7 @@ second are reported side by side.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -123,10 +124,13 @@ def measure_capacity(metrics: int = CAPACITY_METRICS) -> dict:
         creation = count_since_reset(server, prepares=False)
         start = (int(time.time()) // 86400 - 1) * 86400  # yesterday, 00:00 UTC
         server.reset_counts()
+        kinds: collections.Counter = collections.Counter()
+        accessor.store._conn.session.add_request_init_listener(lambda future: kinds.update(statement_kinds(future.query)))
         for minute in range(DAY_MINUTES):
             ts = start + 60 * minute
             accessor.insert_points({name: [(ts, float(minute % 97))] for name in names}, now=ts + 30)
-        day = count_since_reset(server, prepares=False)
+        day = {**count_since_reset(server, prepares=False), "reads": kinds["SELECT"],
+               "writes": kinds["INSERT"] + kinds["UPDATE"] + kinds["DELETE"] + kinds["BATCHED_WRITE"]}
         data = table_contents(server, "capacity")
         metadata_tables = table_contents(server, "capacity_metadata")
     scale = 1_000_000 / metrics
@@ -142,6 +146,16 @@ def measure_capacity(metrics: int = CAPACITY_METRICS) -> dict:
         },
         "by_opcode": {"creation": creation["by_opcode"], "one_day_of_writes": day["by_opcode"]},
     }
+
+
+def statement_kinds(query) -> collections.Counter:
+    """The first word of each statement a request carries (a batch: each of its statements)."""
+    inner = getattr(query, "_statements_and_parameters", None)
+    if inner is not None:  # a BatchStatement: (is_prepared, query id or text, values) each
+        return collections.Counter("BATCHED_WRITE" if prepared else text.split(None, 1)[0].upper()
+                                   for prepared, text, _ in inner)
+    text = getattr(getattr(query, "prepared_statement", None), "query_string", None) or getattr(query, "query_string", "")
+    return collections.Counter([text.split(None, 1)[0].upper() if text else "UNKNOWN"])
 
 
 def count_since_reset(server: CQLTestServer, prepares: bool = True) -> dict:
@@ -246,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
               f" one day at 60 s in {capacity['write_batches']} write batches):")
         for what in ("creation", "one_day_of_writes"):
             print(f"  {what:55} {figures[what]['requests']:13,.0f} requests {figures[what]['statements']:13,.0f}"
-                  " statements")
+                  " statements" + (f" ({figures[what]['reads']:,.0f} reads, {figures[what]['writes']:,.0f} writes)"
+                                   if "reads" in figures[what] else ""))
         for table, held in figures["tables_after_one_day"].items():
             print(f"  {table:55} {held['partitions']:13,.0f} partitions {held['rows']:15,.0f} rows"
                   f" {held['logical_bytes'] / 1e9:9.2f} GB logical")
