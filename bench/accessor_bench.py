@@ -297,7 +297,7 @@ def tree_names(count: int) -> Iterator[str]:
         host += 1
 
 
-def create_tree_store(path: str, count: int) -> dict:
+def create_tree_store(path: str, count: int, profiler: cProfile.Profile | None = None) -> dict:
     """A store holding `count` tree names, created through Accessor.create_metrics in batches."""
     metadata = MetricMetadata.create(DEFAULT_RETENTION, AGGREGATION, XFILESFACTOR)
     accessor = Accessor.from_url(f"sqlite://{path}")
@@ -311,7 +311,8 @@ def create_tree_store(path: str, count: int) -> dict:
     def flush() -> None:
         nonlocal next_report
         t0 = time.perf_counter()
-        accessor.create_metrics(batch)
+        with profiled(profiler):
+            accessor.create_metrics(batch)
         batch_seconds.append(time.perf_counter() - t0)
         batch.clear()
         if time.perf_counter() > next_report:
@@ -329,16 +330,36 @@ def create_tree_store(path: str, count: int) -> dict:
     cpu_seconds = time.process_time() - cpu_started
     accessor.close()
     size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    metadata_bytes = metadata_disk_bytes(path)
     return {
         "names": count,
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "names_per_s": count / seconds if seconds else None,
+        "create_names_per_s": count / seconds if seconds else None,
+        "create_names_per_cpu_s": count / cpu_seconds if cpu_seconds else None,
+        "metadata_bytes": metadata_bytes,
+        "metadata_bytes_per_metric": metadata_bytes / count if metadata_bytes is not None else None,
         "first_batch_seconds": batch_seconds[0] if batch_seconds else None,
         "last_batch_seconds": batch_seconds[-1] if batch_seconds else None,
         "batch_size": CREATE_BATCH,
         "db_bytes": size,
     }
+
+
+def metadata_disk_bytes(path: str) -> int | None:
+    """Bytes of the pages of every table and index but the datapoints ones (dbstat, after a
+    checkpoint moved the WAL into the file); None when SQLite lacks the dbstat table."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return conn.execute(
+            "SELECT SUM(d.pgsize) FROM dbstat AS d JOIN sqlite_master AS m ON m.name = d.name"
+            " WHERE m.tbl_name NOT LIKE 'datapoints%'").fetchone()[0]
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
 
 
 def timed_runs(call: Callable[[], object], runs: int, budget: float) -> tuple[float, list[float], object]:
@@ -475,6 +496,14 @@ def fmt_ms(seconds: float | None) -> str:
     return f"{ms:.3f}" if ms < 10 else f"{ms:.1f}" if ms < 1000 else f"{ms:,.0f}"
 
 
+def print_creation(creation: dict) -> None:
+    per_metric = creation["metadata_bytes_per_metric"]
+    print(f"Creation of {creation['names']:,} names, batches of {creation['batch_size']:,}:"
+          f" {fmt_rate(creation['create_names_per_s'])} names/s, {fmt_rate(creation['create_names_per_cpu_s'])}"
+          f" names/cpu-s; metadata (metrics, directories, their indexes, interned strings)"
+          f" {'unknown' if per_metric is None else f'{per_metric:,.0f}'} bytes/metric")
+
+
 def print_report(report: dict) -> None:
     env = report["environment"]
     print(f"biggraphite_like accessor benchmark ({'quick' if report['quick'] else 'full'})")
@@ -499,6 +528,9 @@ def print_report(report: dict) -> None:
              for w in writes]))
         if not all(w["all_points_stored"] for w in writes):
             print("WARNING: some batches did not store every point (see the log)")
+    if report.get("creation"):
+        print()
+        print_creation(report["creation"])
     globs = report.get("globs")
     if globs:
         creation = globs["creation"]
@@ -507,6 +539,7 @@ def print_report(report: dict) -> None:
               f" {creation['seconds']:.1f} s ({fmt_rate(creation['names_per_s'])} names/s;"
               f" first batch {creation['first_batch_seconds']:.2f} s, last {creation['last_batch_seconds']:.2f} s);"
               f" store {creation['db_bytes'] / 1e6:,.0f} MB")
+        print_creation(creation)
         rows = []
         for r in globs["patterns"]:
             if "error" in r:
@@ -541,7 +574,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="small run to check the benchmark: 10,000 names, 3 batches, 20 glob runs")
     parser.add_argument("--names", type=int, help="names in the glob tree (default 1,000,000; --quick 10,000)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
-    parser.add_argument("--only", choices=["writes", "globs"], help="run one part only")
+    parser.add_argument("--only", choices=["writes", "globs", "creation"],
+                        help="run one part only (creation: create --names names, default 100,000, and report"
+                             " names/s and metadata bytes per metric)")
     parser.add_argument("--case", action="append", choices=sorted(WRITE_CASES),
                         help="write case(s) to run (default: all)")
     parser.add_argument("--retention", action="append",
@@ -557,11 +592,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-whisper", action="store_true", help="skip whisper in the write part")
     parser.add_argument("--no-standard", action="store_true", help="skip the StandardFinder comparison")
     parser.add_argument("--profile", action="store_true",
-                        help="cProfile the measured insert_points calls only; print the top by cumtime to stderr")
+                        help="cProfile the measured insert_points calls (and create_metrics with --only creation);"
+                             " print the top by cumtime to stderr")
     parser.add_argument("--tmpdir", help="where to create the temporary directory (default: the system's)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
-    args.names = args.names or (10_000 if args.quick else 1_000_000)
+    args.names = args.names or (10_000 if args.quick else 100_000 if args.only == "creation" else 1_000_000)
     args.batches = args.batches or (3 if args.quick else 7)
     args.glob_runs = args.glob_runs or (20 if args.quick else 50)
     args.retention = args.retention or [DEFAULT_RETENTION, SINGLE_STAGE_RETENTION]
@@ -591,6 +627,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     report["writes"].append(figures)
                     log(f"  ours {fmt_rate(figures['ours_points_per_s'])} points/s,"
                         f" whisper {fmt_rate(figures['whisper_points_per_s'])} points/s")
+        if args.only == "creation":
+            log(f"creation: {args.names:,} names")
+            report["creation"] = create_tree_store(os.path.join(workdir, "creation.db"), args.names, profiler)
         if args.only in (None, "globs"):
             big = os.path.join(workdir, "globs.db")
             log(f"globs: creating {args.names:,} names")

@@ -18,11 +18,14 @@ second are reported side by side.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
+from typing import Iterator
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
@@ -54,18 +57,25 @@ def count(server: CQLTestServer, action) -> dict:
     action()
     server.reset_counts()
     action()
-    counts = {key: value for key, value in server.statement_counts.items() if value}
-    requests = sum(value for key, value in counts.items() if key != "batch_statements")
-    statements = requests - counts.get("BATCH", 0) + counts.get("batch_statements", 0)
-    return {"requests": requests, "statements": statements, "by_opcode": counts}
+    return count_since_reset(server)
+
+
+@contextlib.contextmanager
+def server_and_store(keyspace: str) -> Iterator[tuple[CQLTestServer, Accessor]]:
+    """A CQL test server and an accessor on a keyspace of it with its schema, stopped after."""
+    server = CQLTestServer(host="127.0.0.1", port=0)
+    server.start()
+    accessor = Accessor.from_url(f"cassandra://127.0.0.1:{server.port}/{keyspace}")
+    try:
+        accessor.syncdb()
+        yield server, accessor
+    finally:
+        accessor.close()
+        server.stop()
 
 
 def measure() -> dict:
-    server = CQLTestServer(host="127.0.0.1", port=0)
-    server.start()
-    accessor = Accessor.from_url(f"cassandra://127.0.0.1:{server.port}/bench")
-    try:
-        accessor.syncdb()
+    with server_and_store("bench") as (server, accessor):
         metadata = MetricMetadata.create(RETENTION, "average", 0.5)
         names = tree_names()
         accessor.create_metrics([(name, metadata) for name in names])
@@ -76,9 +86,86 @@ def measure() -> dict:
         results["create 10 metrics"] = count(server, lambda: accessor.create_metrics(
             [(f"new.m{next(fresh)}.cpu", metadata) for _ in range(10)]))
         return {"series": SERIES, "names": len(names), "retention": RETENTION, "operations": results}
-    finally:
-        accessor.close()
-        server.stop()
+
+
+CAPACITY_RETENTION = "60s:8d,1h:2y"  # biggraphite_like.settings.DEFAULT_RETENTION
+CAPACITY_METRICS = 10  # metrics written for one day at 60 s, one point each a write batch
+DAY_MINUTES = 1440
+
+
+def table_contents(server: CQLTestServer, keyspace: str) -> dict[str, dict[str, int]]:
+    """Partitions, rows and logical bytes (partition key, clustering and cell values, no
+    per-cell overhead or compression) of each table of a keyspace of the test server."""
+    contents = {}
+    with server.engine.lock:
+        for name, table in server.engine.keyspaces[keyspace].tables.items():
+            partitions = rows = size = 0
+            for partition in table.partitions.values():
+                partitions += 1
+                size += sum(len(c) for c in partition.components)
+                for clustering, row in partition.rows.items():
+                    rows += 1
+                    size += sum(len(c) for c in clustering)
+                    size += sum(len(cell[0]) for cell in row.cells.values() if cell[0] is not None)
+            contents[name] = {"partitions": partitions, "rows": rows, "logical_bytes": size}
+    return contents
+
+
+def measure_capacity(metrics: int = CAPACITY_METRICS) -> dict:
+    """One day at 60 s for `metrics` metrics, written as carbon flushes (every metric once a
+    minute, one point each), counted by the test server: requests and statements (PREPAREs
+    left out: once a process), then the partitions, rows and logical bytes each table holds;
+    scaled per million metrics."""
+    with server_and_store("capacity") as (server, accessor):
+        metadata = MetricMetadata.create(CAPACITY_RETENTION, "average", 0.5)
+        names = [f"capacity.host{i:03d}.cpu" for i in range(metrics)]
+        server.reset_counts()
+        accessor.create_metrics([(name, metadata) for name in names])
+        creation = count_since_reset(server, prepares=False)
+        start = (int(time.time()) // 86400 - 1) * 86400  # yesterday, 00:00 UTC
+        server.reset_counts()
+        kinds: collections.Counter = collections.Counter()
+        accessor.store._conn.session.add_request_init_listener(lambda future: kinds.update(statement_kinds(future.query)))
+        for minute in range(DAY_MINUTES):
+            ts = start + 60 * minute
+            accessor.insert_points({name: [(ts, float(minute % 97))] for name in names}, now=ts + 30)
+        day = {**count_since_reset(server, prepares=False), "reads": kinds["SELECT"],
+               "writes": kinds["INSERT"] + kinds["UPDATE"] + kinds["DELETE"] + kinds["BATCHED_WRITE"]}
+        data = table_contents(server, "capacity")
+        metadata_tables = table_contents(server, "capacity_metadata")
+    scale = 1_000_000 / metrics
+    return {
+        "metrics": metrics, "retention": CAPACITY_RETENTION, "write_batches": DAY_MINUTES,
+        "per_million_metrics": {
+            "creation": {key: value * scale for key, value in creation.items() if key != "by_opcode"},
+            "one_day_of_writes": {key: value * scale for key, value in day.items() if key != "by_opcode"},
+            "tables_after_one_day": {name: {k: v * scale for k, v in figures.items()}
+                                     for name, figures in {**data, **{f"metadata.{n}": f for n, f in
+                                                                      metadata_tables.items()}}.items()
+                                     if figures["rows"] and not name.endswith("store_settings")},  # one row a store
+        },
+        "by_opcode": {"creation": creation["by_opcode"], "one_day_of_writes": day["by_opcode"]},
+    }
+
+
+def statement_kinds(query) -> collections.Counter:
+    """The first word of each statement a request carries (a batch: each of its statements)."""
+    inner = getattr(query, "_statements_and_parameters", None)
+    if inner is not None:  # a BatchStatement: (is_prepared, query id or text, values) each
+        return collections.Counter("BATCHED_WRITE" if prepared else text.split(None, 1)[0].upper()
+                                   for prepared, text, _ in inner)
+    text = getattr(getattr(query, "prepared_statement", None), "query_string", None) or getattr(query, "query_string", "")
+    return collections.Counter([text.split(None, 1)[0].upper() if text else "UNKNOWN"])
+
+
+def count_since_reset(server: CQLTestServer, prepares: bool = True) -> dict:
+    """Requests and statements (inside batches too) since the last reset; without PREPARE
+    when prepares is False (a process prepares each statement once, whatever it writes)."""
+    counts = {key: value for key, value in server.statement_counts.items()
+              if value and (prepares or key != "PREPARE")}
+    requests = sum(value for key, value in counts.items() if key != "batch_statements")
+    statements = requests - counts.get("BATCH", 0) + counts.get("batch_statements", 0)
+    return {"requests": requests, "statements": statements, "by_opcode": counts}
 
 
 RATE_SECONDS = 2.0  # how long each operation is repeated to measure its rate
@@ -148,10 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--real", action="store_true",
                         help="also operations per second on a real Cassandra node beside SQLite (needs java and mvn)")
+    parser.add_argument("--capacity", action="store_true",
+                        help=f"also one day at 60 s of {CAPACITY_METRICS} metrics ({CAPACITY_RETENTION}): statements,"
+                             " partitions, rows and bytes per million metrics (docs/cassandra.md, capacity model)")
     parser.add_argument("--rate-seconds", type=float, default=RATE_SECONDS,
                         help=f"how long each operation is repeated with --real ({RATE_SECONDS:g})")
     args = parser.parse_args(argv)
     report = measure()
+    if args.capacity:
+        report["capacity"] = measure_capacity()
     if args.real:
         with tempfile.TemporaryDirectory(prefix="bgl-cassandra-bench-") as workdir:
             report["real"] = measure_real(workdir, args.rate_seconds)
@@ -161,6 +253,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CQL requests per operation ({report['names']:,} metrics, retention {report['retention']}):")
     for label, figures in report["operations"].items():
         print(f"  {label:55} {figures['requests']:5} requests  {figures['statements']:5} statements")
+    capacity = report.get("capacity")
+    if capacity:
+        figures = capacity["per_million_metrics"]
+        print(f"per million metrics ({capacity['retention']}; measured on {capacity['metrics']} metrics,"
+              f" one day at 60 s in {capacity['write_batches']} write batches):")
+        for what in ("creation", "one_day_of_writes"):
+            print(f"  {what:55} {figures[what]['requests']:13,.0f} requests {figures[what]['statements']:13,.0f}"
+                  " statements" + (f" ({figures[what]['reads']:,.0f} reads, {figures[what]['writes']:,.0f} writes)"
+                                   if "reads" in figures[what] else ""))
+        for table, held in figures["tables_after_one_day"].items():
+            print(f"  {table:55} {held['partitions']:13,.0f} partitions {held['rows']:15,.0f} rows"
+                  f" {held['logical_bytes'] / 1e9:9.2f} GB logical")
     real = report.get("real")
     if real:
         print(f"operations per second, same {report['names']:,} names: " + " / ".join(real["stores"])

@@ -149,7 +149,7 @@ class Accessor:
         thus followed by a check of its parent; `biggraphite_like.maintenance.directories`
         explains why this, with the cleaner's delete-then-recheck, never orphans a name.
         """
-        wanted = {a for n in names for a in names_mod.ancestors(n)} | also
+        wanted = names_mod.all_ancestors(names) | also
         for _ in range(MAX_DIRECTORY_ROUNDS):
             if not wanted:
                 return
@@ -161,7 +161,7 @@ class Accessor:
             self.store.create_directories(sorted(missing))
             with self._lock:
                 self.directories_restored += len(missing)
-            wanted = missing | {a for n in missing for a in names_mod.ancestors(n)}
+            wanted = missing | names_mod.all_ancestors(missing)
         raise StoreError(
             f"directories {sorted(wanted)[:5]} vanished {MAX_DIRECTORY_ROUNDS} times in a row right after"
             " being created: is a cleanup job deleting directories without the re-check protocol?"

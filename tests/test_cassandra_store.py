@@ -23,6 +23,7 @@ import pytest
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable, TooManyResults
 from biggraphite_like.glob import GlobPattern
+from biggraphite_like.maintenance.usage import store_disk_usage
 from biggraphite_like.metric import MetricMetadata, make_metric, metric_id
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
@@ -537,6 +538,25 @@ def test_stats_are_cheap_facts(cassandra_accessor):
     stats = cassandra_accessor.stats() if hasattr(cassandra_accessor, "stats") else cassandra_accessor.store.stats()
     assert stats["store"] == "cassandra" and stats["index"] in ("sasi", "sai")
     assert stats["hosts_up"] >= 1 and stats["keyspace"] == cassandra_accessor.store.keyspace
+
+
+def test_disk_bytes_per_table_come_from_system_views_or_say_why_not(cassandra_kind, cassandra_accessor):
+    """`bgl du` / `bgl stats` on Cassandra: bytes per table of the store's keyspaces from
+    system_views.disk_usage on each node (the real node); the CQL test server has no such
+    table, and du says the figure is unavailable and why, instead of a guess."""
+    store = cassandra_accessor.store
+    cassandra_accessor.create_metrics([("du.m", META)], now=1_700_000_000)
+    stats = store.stats()
+    on_disk = store_disk_usage(cassandra_accessor)
+    if cassandra_kind == "cassandra":  # the CQL test server
+        assert on_disk.bytes is None and on_disk.tables == {}
+        assert "system_views.disk_usage" in stats["disk_bytes.tables"] and on_disk.tables_note == stats["disk_bytes.tables"]
+        return
+    assert stats["disk_bytes.nodes"] == stats["hosts_up"]
+    tables = {k[len("disk_bytes.table."):]: v for k, v in stats.items() if k.startswith("disk_bytes.table.")}
+    assert {f"{store.metadata_keyspace}.metrics", f"{store.metadata_keyspace}.directories"} <= set(tables), tables
+    assert all(isinstance(v, int) and v % (1 << 20) == 0 for v in tables.values())  # whole MiB per node
+    assert on_disk.bytes == sum(tables.values()) and on_disk.tables == tables
 
 
 # -- 8. driver settings and glob bounds -----------------------------------------------------------------

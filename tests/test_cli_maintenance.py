@@ -230,13 +230,18 @@ def test_du_and_stats(env, url, store):
     assert "what whisper files of these retentions would take, not disk" in text[0]
     assert text[1].split()[1:] == ["2", "2880", "v/"]
     assert text[2].split()[1:] == ["1", "360", "w"]
-    assert text[-4].split()[1:] == ["3", "3240", "total"]
-    # the last line: the store's real size, the SQLite file and its WAL
+    total = next(i for i, line in enumerate(text) if line.split()[-1:] == ["total"])
+    assert text[total].split()[1:] == ["3", "3240", "total"]
+    # then the store's real size, the SQLite file and its WAL, its parts, each table with its indexes
     file_bytes = sum(os.path.getsize(p) for p in (store.store.path, store.store.path + "-wal") if os.path.exists(p))
-    size, _, what = text[-3].partition("  on disk: ")
+    size, _, what = text[total + 1].partition("  on disk: ")
     assert what.startswith("the whole store: SQLite file and its WAL")
-    assert "of which the datapoints tables (pages in use)" in text[-2]
-    assert "of which metric and directory tables, indexes" in text[-1]
+    assert "of which the datapoints tables (pages in use)" in text[total + 2]
+    assert "of which metric and directory tables, indexes" in text[total + 3]
+    table_lines = {line.split()[2]: line.split()[0] for line in text[total + 4:]}
+    assert all(line.endswith("(with its indexes)") for line in text[total + 4:])
+    assert {"metrics", "directories", "name_strings", "datapoints_1440p_60s_0", "datapoints_360p_10s_0"} <= set(
+        table_lines), table_lines
     assert size.strip() == (f"{file_bytes / 1024:.1f}K" if file_bytes < 1024 ** 2 else f"{file_bytes / 1024 ** 2:.1f}M")
     document = json.loads(ok(bgl(env, url, "du", "--format", "json", "v.*")).stdout)
     assert document["entries"] == [{"name": "v.a", "kind": "directory", "metrics": 2, "points": 2880,
@@ -247,7 +252,15 @@ def test_du_and_stats(env, url, store):
     parts = document["store_on_disk"]["parts"]  # dbstat: pages in use, within the file
     assert set(parts) == {"points", "metadata"} and parts["metadata"] > 0
     assert sum(parts.values()) <= document["store_on_disk"]["bytes"]
+    tables = document["store_on_disk"]["tables"]  # per table with its indexes: the parts, split
+    assert all(isinstance(n, int) and n > 0 and n % 4096 == 0 for n in tables.values()), tables
+    assert sum(n for t, n in tables.items() if t.startswith("datapoints_")) == parts["points"]
+    assert sum(tables.values()) == parts["points"] + parts["metadata"]
+    assert tables["metrics"] > tables["store_state"]  # 66 indexes against one
     facts = json.loads(ok(bgl(env, url, "stats", "--format", "json")).stdout)
+    assert {k: v for k, v in facts["store"].items() if k.startswith("disk_bytes.table.")} == {
+        f"disk_bytes.table.{t}": n for t, n in tables.items()}
+    assert facts["store"]["disk_bytes.free"] >= 0
     assert (facts["metrics"], facts["directories"], facts["store"]["store"]) == (3, 2, "sqlite")
     assert facts["metrics_by_time_since_update"]["1d-7d"] == 2
     assert facts["metrics_by_retention"] == {"1440*60s": 2, "360*10s": 1}

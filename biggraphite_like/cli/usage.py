@@ -41,6 +41,10 @@ def cmd_du(args: argparse.Namespace, io: Streams) -> int:
     for part, count in on_disk.parts.items():
         label = _PART_LABELS.get(part, part)
         io.out.write(f"{_human_bytes(count):>10} {'':>9} {'':>12}    of which {label} (pages in use)\n")
+    for table, count in on_disk.tables.items():
+        io.out.write(f"{_human_bytes(count):>10} {'':>9} {'':>12}      table {table} (with its indexes)\n")
+    if on_disk.tables_note:
+        io.out.write(f"{'':>10} {'':>9} {'':>12}    per table: {on_disk.tables_note}\n")
     return 0
 
 

@@ -5,8 +5,10 @@ the metrics beneath it, the points their retentions can hold (capacity, whatever
 written yet) and the bytes whisper files of those retentions would take (16 bytes of
 header, 12 per archive, 12 per point): the size the data would have on whisper, and an
 upper bound of what it costs here before compression. What the store takes on disk is
-measured for the whole store only (`store_disk_usage`): SQLite keeps many metrics in a
-page and Cassandra spreads them over SSTables, so a per-metric figure would be a guess.
+measured for the whole store and per table with its indexes, a stage table per stage
+(`store_disk_usage`; SQLite: dbstat, Cassandra: system_views.disk_usage): SQLite keeps
+many metrics in a page and Cassandra spreads them over SSTables, so a per-metric figure
+would be a guess.
 
 `stats` adds to the store's own facts (`Store.stats()`) the counts found by scanning:
 metrics, metric rows whose metadata cannot be read, directories, metrics by time since
@@ -88,22 +90,36 @@ def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usa
 @dataclasses.dataclass
 class DiskUsage:
     """Bytes the whole store takes on disk (None: this store cannot measure it), what the
-    figure covers, and its parts where the store can tell (name -> bytes)."""
+    figure covers, its parts where the store can tell (points, metadata: name -> bytes),
+    and the bytes of each table with its indexes (stage tables: one per stage)."""
 
     bytes: int | None
     what: str
     parts: dict[str, int] = dataclasses.field(default_factory=dict)
+    tables: dict[str, int] = dataclasses.field(default_factory=dict)
+    tables_note: str | None = None  # why there are no per-table figures, when there are none
+
+
+_TABLE_PREFIX = "disk_bytes.table."
 
 
 def store_disk_usage(accessor: Accessor) -> DiskUsage:
-    """The store's own size on disk, from its facts (`Store.stats`)."""
+    """The store's own size on disk, from its facts (`Store.stats`: `disk_bytes.*`)."""
     facts = accessor.store.stats()
+    tables = {key[len(_TABLE_PREFIX):]: value for key, value in facts.items()
+              if key.startswith(_TABLE_PREFIX) and isinstance(value, int)}
+    note = facts.get("disk_bytes.tables") if isinstance(facts.get("disk_bytes.tables"), str) else None
+    parts = {key.split(".", 1)[1]: value for key, value in facts.items()
+             if key in ("disk_bytes.points", "disk_bytes.metadata")}
     if isinstance(facts.get("file_bytes"), int):
-        parts = {key.split(".", 1)[1]: value for key, value in facts.items() if key.startswith("disk_bytes.")}
-        return DiskUsage(facts["file_bytes"], "the whole store: SQLite file and its WAL, every metric included", parts)
+        return DiskUsage(facts["file_bytes"], "the whole store: SQLite file and its WAL, every metric included",
+                         parts, tables, note)
     if facts.get("store") == "cassandra":
-        return DiskUsage(None, "unknown: Cassandra does not report it over CQL;"
-                               " see `nodetool tablestats` on each node (Space used)")
+        if isinstance(facts.get("disk_bytes.nodes"), int):
+            return DiskUsage(sum(tables.values()), f"SSTables of the store's tables on the {facts['disk_bytes.nodes']}"
+                             " node(s) that answered system_views.disk_usage (whole MiB per table and node, every"
+                             " replica counted, unflushed memtables not)", parts, tables)
+        return DiskUsage(None, "unknown: see `nodetool tablestats` on each node (Space used)", tables_note=note)
     return DiskUsage(None, "unknown: this store does not report its size")
 
 

@@ -218,7 +218,11 @@ class Store(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} has no tag index")
 
     def stats(self) -> dict[str, int | float | str]:
-        """Facts about the store an operator can act on (counts, sizes); store-specific keys."""
+        """Facts about the store an operator can act on (counts, sizes); store-specific keys,
+        except the bytes on disk `bgl du` reads (maintenance.usage.store_disk_usage):
+        `disk_bytes.table.<table>` per table with its indexes, their sums
+        `disk_bytes.points` and `disk_bytes.metadata`, or `disk_bytes.tables` saying why
+        there are none."""
         return {}
 
     # -- datapoints --------------------------------------------------------------------

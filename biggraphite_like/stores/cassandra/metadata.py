@@ -2,11 +2,14 @@
 directories, deletions other processes see, token-range scans, statistics."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 import uuid
 from typing import Any, Iterable, Iterator, Sequence
 
+from cassandra import DriverException
+from cassandra.cluster import NoHostAvailable
 from cassandra.query import UNSET_VALUE, SimpleStatement
 
 from biggraphite_like import names as names_mod
@@ -288,7 +291,39 @@ class MetadataMixin:
             "stage_tables_seen": len(self._tables),
             "prepared_statements": len(self._prepared),
             "stores_sharing_the_session": connection.users,
+            **self._disk_usage(),
         }
+
+    def _disk_usage(self) -> dict[str, int | str]:
+        """Bytes on disk of each table of the store's keyspaces (`disk_bytes.table.<ks>.<table>`),
+        summed over the nodes, from `system_views.disk_usage` (Cassandra 4.0 and later), which
+        each node answers for its own SSTables in whole mebibytes: replicas count on every node
+        holding them, memtables not yet flushed count nothing. A note instead when no node answers."""
+        connection = self._conn
+        statement = SimpleStatement("SELECT keyspace_name, table_name, mebibytes FROM system_views.disk_usage")
+        ours = (self.keyspace, self.metadata_keyspace)
+        sizes: collections.Counter = collections.Counter()
+        answered, problems = 0, []
+        for host in connection.cluster.metadata.all_hosts():
+            try:
+                rows = connection.session.execute(statement, host=host, timeout=self.options.timeout)
+            except (DriverException, NoHostAvailable) as exc:
+                problems.append(f"{host.address}: {exc}")
+                continue
+            answered += 1
+            for keyspace, table, mebibytes in rows:
+                if keyspace in ours:
+                    sizes[f"{keyspace}.{table}"] += int((mebibytes or 0) * (1 << 20))
+        if not answered:
+            return {"disk_bytes.tables": "unavailable: no node answered SELECT FROM system_views.disk_usage"
+                                         f" (Cassandra 4.0 and later): {'; '.join(problems)[:300]}"}
+        facts: dict[str, int | str] = {"disk_bytes.nodes": answered}
+        if problems:
+            facts["disk_bytes.nodes_missing"] = "; ".join(problems)[:300]
+        points = sum(size for name, size in sizes.items() if name.startswith(f"{self.keyspace}.datapoints_"))
+        facts.update({"disk_bytes.points": points, "disk_bytes.metadata": sum(sizes.values()) - points})
+        facts.update({f"disk_bytes.table.{name}": size for name, size in sorted(sizes.items())})
+        return facts
 
 
 

@@ -1,12 +1,14 @@
 """The embedded store: one SQLite file in WAL mode (one writer, many readers, crash-safe).
 
 Modules: connection (connections, transactions, change marks), schema (tables, syncdb),
-metadata (metrics and directories rows), glob_planner, points (blocks of slots), tags.
+metadata (metrics and directories rows), name_strings (interned components and parents),
+glob_planner, points (blocks of slots), tags.
 
 Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it):
 - `metrics` and `directories`: name, parent, component_0..component_63 with `__END__`
   after the last component, each component column with a partial index, so a glob turns
   into indexed lookups (parent, name prefix, component equality) before client filtering.
+  Parent and components are ids of `name_strings` rows (see name_strings).
 - one `datapoints_<points>p_<precision>s_0|aggr` table per stage, created with the first
   metric that uses it, holding whisper's ring of `points` slots per metric with
   slot = (timestamp / precision) mod points: a point replaces whatever its slot held, so a

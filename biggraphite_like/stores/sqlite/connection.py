@@ -18,6 +18,7 @@ from biggraphite_like.errors import (
     StoreFull,
     StoreUnavailable,
 )
+from biggraphite_like.stores.sqlite.name_strings import NameStrings
 from biggraphite_like.stores.sqlite.schema import DEFAULT_TIMEOUT, WAL_LIMIT_BYTES
 
 
@@ -31,6 +32,7 @@ class ConnectionMixin:
         self._local = threading.local()
         self._keys: dict[str, int] = {}  # metric name -> integer key used by datapoint tables
         self._tables: set[str] = set()
+        self._strings = NameStrings()  # ids of the components and parents of names
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
@@ -133,10 +135,11 @@ class ConnectionMixin:
                 conn.execute("COMMIT")
         except BaseException as exc:
             local.depth = 0
-            # Forget keys and tables the rolled back transaction created before ROLLBACK lets
-            # a waiting writer in, or it could write under a key that no longer exists.
+            # Forget keys, tables and name-string ids the rolled back transaction created before
+            # ROLLBACK lets a waiting writer in, or it could write under a key that no longer exists.
             self._keys.clear()
             self._tables.clear()
+            self._strings.forget()
             local.points_marked = False
             if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)
                 conn.execute("ROLLBACK")

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from biggraphite_like.glob import GlobPattern
-from biggraphite_like.stores.sqlite.schema import _CHUNK, _MAX_WALK, _PROBE_LIMIT, COMPONENTS, END
+from biggraphite_like.stores.sqlite.name_strings import END_ID, id_of, ids_in, ids_in_range
+from biggraphite_like.stores.sqlite.schema import _CHUNK, _MAX_WALK, _PROBE_LIMIT, COMPONENTS
 
 
 def _prefix_bounds(prefix: str) -> tuple[str, str]:
@@ -42,11 +43,11 @@ class GlobMixin:
         parents = self._walk_directories(pattern)
         if parents is not None:
             last = pattern.components[-1].literals
-            column, keys = ("name", [f"{p}.{leaf}" for p in parents for leaf in sorted(last)]) if last else ("parent", parents)
+            keys = [f"{p}.{leaf}" for p in parents for leaf in sorted(last)] if last else parents
             for start in range(0, len(keys), _CHUNK):
                 chunk = keys[start:start + _CHUNK]
-                yield from (r[0] for r in conn.execute(
-                    f"SELECT name FROM {table} WHERE {column} IN ({', '.join(['?'] * len(chunk))})", chunk))
+                condition = f"name IN ({', '.join(['?'] * len(chunk))})" if last else ids_in("parent", len(chunk))
+                yield from (r[0] for r in conn.execute(f"SELECT name FROM {table} WHERE {condition}", chunk))
             return
         for sql, params in self._plan(table, pattern):
             yield from (r[0] for r in conn.execute(sql, params))
@@ -88,12 +89,13 @@ class GlobMixin:
             for parent in parents:
                 low, high = _prefix_bounds(f"{parent}.{prefix}" if parent else prefix)
                 yield from (r[0] for r in conn.execute(
-                    "SELECT name FROM directories WHERE name >= ? AND name < ? AND +parent = ?", (low, high, parent)))
+                    f"SELECT name FROM directories WHERE name >= ? AND name < ? AND +{id_of('parent')}",
+                    (low, high, parent)))
             return
         for start in range(0, len(parents), _CHUNK):
             chunk = parents[start:start + _CHUNK]
             yield from (r[0] for r in conn.execute(
-                f"SELECT name FROM directories WHERE parent IN ({', '.join(['?'] * len(chunk))})", chunk))
+                f"SELECT name FROM directories WHERE {ids_in('parent', len(chunk))}", chunk))
 
     def _plan(self, table: str, pattern: GlobPattern) -> list[tuple[str, list]]:
         """The queries whose union holds every match (see README: glob planning)."""
@@ -101,10 +103,10 @@ class GlobMixin:
         prefix = pattern.literal_prefix()
         depth_sql, depth_params = "", []
         if depth is not None and depth < COMPONENTS:
-            depth_sql, depth_params = f" AND +component_{depth} = ?", [END]
+            depth_sql, depth_params = f" AND +component_{depth} = ?", [END_ID]
         # 1. all but the last component fixed: the children of one directory
         if depth is not None and len(prefix) == depth - 1:
-            return [(f"SELECT name FROM {table} WHERE parent = ?", [".".join(prefix)])]
+            return [(f"SELECT name FROM {table} WHERE {id_of('parent')}", [".".join(prefix)])]
         candidates: list[tuple[str, list]] = []
         # 2. a fixed leading path: a range of the name index
         if prefix:
@@ -119,11 +121,11 @@ class GlobMixin:
             if component.literals is not None:
                 values = sorted(component.literals)
                 candidates.append((
-                    f"SELECT name FROM {table} WHERE {column} IN ({', '.join(['?'] * len(values))}){depth_sql}",
+                    f"SELECT name FROM {table} WHERE {ids_in(column, len(values))}{depth_sql}",
                     [*values, *depth_params]))
             elif component.prefix:
                 low, high = _prefix_bounds(component.prefix)
-                candidates.append((f"SELECT name FROM {table} WHERE {column} >= ? AND {column} < ?{depth_sql}",
+                candidates.append((f"SELECT name FROM {table} WHERE {ids_in_range(column)}{depth_sql}",
                                    [low, high, *depth_params]))
         if candidates:
             return [self._most_selective(candidates)] if len(candidates) > 1 else candidates
@@ -135,12 +137,12 @@ class GlobMixin:
             for size in range(max(pattern.min_depth, 1), COMPONENTS + 1):
                 end_sql = f" AND +component_{size} = ?" if size < COMPONENTS else ""
                 queries.append((
-                    f"SELECT name FROM {table} WHERE component_{size - 1} IN ({', '.join(['?'] * len(values))}){end_sql}",
-                    [*values, *([END] if size < COMPONENTS else [])]))
+                    f"SELECT name FROM {table} WHERE {ids_in(f'component_{size - 1}', len(values))}{end_sql}",
+                    [*values, *([END_ID] if size < COMPONENTS else [])]))
             return queries
         # 5. nothing fixed: every name of that depth, or every name
         if depth is not None and depth < COMPONENTS:
-            return [(f"SELECT name FROM {table} WHERE component_{depth} = ?", [END])]
+            return [(f"SELECT name FROM {table} WHERE component_{depth} = ?", [END_ID])]
         return [(f"SELECT name FROM {table}", [])]
 
     def _most_selective(self, candidates: list[tuple[str, list]]) -> tuple[str, list]:

@@ -2,7 +2,6 @@
 scans, and the store's statistics."""
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import sqlite3
@@ -17,65 +16,85 @@ from biggraphite_like.errors import (
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Retention
 from biggraphite_like.stores.base import ScanPage, StageTable, check_shard, metrics_page
+from biggraphite_like.stores.sqlite.name_strings import END_ID
 from biggraphite_like.stores.sqlite.schema import (
     _CHUNK,
     _COMPONENT_COLUMNS,
     _METADATA_COLUMNS,
     _METRIC_FIELDS,
     COMPONENTS,
-    END,
 )
 
 
-def _component_values(name: str) -> list[str]:
-    """component_0.. of a name: its parts then `__END__` (the columns after stay NULL)."""
-    return (name.split(".") + [END])[:COMPONENTS]
+_ROWS_PER_INSERT = 500  # rows of one INSERT ... VALUES (bound parameters: at most the connection's limit)
 
 
-@functools.lru_cache(maxsize=4 * COMPONENTS)
-def _named_insert_sql(verb: str, table: str, depth: int, columns: tuple[str, ...], conflict: str) -> str:
-    names = ["name", "parent", *_COMPONENT_COLUMNS[:depth], *columns]
-    return f"{verb} {table} ({', '.join(names)}) VALUES ({', '.join(['?'] * len(names))}){conflict}"
-
-
-def _insert_named(conn: sqlite3.Connection, verb: str, table: str, rows: Iterable[tuple[str, tuple]],
-                  columns: tuple[str, ...] = (), conflict: str = "") -> None:
-    """Insert rows (name, values of columns) into a metrics or directories table, binding
-    only the component columns each name has: binding all 64 made inserts twice as slow."""
-    by_depth: dict[int, list[tuple]] = collections.defaultdict(list)
-    for name, values in rows:
-        components = _component_values(name)
-        by_depth[len(components)].append((name, names_mod.parent(name), *components, *values))
-    for depth, group in sorted(by_depth.items()):
-        conn.executemany(_named_insert_sql(verb, table, depth, columns, conflict), group)
-
+@functools.lru_cache(maxsize=64)
+def _named_insert_sql(verb: str, table: str, columns: tuple[str, ...], depth: int, rows: int, conflict: str) -> str:
+    names = [*columns, "name", "parent", *_COMPONENT_COLUMNS[:depth]]
+    row = f"({', '.join(['?'] * len(names))})"
+    return f"{verb} {table} ({', '.join(names)}) VALUES {', '.join([row] * rows)}{conflict}"
 
 
 class MetadataMixin:
     """Metrics and directories: create, read, touch, delete, scan, count."""
 
+    def _insert_named(self, verb: str, table: str, rows: Iterable[tuple[str, Sequence]],
+                      columns: tuple[str, ...] = (), conflict: str = "") -> None:
+        """Insert rows (name, values of columns) into a metrics or directories table with
+        their parent and component ids (name_strings), hundreds of rows a statement: each
+        statement opens the cursors of the 66 indexes again, and executemany runs one
+        statement a row (it made creation three times slower)."""
+        conn = self._conn
+        split = [(values, name, name.rpartition(".")[0], name.split(".")) for name, values in rows]
+        if not split:
+            return
+        strings = {parent for _, _, parent, _ in split}
+        for _, _, _, parts in split:
+            strings.update(parts)
+        ids = self._strings.ids(conn, strings)
+        records = []
+        depth = 0
+        for values, name, parent, parts in split:
+            components = [ids[part] for part in parts]
+            if len(components) < COMPONENTS:
+                components.append(END_ID)
+            depth = max(depth, len(components))
+            records.append((*values, name, ids[parent], *components))
+        width = len(columns) + 2 + depth
+        per_statement = min(_ROWS_PER_INSERT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width)
+        padding = {size: (None,) * (width - size) for size in {len(r) for r in records}}
+        for start in range(0, len(records), per_statement):
+            chunk = records[start:start + per_statement]
+            conn.execute(_named_insert_sql(verb, table, columns, depth, len(chunk), conflict),
+                         [value for record in chunk for value in record + padding[len(record)]])
+
     def create_metrics(self, metrics: Sequence[Metric]) -> None:
         if not metrics:
             return
         self._check_schema()
-        directories = sorted({d for m in metrics for d in names_mod.ancestors(m.name)})
+        directories = sorted(names_mod.all_ancestors(m.name for m in metrics))
         existing = self.get_metrics([m.name for m in metrics])
+        # metadata by object: a batch shares a few, and hashing or formatting one per metric cost more
+        # than the rest of its row
+        metadatas = {id(m.metadata): m.metadata for m in metrics}
+        fields = {key: (str(md.retention), md.aggregator.value, md.xfilesfactor) for key, md in metadatas.items()}
         with self.write_batch(), self._errors("create metrics"):
-            for metric in metrics:
-                for index in range(len(metric.retention.stages)):
-                    self._ensure_table(StageTable.of(metric, index))
-                old = existing.get(metric.name)
-                if old is not None and old.retention != metric.retention:
-                    self._drop_points(metric.name, old.retention, keep=metric.retention)
-            _insert_named(
-                self._conn, "INSERT INTO", "metrics",
-                ((m.name, (str(m.retention), m.metadata.aggregator.value, m.metadata.xfilesfactor,
-                           m.created_on, m.updated_on, m.read_on)) for m in metrics),
+            for retention in {md.retention for md in metadatas.values()}:
+                for index, stage in enumerate(retention.stages):
+                    self._ensure_table(StageTable(stage, index > 0))
+            wanted = {m.name: m.retention for m in metrics} if existing else {}
+            for name, old in existing.items():
+                if old.retention != wanted[name]:
+                    self._drop_points(name, old.retention, keep=wanted[name])
+            self._insert_named(
+                "INSERT INTO", "metrics",
+                ((m.name, (*fields[id(m.metadata)], m.created_on, m.updated_on, m.read_on)) for m in metrics),
                 _METADATA_COLUMNS,
                 " ON CONFLICT(name) DO UPDATE SET retention = excluded.retention, aggregator = excluded.aggregator,"
                 " xfilesfactor = excluded.xfilesfactor, updated_on = excluded.updated_on",
             )
-            _insert_named(self._conn, "INSERT OR IGNORE INTO", "directories", ((d, ()) for d in directories))
+            self._insert_named("INSERT OR IGNORE INTO", "directories", ((d, ()) for d in directories))
 
     def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
         self._check_schema()
@@ -169,7 +188,7 @@ class MetadataMixin:
         self._check_schema()
         wanted = sorted({a for n in names for a in (*names_mod.ancestors(n), n)})
         with self.write_batch(), self._errors("create directories"):
-            _insert_named(self._conn, "INSERT OR IGNORE INTO", "directories", ((d, ()) for d in wanted))
+            self._insert_named("INSERT OR IGNORE INTO", "directories", ((d, ()) for d in wanted))
 
     def delete_directories(self, names: Sequence[str]) -> None:
         self._check_schema()
@@ -181,11 +200,12 @@ class MetadataMixin:
 
     def directories_with_children(self, names: Sequence[str]) -> set[str]:
         return self._names_in(
-            "SELECT parent FROM metrics WHERE parent IN ({0}) UNION SELECT parent FROM directories WHERE parent IN ({0})",
-            names, "find children", repeat=2,
+            "SELECT value FROM name_strings AS s WHERE value IN ({})"
+            " AND (EXISTS (SELECT 1 FROM metrics WHERE parent = s.id) OR EXISTS (SELECT 1 FROM directories WHERE parent = s.id))",
+            names, "find children",
         )
 
-    def _names_in(self, sql: str, names: Sequence[str], what: str, repeat: int = 1) -> set[str]:
+    def _names_in(self, sql: str, names: Sequence[str], what: str) -> set[str]:
         self._check_schema()
         found: set[str] = set()
         names = list(dict.fromkeys(names))
@@ -193,7 +213,7 @@ class MetadataMixin:
             for start in range(0, len(names), _CHUNK):
                 chunk = names[start:start + _CHUNK]
                 marks = ", ".join(["?"] * len(chunk))
-                found.update(r[0] for r in self._conn.execute(sql.format(marks), chunk * repeat))
+                found.update(r[0] for r in self._conn.execute(sql.format(marks), chunk))
         return found
 
     def scan_metrics(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[Metric]]:
@@ -234,18 +254,25 @@ class MetadataMixin:
             }
             for name in self.stage_tables():
                 facts[f"blocks.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-            facts.update(self._bytes_by_kind(conn))
+            facts.update(self._bytes_by_table(conn))
         return facts
 
     @staticmethod
-    def _bytes_by_kind(conn: sqlite3.Connection) -> dict[str, int]:
-        """Bytes of the pages of the datapoints tables and of the rest (metadata, indexes),
-        from the dbstat virtual table; nothing when SQLite was built without it."""
+    def _bytes_by_table(conn: sqlite3.Connection) -> dict[str, int | str]:
+        """Bytes of the pages each table takes with its indexes (`disk_bytes.table.<name>`,
+        a stage table's are its stage's), their sums for the datapoints tables and for the
+        rest (`disk_bytes.points`, `disk_bytes.metadata`), and the free pages, from the
+        dbstat virtual table, which reads every page once; without dbstat (SQLite built
+        without SQLITE_ENABLE_DBSTAT_VTAB) only the free pages, and a note saying so."""
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        facts: dict[str, int | str] = {"disk_bytes.free": conn.execute("PRAGMA freelist_count").fetchone()[0] * page_size}
         try:
             rows = conn.execute("SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat AS d JOIN sqlite_master AS m"
-                                " ON m.name = d.name GROUP BY m.tbl_name").fetchall()
+                                " ON m.name = d.name GROUP BY m.tbl_name ORDER BY m.tbl_name").fetchall()
         except sqlite3.OperationalError:  # no SQLITE_ENABLE_DBSTAT_VTAB
-            return {}
+            facts["disk_bytes.tables"] = "unavailable: this SQLite has no dbstat table"
+            return facts
         points = sum(size for table, size in rows if table.startswith("datapoints_"))
-        return {"disk_bytes.points": points, "disk_bytes.metadata": sum(size for _, size in rows) - points}
-
+        facts.update({"disk_bytes.points": points, "disk_bytes.metadata": sum(size for _, size in rows) - points})
+        facts.update({f"disk_bytes.table.{table}": size for table, size in rows})
+        return facts

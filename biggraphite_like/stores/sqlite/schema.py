@@ -12,11 +12,13 @@ from biggraphite_like.errors import (
 )
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
+from biggraphite_like.stores.sqlite import name_strings
 from biggraphite_like.stores.sqlite import tags as sqlite_tags
 
 COMPONENTS = names_mod.MAX_COMPONENTS
 END = names_mod.END_MARKER
 _COMPONENT_COLUMNS = [f"component_{i}" for i in range(COMPONENTS)]
+_NAME_TABLES = ("metrics", "directories")
 _METADATA_COLUMNS = ("retention", "aggregator", "xfilesfactor", "created_on", "updated_on", "read_on")
 _METRIC_FIELDS = "name, retention, aggregator, xfilesfactor, created_on, updated_on, read_on"
 _CHUNK = 500  # bound parameters per IN (...) chunk
@@ -32,8 +34,8 @@ _MAX_TIMESTAMP = 2**32 - 1  # timestamps are whisper's unsigned 32-bit integers
 
 def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
     columns = ["  key INTEGER PRIMARY KEY AUTOINCREMENT" if metrics else "  key INTEGER PRIMARY KEY",
-               "  name TEXT NOT NULL UNIQUE", "  parent TEXT NOT NULL"]
-    columns += [f"  {c} TEXT" for c in _COMPONENT_COLUMNS]
+               "  name TEXT NOT NULL UNIQUE", "  parent INTEGER NOT NULL"]
+    columns += [f"  {c} INTEGER" for c in _COMPONENT_COLUMNS]
     if metrics:
         columns += [
             "  retention TEXT NOT NULL",
@@ -119,6 +121,7 @@ def schema_statements() -> list[str]:
     """The schema, in order (comments included: they run as no-ops)."""
     return (
         [_SCHEMA_HEADER]
+        + name_strings.SCHEMA_SQL
         + _metadata_table_sql("metrics", True)
         + _metadata_table_sql("directories", False)
         + _STATE_SQL
@@ -147,8 +150,13 @@ class SchemaMixin:
         with self._errors("create the schema"):
             conn.execute("PRAGMA journal_mode = WAL")
             with self.write_batch():
+                text_names = [t for t in _NAME_TABLES if self._holds_text_names(t)]
+                for table in text_names:
+                    self._set_aside(table)
                 for statement in schema_statements():
                     conn.execute(statement)
+                for table in text_names:
+                    self._convert_names(table)
                 self._convert_point_tables()
         self._schema_checked = True
 
@@ -156,12 +164,47 @@ class SchemaMixin:
         if self._schema_checked:
             return
         with self._errors("check the schema"):
-            row = self._conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('metrics', 'directories', 'store_state')"
-            ).fetchone()
-        if row[0] != 3:
+            tables = {r[0] for r in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND name IN ('metrics', 'directories', 'store_state', 'name_strings')")}
+        if not {"metrics", "directories", "store_state"} <= tables:
             raise SchemaMissing(f"the store {self.path} has no schema: run `bgl --store {self.url} syncdb`")
+        if "name_strings" not in tables:
+            raise SchemaMissing(f"the metrics and directories of {self.path} hold their components as text (the"
+                                f" layout before interned name strings): run `bgl --store {self.url} syncdb`"
+                                " to convert them in place")
         self._schema_checked = True
+
+    # -- conversion of the metadata tables written before interned name strings -----------------
+    def _holds_text_names(self, table: str) -> bool:
+        """Whether table (metrics or directories) has the text parent and component columns."""
+        columns = {r[1]: r[2] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+        return columns.get("parent", "").upper() == "TEXT"
+
+    def _set_aside(self, table: str) -> None:
+        """Rename table to old_<table> without its indexes, whose names the new table takes."""
+        conn = self._conn
+        indexes = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", (table,))]
+        for index in indexes:
+            conn.execute(f"DROP INDEX {index}")
+        conn.execute(f"ALTER TABLE {table} RENAME TO old_{table}")
+
+    def _convert_names(self, table: str) -> None:
+        """Copy old_<table> into the new table, keys and metadata as they were, then drop it;
+        metrics keep the AUTOINCREMENT sequence, so no key of a deleted metric comes back."""
+        conn = self._conn
+        fields = ("key", *_METADATA_COLUMNS) if table == "metrics" else ("key",)
+        cursor = conn.execute(f"SELECT name, {', '.join(fields)} FROM old_{table} ORDER BY key")
+        while rows := cursor.fetchmany(50_000):
+            self._insert_named("INSERT INTO", table, ((row[0], row[1:]) for row in rows), fields)
+        if table == "metrics":
+            old = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'old_metrics'").fetchone()
+            if old is not None:
+                conn.execute("DELETE FROM sqlite_sequence WHERE name = 'metrics'")
+                conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('metrics',"
+                             " max(?, (SELECT coalesce(max(key), 0) FROM metrics)))", (old[0],))
+        conn.execute(f"DROP TABLE old_{table}")
 
     def _ensure_table(self, table: StageTable) -> None:
         if table.name in self._tables:

@@ -1,0 +1,70 @@
+"""Interned name strings: the components and parent paths of metric and directory names,
+each stored once in `name_strings` and referred to by its integer id (seed 001's string ids).
+
+The `metrics` and `directories` rows keep one column per component and a parent column,
+as the glob design wants, but they hold these ids: a row and each of its indexes store
+one- to three-byte integers instead of the strings, and `__END__` is id 0, which SQLite
+stores in no byte at all. Ids never change and are never reused (rows are never deleted),
+so a process may cache them for as long as it likes; only a rolled-back transaction can
+take back ids it handed out (`NameStrings.forget`).
+
+Queries turn strings into ids inside SQL (`ids_in`, `ids_in_range`), so every string still
+reaches SQLite as a bound parameter.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Iterable
+
+END_ID = 0  # id of biggraphite_like.names.END_MARKER, inserted by syncdb
+CACHE_LIMIT = 1_000_000  # ids kept in memory per store; past it the cache starts again
+
+SCHEMA_SQL = [
+    "-- Interned strings of names (biggraphite_like.stores.sqlite.name_strings): every component and",
+    "-- parent path once; the parent and component_N columns of metrics and directories hold their ids.",
+    "CREATE TABLE IF NOT EXISTS name_strings (\n  id INTEGER PRIMARY KEY,\n  value TEXT NOT NULL UNIQUE\n);",
+    "INSERT OR IGNORE INTO name_strings (id, value) VALUES (0, '__END__');",
+]
+
+
+def ids_in(column: str, count: int) -> str:
+    """SQL: column holds the id of one of `count` strings bound after it."""
+    return f"{column} IN (SELECT id FROM name_strings WHERE value IN ({', '.join(['?'] * count)}))"
+
+
+def ids_in_range(column: str) -> str:
+    """SQL: column holds the id of a string in [?, ?) (bound after it: low, high)."""
+    return f"{column} IN (SELECT id FROM name_strings WHERE value >= ? AND value < ?)"
+
+
+def id_of(column: str) -> str:
+    """SQL: column holds the id of the string bound after it (one lookup, a constant)."""
+    return f"{column} = (SELECT id FROM name_strings WHERE value = ?)"
+
+
+class NameStrings:
+    """One store's cache of string ids; `ids` interns what it does not know yet."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def ids(self, conn: sqlite3.Connection, strings: Iterable[str]) -> dict[str, int]:
+        """Ids of strings, interning the new ones (call inside a write transaction): two
+        statements for the whole set, whatever its size."""
+        known = self._ids
+        wanted = set(strings)
+        missing = [s for s in wanted if s not in known]
+        if missing:
+            if len(known) + len(missing) > CACHE_LIMIT:
+                known.clear()
+                missing = list(wanted)
+            values = json.dumps(missing)
+            conn.execute("INSERT OR IGNORE INTO name_strings (value) SELECT value FROM json_each(?)", (values,))
+            known.update(conn.execute(
+                "SELECT value, id FROM name_strings WHERE value IN (SELECT value FROM json_each(?))", (values,)))
+        return known
+
+    def forget(self) -> None:
+        """Drop every cached id (after a rollback, which may have taken some back)."""
+        self._ids.clear()
