@@ -139,6 +139,8 @@ PATTERNS = [
     "c?.*", "{a,b}.{ab,ba}.*", "{a,b{a,}}.*", "a.{,b}.c1", "**", "a.**", "**.c1", "a.**.c2",
     "**.a.**", "*.**.Z_z", "cpu[0-1].*", "x-y.m:1", "m:1.*.*", "*.*.*.*.*.*", "ab.**.ba.*",
     "{cpu0,cpu1}.**", "*b*.*a*", "a.b.c1.x-y.Z_z.m:1", "{,ab}.ba.*", "{,a}.b.*", "{,a}.{,b}.c1",
+    # fixed components on both sides of a globstar, a literal head running into a prefix
+    "a.**.b.c1", "{a,b}.**.c1", "a.**.b*.c1", "a*.**.{ab,ba}.*", "ab.b*.**", "a.{,b}.**.Z_z",
 ]
 
 
