@@ -4,7 +4,8 @@
     BG_STORE = 'sqlite:///var/lib/bgl/bgl.db'   # else $BGL_STORE, else the CLI's default
 
 Globs use the accessor's glob engine (StandardFinder's semantics), their answers kept
-BG_FIND_CACHE_TTL seconds; `fetch` answers many patterns with one batched read;
+until the store's names token changes (read every BG_FIND_CACHE_CHECK_INTERVAL seconds)
+or BG_FIND_CACHE_TTL seconds have passed; `fetch` answers many patterns with one batched read;
 `get_index` scans the metrics table instead of walking `**`. The accessor is created on
 first use, once per process, store URL and options. The finder is tags-aware: it answers
 `seriesByTag(...)` in find and fetch and the two autocomplete calls from the store's tag
@@ -78,7 +79,8 @@ def shared_backend() -> Backend:
                                                         if k in ACCESSOR_ARGUMENTS})
                 accessor.tags.max_series = int(options["BG_MAX_TAG_SERIES"])
                 accessor.tags.max_values = int(options["BG_MAX_TAG_VALUES"])
-                globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]))
+                globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]),
+                                  accessor.names_token, float(options["BG_FIND_CACHE_CHECK_INTERVAL"]))
                 backend = _backends[key] = Backend(accessor, globs)
     return backend
 

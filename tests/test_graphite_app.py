@@ -314,7 +314,7 @@ def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
     def paths(pattern="c.*"):
         return [n.path for n in Finder().find_nodes(FindQuery(pattern, None, None))]
 
-    with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600):
+    with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600, BG_FIND_CACHE_CHECK_INTERVAL=3600):
         assert paths("new.*") == []
         writer.create_metric("new.metric", metadata)
         assert paths("new.*") == ["new.metric"]  # an empty answer is not kept
@@ -332,6 +332,58 @@ def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
         assert paths() == ["c.one", "c.three", "c.two"]
         assert shared_backend().globs.hits == 0
     writer.close()
+
+
+def test_glob_cache_drops_its_answers_when_the_names_token_changes(tmp_path):
+    from graphite.finders.utils import FindQuery
+
+    from graphite_plugin import Finder
+    from graphite_plugin.finder import shared_backend
+
+    url = f"sqlite://{tmp_path / 'bgl.db'}"
+    writer = Accessor.from_url(url)  # another process's accessor, as far as the finder can tell
+    writer.syncdb()
+    metadata = MetricMetadata.create(RETENTION)
+    writer.create_metric("c.one", metadata)
+
+    def paths(pattern="c.*"):
+        return [n.path for n in Finder().find_nodes(FindQuery(pattern, None, None))]
+
+    with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600, BG_FIND_CACHE_CHECK_INTERVAL=0):
+        globs = shared_backend().globs
+        assert paths() == ["c.one"]
+        hits = globs.hits
+        assert paths() == ["c.one"] and globs.hits == hits + 1  # unchanged token: from the cache
+        writer.create_metric("c.two", metadata)
+        assert paths() == ["c.one", "c.two"] and globs.invalidations == 1
+        writer.delete_metrics(["c.one"])
+        assert paths() == ["c.two"] and globs.invalidations == 2
+    writer.close()
+
+
+def test_glob_cache_keeps_no_answer_computed_across_a_change_and_survives_token_errors():
+    from graphite_plugin.glob_cache import GlobCache
+
+    tokens = [1]
+
+    def token():
+        if tokens[0] is None:
+            raise ConnectionError("store unreachable")
+        return tokens[0]
+
+    cache = GlobCache(ttl=3600, token=token, check_interval=0)
+
+    def computed_while_names_change(pattern):
+        tokens[0] = 2  # another process creates a metric while this answer is computed
+        cache.get("nodes", "other", lambda p: (("x",),))  # a lookup that reads the new token
+        return (("stale",),)
+
+    assert cache.get("nodes", "a.*", computed_while_names_change) == (("stale",),)
+    assert cache.get("nodes", "a.*", lambda p: (("fresh",),)) == (("fresh",),)  # the stale answer was not kept
+    assert cache.get("nodes", "a.*", lambda p: (("again",),)) == (("fresh",),)
+    tokens[0] = None
+    assert cache.get("nodes", "a.*", lambda p: (("unreachable",),)) == (("unreachable",),)
+    assert cache.token_errors >= 1
 
 
 # -- settings module and compat shim ---------------------------------------------------------
