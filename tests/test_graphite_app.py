@@ -299,14 +299,17 @@ def test_one_accessor_per_process_under_threads(store_url):
     assert sum(1 for key in _backends if key[0] == store_url) >= 2
 
 
-def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
+@pytest.fixture
+def cache_store(tmp_path):
+    """(store URL, an accessor writing to it, metadata, paths(pattern) found by the finder),
+    the store holding `c.one`."""
+    setup_graphite_app()
     from graphite.finders.utils import FindQuery
 
     from graphite_plugin import Finder
-    from graphite_plugin.finder import shared_backend
 
     url = f"sqlite://{tmp_path / 'bgl.db'}"
-    writer = Accessor.from_url(url)
+    writer = Accessor.from_url(url)  # another process's accessor, as far as the finder can tell
     writer.syncdb()
     metadata = MetricMetadata.create(RETENTION)
     writer.create_metric("c.one", metadata)
@@ -314,6 +317,14 @@ def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
     def paths(pattern="c.*"):
         return [n.path for n in Finder().find_nodes(FindQuery(pattern, None, None))]
 
+    yield url, writer, metadata, paths
+    writer.close()
+
+
+def test_glob_cache_reuses_answers_for_its_ttl(cache_store):
+    from graphite_plugin.finder import shared_backend
+
+    url, writer, metadata, paths = cache_store
     with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600, BG_FIND_CACHE_CHECK_INTERVAL=3600):
         assert paths("new.*") == []
         writer.create_metric("new.metric", metadata)
@@ -331,24 +342,12 @@ def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
         writer.create_metric("c.three", metadata)
         assert paths() == ["c.one", "c.three", "c.two"]
         assert shared_backend().globs.hits == 0
-    writer.close()
 
 
-def test_glob_cache_drops_its_answers_when_the_names_token_changes(tmp_path):
-    from graphite.finders.utils import FindQuery
-
-    from graphite_plugin import Finder
+def test_glob_cache_drops_its_answers_when_the_names_token_changes(cache_store):
     from graphite_plugin.finder import shared_backend
 
-    url = f"sqlite://{tmp_path / 'bgl.db'}"
-    writer = Accessor.from_url(url)  # another process's accessor, as far as the finder can tell
-    writer.syncdb()
-    metadata = MetricMetadata.create(RETENTION)
-    writer.create_metric("c.one", metadata)
-
-    def paths(pattern="c.*"):
-        return [n.path for n in Finder().find_nodes(FindQuery(pattern, None, None))]
-
+    url, writer, metadata, paths = cache_store
     with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600, BG_FIND_CACHE_CHECK_INTERVAL=0):
         globs = shared_backend().globs
         assert paths() == ["c.one"]
@@ -358,7 +357,6 @@ def test_glob_cache_drops_its_answers_when_the_names_token_changes(tmp_path):
         assert paths() == ["c.one", "c.two"] and globs.invalidations == 1
         writer.delete_metrics(["c.one"])
         assert paths() == ["c.two"] and globs.invalidations == 2
-    writer.close()
 
 
 def test_glob_cache_keeps_no_answer_computed_across_a_change_and_survives_token_errors():
