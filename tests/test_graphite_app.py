@@ -77,6 +77,33 @@ def test_find_treejson_completer_json(client):
     assert sorted(e["path"] for e in leaves["metrics"]) == ["app.web1.cpu", "app.web1.mem"]
 
 
+def test_find_reads_the_default_profile_from_the_database_once_in_a_while(store_url):
+    """treejson finds need the default profile's advancedUI: with DefaultProfileMiddleware it
+    is read once per PROFILE_TTL, not with two queries on every request."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from graphite_plugin import profiles
+
+    middleware = (*_middleware_with_plugin(), "graphite_plugin.profiles.DefaultProfileMiddleware")
+    with use_finders(PLUGIN, BG_STORE=store_url, MIDDLEWARE=middleware):
+        client = Client(raise_request_exception=False)
+
+        def profile_queries() -> list[str]:
+            with CaptureQueriesContext(connection) as queries:
+                found = get_json(client, "/metrics/find", query="app.*")
+            assert [node["id"] for node in found] == ["app.web1", "app.web2", "app.web3"]
+            return [q["sql"] for q in queries if "auth_user" in q["sql"] or "account_profile" in q["sql"]]
+
+        profiles.forget()
+        assert profile_queries()  # read (or created) by the first request
+        for _ in range(4):
+            assert profile_queries() == []
+        profiles.forget()  # as when its PROFILE_TTL has passed
+        assert len(profile_queries()) == 2  # get_or_create of the default user, then of its profile
+
+
 def test_find_pickle_and_expand_and_index(client):
     response = client.get("/metrics/find", {"query": "app.*.mem", "format": "pickle"})
     nodes = pickle.loads(response.content)
