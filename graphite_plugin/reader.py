@@ -8,11 +8,12 @@ from typing import Sequence
 import numpy as np
 from django.conf import settings
 from graphite.intervals import Interval, IntervalSet
-from graphite.readers.utils import BaseReader, merge_with_carbonlink
+from graphite.readers.utils import BaseReader, merge_with_cache
 
 from biggraphite_like.accessor import Accessor, TimeSeries
 from biggraphite_like.metric import Metric
 from biggraphite_like.urls import redact_url
+from graphite_plugin.carbonlink import cached_points
 
 TimeInfo = tuple[int, int, int]
 GraphiteSeries = tuple[TimeInfo, list]
@@ -32,14 +33,17 @@ def read_series(
 
     One accessor read for every name (the store batches it); None for a name with
     nothing in range and for a name that is no longer a metric. With CARBONLINK_HOSTS,
-    each series is completed with carbon-cache's unwritten points by graphite's own
-    `merge_with_carbonlink` (same aggregation method and raw step as whisper's reader).
+    each series is completed with carbon-cache's unwritten points, asked for all series
+    at once (graphite_plugin.carbonlink) and merged by graphite's own `merge_with_cache`
+    (same aggregation method and raw step as whisper's reader).
     """
     metrics = accessor.get_metrics(names)
     present = [n for n in names if n in metrics]  # deleted since the glob: nothing to read
     fetched = accessor.fetch(present, int(start), None if end is None else int(end),
                              None if now is None else int(now)) if present else {}
-    merge = bool(getattr(settings, "CARBONLINK_HOSTS", None))
+    cached = None
+    if getattr(settings, "CARBONLINK_HOSTS", None):
+        cached = cached_points([name for name, series in fetched.items() if series is not None])
     results: dict[str, GraphiteSeries | None] = {}
     for name in names:
         series = fetched.get(name)
@@ -47,10 +51,10 @@ def read_series(
             results[name] = None
             continue
         values = graphite_values(series)
-        if merge:
+        if cached is not None and cached.get(name):
             metric = metrics[name]
-            values = merge_with_carbonlink(
-                name, series.start, series.step, values,
+            values = merge_with_cache(
+                cached[name], series.start, series.step, values,
                 metric.metadata.aggregator.value, metric.retention.stages[0].precision)
         results[name] = ((series.start, series.end, series.step), values)
     return results
