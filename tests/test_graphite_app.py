@@ -212,6 +212,50 @@ def test_glob_limits_answer_400_with_the_limit(store_url):
         assert client.get("/metrics/find", {"query": "app.*"}).status_code == 200  # 3 names: under the limit
 
 
+def test_render_budgets_answer_400_naming_the_setting(store_url):
+    from django.test import Client
+
+    with use_finders(PLUGIN, BG_STORE=store_url, BG_MAX_RENDER_SERIES=3, MIDDLEWARE=_middleware_with_plugin()):
+        client = Client(raise_request_exception=False)
+        render = client.post("/render", {"target": "sumSeries(app.*.*)", "format": "json", "from": "-1d"})
+        assert render.status_code == 400 and b"BG_MAX_RENDER_SERIES" in render.content, render.content
+        assert b"reads 6 series" in render.content
+        assert client.post("/render", {"target": "app.web1.*", "format": "json"}).status_code == 200
+    with use_finders(PLUGIN, BG_STORE=store_url, BG_MAX_RENDER_POINTS=100, MIDDLEWARE=_middleware_with_plugin()):
+        client = Client(raise_request_exception=False)
+        render = client.post("/render", {"target": "app.web1.cpu", "format": "json", "from": "-3h", "now": NOW})
+        assert render.status_code == 400 and b"BG_MAX_RENDER_POINTS" in render.content, render.content
+        assert b"reads 180 points" in render.content
+        assert client.post("/render", {"target": "app.web1.cpu", "format": "json", "from": "-1h",
+                                       "now": NOW}).status_code == 200
+
+
+def test_a_fetch_past_its_deadline_stops_reading(store_url, monkeypatch):
+    import time
+
+    from graphite_plugin import reader
+    from graphite_plugin.errors import FetchAbandoned
+
+    accessor = Accessor.from_url(store_url)
+    reads = []
+    fetch = accessor.fetch
+
+    def slow_fetch(names, *args):
+        reads.append(list(names))
+        time.sleep(0.2)
+        return fetch(names, *args)
+
+    monkeypatch.setattr(accessor, "fetch", slow_fetch)
+    monkeypatch.setattr(reader, "FETCH_CHUNK", 2)
+    names = sorted(NAMES)
+    limits = reader.ReadLimits(deadline=time.monotonic() + 0.1)
+    with pytest.raises(FetchAbandoned, match=f"fetch of {len(names)} series stopped after 2: past .*FETCH_TIMEOUT"):
+        reader.read_series(accessor, names, NOW - 3600, NOW, NOW, limits)
+    assert reads == [names[:2]]  # the chunk under way finished, no other was read
+    assert len(reader.read_series(accessor, names, NOW - 3600, NOW, NOW)) == len(names)
+    accessor.close()
+
+
 def _middleware_with_plugin() -> tuple:
     from django.conf import settings
 

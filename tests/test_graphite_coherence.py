@@ -19,13 +19,6 @@ META = MetricMetadata.create("60s:1d", "average", 0.5)
 REQUESTS = 40  # over 4 client threads: both sync workers answer many of them
 
 
-@pytest.fixture
-def stack(tmp_path):
-    run = BglRun(tmp_path / "data")
-    yield run
-    run.kill()
-
-
 def _answers(stack: BglRun, pattern: str) -> set[tuple[str, ...]]:
     """The distinct answers of REQUESTS concurrent /metrics/find calls (whichever worker took each)."""
     def find(_: int) -> tuple[str, ...]:
@@ -35,7 +28,8 @@ def _answers(stack: BglRun, pattern: str) -> set[tuple[str, ...]]:
         return set(pool.map(find, range(REQUESTS)))
 
 
-def test_a_created_or_deleted_metric_is_seen_by_every_worker_within_a_second(stack):
+def test_a_created_or_deleted_metric_is_seen_by_every_worker_within_a_second(bgl_stack):
+    stack = bgl_stack
     stack.start()
     workers = [pid for pid in stack.children() if "gunicorn" in open(f"/proc/{pid}/cmdline").read()]
     assert len(workers) >= 3, workers  # the arbiter and its two workers
