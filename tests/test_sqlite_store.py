@@ -438,7 +438,8 @@ def big_store(tmp_path_factory):
 
 
 PLANNED_PATTERNS = ["a.b.*", "a.b.*.d", "a.b.c*", "a.b.c1*.d", "*.b.c", "*.*.leaf", "*.b.{c,z1}", "**.leaf",
-                    "a.**", "a.**.d", "a.**.c3.d", "q*.**.e.leaf", "a.b.c1*.**", "{a,q1}.**.{d,leaf}"]
+                    "a.**", "a.**.d", "a.**.c3.d", "q*.**.e.leaf", "a.b.c1*.**", "{a,q1}.**.{d,leaf}",
+                    "{a," + ",".join(f"x{i}" for i in range(199)) + "}.**"]
 
 
 @pytest.mark.parametrize("table", ["metrics", "directories"])

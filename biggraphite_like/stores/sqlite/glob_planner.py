@@ -14,17 +14,19 @@ def _prefix_bounds(prefix: str) -> tuple[str, str]:
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-_MAX_RESTRICTED_VALUES = 16  # literal alternatives of a component turned into SQL; more are left to the glob engine
+_MAX_DRIVER_VALUES = _CHUNK  # literal alternatives a component at a fixed position may look up in its index
+_MAX_RESTRICTED_VALUES = 16  # ... once per depth, or as a filter beside another index; more are left to the glob engine
 _MAX_FILTERS = 8  # restrictions applied in SQL (without an index) beside the driving one
 
 Restriction = tuple[str, list]  # SQL with a `{column}` placeholder, its parameters
 
 
-def _restriction(component: ComponentPattern) -> Restriction | None:
-    """What an index can do with one component: equality with its literals, or the range of
-    its literal prefix; None when it cannot narrow anything."""
+def _restriction(component: ComponentPattern, max_values: int) -> Restriction | None:
+    """What an index can do with one component: equality with its literals (at most
+    max_values of them), or the range of its literal prefix; None when it cannot narrow
+    anything."""
     if component.literals is not None:
-        if len(component.literals) > _MAX_RESTRICTED_VALUES:
+        if len(component.literals) > max_values:
             return None
         values = sorted(component.literals)
         return f"{{column}} IN ({', '.join(['?'] * len(values))})", values
@@ -48,7 +50,7 @@ def _filters(restrictions: list[tuple[int, Restriction]], depth: int | None, ski
     sql, params = [], []
     for index, (offset, (template, values)) in enumerate(restrictions):
         position = _position(offset, depth)
-        if index == skip or position is None or len(sql) >= _MAX_FILTERS:
+        if index == skip or position is None or len(sql) >= _MAX_FILTERS or len(values) > _MAX_RESTRICTED_VALUES:
             continue
         sql.append(template.format(column=f"+component_{position}"))
         params += values
@@ -162,9 +164,11 @@ class GlobMixin:
         trail = 0 if not variable else len(components) - 1 - variable[-1]
         depths = [depth] if depth is not None else list(range(max(pattern.min_depth, 1), COMPONENTS + 1))
         # (offset from the start, or from the end when negative, the restriction)
-        restrictions = [(i, r) for i, r in ((i, _restriction(components[i])) for i in range(lead)) if r]
-        restrictions += [(j - trail, r) for j, r in
-                         ((j, _restriction(components[len(components) - trail + j])) for j in range(trail)) if r]
+        restrictions = [(i, r) for i, r in ((i, _restriction(components[i], _MAX_DRIVER_VALUES)) for i in range(lead))
+                        if r]
+        restrictions += [(j - trail, r) for j, r in ((j, _restriction(components[len(components) - trail + j],
+                                                                      _MAX_RESTRICTED_VALUES)) for j in range(trail))
+                         if r]
         # (the rows an index reads, to estimate the cost; the query, filtering them in SQL)
         candidates: list[tuple[tuple[str, list], tuple[str, list]]] = []
         # 2. a fixed leading path, and the literal head of the next component: a name range
