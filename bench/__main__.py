@@ -1,12 +1,14 @@
 """`python -m bench [--quick]`: every benchmark, each figure next to its reference measured
 in the same run on the same data, in one table; the last line sums them up:
 
-    ratios: ingest_vs_whisper=X find_vs_standard=Y fetch_vs_whisper=Z ingest_vs_vm=A
-            ingest_cpu_vs_vm=B bytes_vs_vm=C find_http_vs_vm=D fetch_http_vs_vm=E
+    ratios: ingest_vs_whisper=X find_vs_standard=Y globstar_vs_standard=G fetch_vs_whisper=Z
+            ingest_vs_vm=A ingest_cpu_vs_vm=B bytes_vs_vm=C find_http_vs_vm=D fetch_http_vs_vm=E
+    cached find p50 (in-process, median over the patterns): H ms
 
 (each > 1 means ours is better: points stored per second over whisper's through
 carbon-cache end to end; StandardFinder's median find time over ours, geometric mean over
-the patterns, glob cache off; whisper + StandardFinder's fetch time over ours; then the
+the patterns, glob cache off, then over the `**` patterns alone; whisper +
+StandardFinder's fetch time over ours; then the
 peer section against VictoriaMetrics, bench/peer_bench.py: points readable per second and
 per CPU-second over plaintext, VictoriaMetrics' disk bytes per point over ours (geometric
 mean of the young and the full-day store), its /metrics/find and /api/v1/query_range times
@@ -34,8 +36,8 @@ import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
-RATIOS = ("ingest_vs_whisper", "find_vs_standard", "fetch_vs_whisper", "ingest_vs_vm", "ingest_cpu_vs_vm",
-          "bytes_vs_vm", "find_http_vs_vm", "fetch_http_vs_vm")
+RATIOS = ("ingest_vs_whisper", "find_vs_standard", "globstar_vs_standard", "fetch_vs_whisper", "ingest_vs_vm",
+          "ingest_cpu_vs_vm", "bytes_vs_vm", "find_http_vs_vm", "fetch_http_vs_vm")
 
 
 def log(message: str) -> None:
@@ -112,6 +114,17 @@ def find_rows(graphite: dict, memory: dict) -> tuple[list[list[str]], float]:
         rows.append(["find", f"{row['pattern']}, answer cached (BG_FIND_CACHE_TTL) p50 / p99",
                      f"{ms(row['hot_s'])} / {ms(row['hot_p99_s'])}", "", f"{row['hot_ratio']:.1f}x", "", ""])
     return rows, statistics.geometric_mean([row["ratio"] for row in graphite["find"]])
+
+
+def globstar_ratio(graphite: dict) -> float:
+    """StandardFinder's median time over ours on the patterns with `**`, geometric mean."""
+    ratios = [row["ratio"] for row in graphite["find"] if "**" in row["pattern"]]
+    return statistics.geometric_mean(ratios) if ratios else math.nan
+
+
+def cached_find_p50(graphite: dict) -> float:
+    """Seconds: the median over the find patterns of the median time of a cached answer."""
+    return statistics.median(row["hot_s"] for row in graphite["find"])
 
 
 def fetch_rows(graphite: dict, memory: dict) -> tuple[list[list[str]], float]:
@@ -269,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     fetches, fetch_ratio = fetch_rows(figures["graphite"], figures["graphite_peak_rss_bytes"])
     peer, peer_ratios = ([], {}) if "skipped" in figures["peer"] else peer_rows(figures["peer"])
     figures["ratios"] = {"ingest_vs_whisper": ingest_ratio, "find_vs_standard": find_ratio,
+                         "globstar_vs_standard": globstar_ratio(figures["graphite"]),
                          "fetch_vs_whisper": fetch_ratio, **peer_ratios}
+    figures["cached_find_p50_s"] = cached_find_p50(figures["graphite"])
     if args.json:
         with open(args.json, "w") as file:
             json.dump(figures, file, indent=2)
@@ -281,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     if "skipped" in figures["peer"]:
         print(f"peer section skipped: {figures['peer']['skipped']}")
     print("ratios: " + " ".join(f"{key}={figures['ratios'].get(key, math.nan):.2f}" for key in RATIOS))
+    print(f"cached find p50 (in-process, median over the patterns): {figures['cached_find_p50_s'] * 1000:.3f} ms")
     return 0
 
 

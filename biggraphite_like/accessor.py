@@ -269,6 +269,11 @@ class Accessor:
         return self.store.scan_directories(shard, nshards, cursor, page_size)
 
     # -- globs -------------------------------------------------------------------------
+    def names_token(self):
+        """A value that changes whenever any process creates or deletes a metric or a
+        directory (Store.names_token; None: the store cannot tell)."""
+        return self.store.names_token()
+
     def glob(self, pattern: str) -> GlobPattern:
         return GlobPattern(pattern, max_expansion=self.max_glob_expansion)
 

@@ -24,6 +24,16 @@ class PatternRefused(InputParameterError):
     """A pattern the store refuses: over a glob limit, or unparsable (answers 400)."""
 
 
+class RenderTooLarge(PatternRefused):
+    """A render over the series or points budget of one request (answers 400, naming the
+    graphite-web setting that holds the limit)."""
+
+
+class FetchAbandoned(Exception):
+    """A fetch that ran past graphite-web's FETCH_TIMEOUT: graphite has already answered the
+    request with an error, so the finder stops reading instead of finishing for no one."""
+
+
 class DeferredError:
     """An iterable that raises `error` when iterated (in graphite-web's request thread)."""
 

@@ -4,8 +4,11 @@
     BG_STORE = 'sqlite:///var/lib/bgl/bgl.db'   # else $BGL_STORE, else the CLI's default
 
 Globs use the accessor's glob engine (StandardFinder's semantics), their answers kept
-BG_FIND_CACHE_TTL seconds; `fetch` answers many patterns with one batched read;
-`get_index` scans the metrics table instead of walking `**`. The accessor is created on
+until the store's names token changes (read every BG_FIND_CACHE_CHECK_INTERVAL seconds)
+or BG_FIND_CACHE_TTL seconds have passed; `fetch` answers many patterns with one batched read;
+`get_index` scans the metrics table instead of walking `**`. A render over
+BG_MAX_RENDER_SERIES series or BG_MAX_RENDER_POINTS points answers 400 naming the setting,
+before reading anything; a fetch still running past FETCH_TIMEOUT stops. The accessor is created on
 first use, once per process, store URL and options. The finder is tags-aware: it answers
 `seriesByTag(...)` in find and fetch and the two autocomplete calls from the store's tag
 index (limits BG_MAX_TAG_SERIES, BG_MAX_TAG_VALUES).
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from typing import Sequence
 
 from django.conf import settings
@@ -23,10 +27,10 @@ from graphite.node import BranchNode, LeafNode
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import GlobTooComplex, InvalidGlob, InvalidTagExpression, TooManyResults
 from biggraphite_like.settings import default_store_url
-from graphite_plugin.errors import DeferredError, PatternRefused
+from graphite_plugin.errors import DeferredError, PatternRefused, RenderTooLarge
 from graphite_plugin.glob_cache import GlobCache
 from graphite_plugin.options import ACCESSOR_ARGUMENTS, OPTION_DEFAULTS
-from graphite_plugin.reader import MetadataBatch, Reader, read_series
+from graphite_plugin.reader import MetadataBatch, ReadLimits, Reader, read_series
 
 REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob, InvalidTagExpression)
 TAG_CALL = "seriesByTag("
@@ -78,7 +82,8 @@ def shared_backend() -> Backend:
                                                         if k in ACCESSOR_ARGUMENTS})
                 accessor.tags.max_series = int(options["BG_MAX_TAG_SERIES"])
                 accessor.tags.max_values = int(options["BG_MAX_TAG_VALUES"])
-                globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]))
+                globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]),
+                                  accessor.names_token, float(options["BG_FIND_CACHE_CHECK_INTERVAL"]))
                 backend = _backends[key] = Backend(accessor, globs)
     return backend
 
@@ -140,13 +145,23 @@ class Finder(BaseFinder):
         Returns [{'pathExpression', 'path', 'name', 'time_info', 'values'}], leaves with
         nothing in range left out (as BaseFinder.fetch does).
         """
+        deadline = time.monotonic() + float(getattr(settings, "FETCH_TIMEOUT", 6.0))
         backend = shared_backend()
         try:
             matches = [(pattern, backend.glob_metrics(pattern)) for pattern in patterns]
         except REFUSED as exc:
             return refused(exc)
         names = sorted({name for _, found in matches for name in found})
-        series = read_series(backend.accessor, names, start_time, end_time, now)
+        max_series = int(getattr(settings, "BG_MAX_RENDER_SERIES", OPTION_DEFAULTS["BG_MAX_RENDER_SERIES"]))
+        if len(names) > max_series:
+            return DeferredError(RenderTooLarge(
+                f"this render reads {len(names)} series, more than {max_series} (graphite-web setting"
+                " BG_MAX_RENDER_SERIES); narrow the targets or raise the setting"))
+        max_points = int(getattr(settings, "BG_MAX_RENDER_POINTS", OPTION_DEFAULTS["BG_MAX_RENDER_POINTS"]))
+        try:
+            series = read_series(backend.accessor, names, start_time, end_time, now, ReadLimits(max_points, deadline))
+        except RenderTooLarge as exc:
+            return DeferredError(exc)
         results = []
         handed_out: set[str] = set()
         for pattern, found in matches:

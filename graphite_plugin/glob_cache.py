@@ -1,34 +1,51 @@
 """A small in-process cache of glob answers, so repeated patterns cost no store query.
 
 Grafana asks the same `/metrics/find` and `/render` patterns on every dashboard
-refresh; the answers change only when metrics are created or deleted. Entries live
-`ttl` seconds (a new metric shows up at most that late; 0 disables the cache) and the
-least recently used go first beyond `max_entries`. Errors and empty answers (every
-part empty) are never cached: a dashboard asking for a metric before carbon created it
-sees it at once.
+refresh; the answers change only when metrics are created or deleted. Each graphite-web
+worker process has its own cache; they agree through the store's names token
+(`Store.names_token`, which changes with every creation or deletion of a name by any
+process): at most every `check_interval` seconds a lookup reads the token, and a new
+value empties the cache, so a new or deleted metric shows up in every worker within
+about that delay. Entries also live at most `ttl` seconds (0 disables the cache; with a
+store that has no token, the TTL alone bounds how stale an answer gets), and the least
+recently used go first beyond `max_entries`. Errors and empty answers (every part empty)
+are never cached: a dashboard asking for a metric before carbon created it sees it at once.
 """
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Hashable
 
+_log = logging.getLogger(__name__)
 
 Answer = tuple[tuple[str, ...], ...]  # sorted names, in one or more parts (metrics, directories)
+DEFAULT_CHECK_INTERVAL = 0.5  # seconds between two reads of the names token
+_UNKNOWN = object()  # the token before the first read, or after a failed one
 
 
 class GlobCache:
-    """(kind, pattern) -> an answer of sorted names, with a time to live and a size bound
-    (thread-safe)."""
+    """(kind, pattern) -> an answer of sorted names, with a time to live, a size bound and
+    the store's names token (thread-safe)."""
 
-    def __init__(self, ttl: float, max_entries: int = 10_000):
+    def __init__(self, ttl: float, max_entries: int = 10_000, token: Callable[[], Hashable] | None = None,
+                 check_interval: float = DEFAULT_CHECK_INTERVAL):
         self.ttl = ttl
         self.max_entries = max_entries
+        self.check_interval = check_interval
+        self._token = token
+        self._seen: object = _UNKNOWN
+        self._next_check = 0.0
+        self._checking = threading.Lock()
+        self._generation = 0  # bumped when the names changed: answers computed before are not kept
         self._entries: collections.OrderedDict[tuple[str, str], tuple[float, Answer]] = collections.OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.invalidations = 0  # times the names token changed and the cache was emptied
+        self.token_errors = 0  # names token reads that failed (logged; the cache was emptied)
 
     def get(self, kind: str, pattern: str, compute: Callable[[str], Answer]) -> Answer:
         """The cached answer for (kind, pattern), else compute(pattern), remembered unless empty."""
@@ -36,6 +53,8 @@ class GlobCache:
             return compute(pattern)
         key = (kind, pattern)
         now = time.monotonic()
+        if self._token is not None and now >= self._next_check:
+            self._check_token(now)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0] > now:
@@ -43,16 +62,46 @@ class GlobCache:
                 self.hits += 1
                 return entry[1]
             self.misses += 1
+            generation = self._generation
         answer = compute(pattern)
         if not any(answer):
             return answer
         with self._lock:
+            if generation != self._generation:
+                return answer  # names changed while it was computed: it may miss them
             self._entries[key] = (now + self.ttl, answer)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
         return answer
 
-    def clear(self) -> None:
+    def _check_token(self, now: float) -> None:
+        """Read the names token (one thread at a time; the others go on with the entries)
+        and empty the cache when it changed or cannot be read."""
+        if not self._checking.acquire(blocking=False):
+            return
+        try:
+            if now < self._next_check:
+                return
+            try:
+                token: object = self._token()
+            except Exception as exc:  # the store is unreachable: do not answer from what it held
+                token = _UNKNOWN
+                self.token_errors += 1
+                _log.warning("glob cache emptied: cannot read the store's names token: %s", exc)
+            if token is _UNKNOWN or token != self._seen:
+                self._invalidate()
+            self._seen = token
+            self._next_check = time.monotonic() + self.check_interval
+        finally:
+            self._checking.release()
+
+    def _invalidate(self) -> None:
         with self._lock:
+            if self._entries:
+                self.invalidations += 1
             self._entries.clear()
+            self._generation += 1
+
+    def clear(self) -> None:
+        self._invalidate()

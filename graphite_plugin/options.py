@@ -15,8 +15,11 @@ OPTION_DEFAULTS: dict[str, float | int] = {
     "BG_MAX_GLOB_RESULTS": _glob.DEFAULT_MAX_RESULTS,  # names one glob may match
     "BG_CACHE_TTL": DEFAULT_CACHE_TTL,  # seconds metric metadata is trusted without reading it again
     "BG_TOUCH_INTERVAL": DEFAULT_TOUCH_INTERVAL,  # seconds between two read_on updates of a metric
-    "BG_FIND_CACHE_TTL": 60,  # seconds a glob's answer is reused (0: never); new metrics show up that late
+    "BG_FIND_CACHE_TTL": 60,  # seconds a glob's answer is reused at most (0: never)
     "BG_FIND_CACHE_SIZE": 10_000,  # glob answers kept (least recently used dropped first)
+    "BG_FIND_CACHE_CHECK_INTERVAL": 0.5,  # seconds between two reads of the store's names token by a process
+    "BG_MAX_RENDER_SERIES": 20_000,  # series one render (one fetch of its targets) may read
+    "BG_MAX_RENDER_POINTS": 10_000_000,  # points one render may read, summed over its series
     "BG_MAX_TAG_SERIES": _tags.DEFAULT_MAX_TAG_SERIES,  # series the driving term of a tag query may cover
     "BG_MAX_TAG_VALUES": _tags.DEFAULT_MAX_TAG_VALUES,  # values of a tag one tag expression may read
 }

@@ -2,17 +2,20 @@
 and the points still in carbon-cache merged in as graphite's whisper reader merges them."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Sequence
 
 import numpy as np
 from django.conf import settings
 from graphite.intervals import Interval, IntervalSet
-from graphite.readers.utils import BaseReader, merge_with_carbonlink
+from graphite.readers.utils import BaseReader, merge_with_cache
 
 from biggraphite_like.accessor import Accessor, TimeSeries
 from biggraphite_like.metric import Metric
 from biggraphite_like.urls import redact_url
+from graphite_plugin.carbonlink import cached_points
+from graphite_plugin.errors import FetchAbandoned, RenderTooLarge
 
 TimeInfo = tuple[int, int, int]
 GraphiteSeries = tuple[TimeInfo, list]
@@ -25,21 +28,47 @@ def graphite_values(series: TimeSeries) -> list:
     return values.tolist()
 
 
+FETCH_CHUNK = 1000  # series read at once; a fetch past its deadline stops between two chunks
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadLimits:
+    """What one fetch may cost: points summed over its series (None: unbounded), and a
+    monotonic deadline past which it stops (None: none)."""
+
+    max_points: int | None = None
+    deadline: float | None = None
+
+
 def read_series(
-    accessor: Accessor, names: Sequence[str], start: float, end: float, now: float | None = None
+    accessor: Accessor, names: Sequence[str], start: float, end: float, now: float | None = None,
+    limits: ReadLimits = ReadLimits(),
 ) -> dict[str, GraphiteSeries | None]:
     """((start, end, step), values) per name, as graphite's WhisperReader.fetch returns them.
 
     One accessor read for every name (the store batches it); None for a name with
     nothing in range and for a name that is no longer a metric. With CARBONLINK_HOSTS,
-    each series is completed with carbon-cache's unwritten points by graphite's own
-    `merge_with_carbonlink` (same aggregation method and raw step as whisper's reader).
+    each series is completed with carbon-cache's unwritten points, asked for all series
+    at once (graphite_plugin.carbonlink) and merged by graphite's own `merge_with_cache`
+    (same aggregation method and raw step as whisper's reader).
     """
     metrics = accessor.get_metrics(names)
     present = [n for n in names if n in metrics]  # deleted since the glob: nothing to read
-    fetched = accessor.fetch(present, int(start), None if end is None else int(end),
-                             None if now is None else int(now)) if present else {}
-    merge = bool(getattr(settings, "CARBONLINK_HOSTS", None))
+    now = accessor.now() if now is None else int(now)
+    end = now if end is None else int(end)
+    start = int(start)
+    if limits.max_points is not None:
+        _check_points(metrics, present, start, end, now, limits.max_points)
+    fetched: dict = {}
+    for offset in range(0, len(present), FETCH_CHUNK):
+        if limits.deadline is not None and time.monotonic() > limits.deadline:
+            raise FetchAbandoned(
+                f"fetch of {len(present)} series stopped after {offset}: past graphite-web's FETCH_TIMEOUT"
+                f" ({getattr(settings, 'FETCH_TIMEOUT', '?')} s), which has answered the request with an error")
+        fetched.update(accessor.fetch(present[offset:offset + FETCH_CHUNK], start, end, now))
+    cached = None
+    if getattr(settings, "CARBONLINK_HOSTS", None):
+        cached = cached_points([name for name, series in fetched.items() if series is not None])
     results: dict[str, GraphiteSeries | None] = {}
     for name in names:
         series = fetched.get(name)
@@ -47,13 +76,29 @@ def read_series(
             results[name] = None
             continue
         values = graphite_values(series)
-        if merge:
+        if cached is not None and cached.get(name):
             metric = metrics[name]
-            values = merge_with_carbonlink(
-                name, series.start, series.step, values,
+            values = merge_with_cache(
+                cached[name], series.start, series.step, values,
                 metric.metadata.aggregator.value, metric.retention.stages[0].precision)
         results[name] = ((series.start, series.end, series.step), values)
     return results
+
+
+def _check_points(metrics: dict[str, Metric], names: Sequence[str], start: int, end: int, now: int,
+                  max_points: int) -> None:
+    """Raise RenderTooLarge when reading the names over [start, end) would read more than
+    max_points points (each series' stage as whisper would choose it)."""
+    total = 0
+    for name in names:
+        window = metrics[name].retention.read_window(start, end, now)
+        if window is not None:
+            total += (window.end - window.start) // window.step
+    if total > max_points:
+        raise RenderTooLarge(
+            f"this render reads {total} points ({len(names)} series from {start} to {end}), more than"
+            f" {max_points} (graphite-web setting BG_MAX_RENDER_POINTS); narrow the targets or the time"
+            " range, or raise the setting")
 
 
 class MetadataBatch:

@@ -284,13 +284,15 @@ CREATE INDEX IF NOT EXISTS directories_component_62 ON directories (component_62
 CREATE INDEX IF NOT EXISTS directories_component_63 ON directories (component_63) WHERE component_63 IS NOT NULL;
 -- Shared by every process using the file: deletions counts metric deletions (see
 -- SQLiteStore._check_deletions); points changes with every transaction that changes points
--- (see SQLiteStore.change_token).
+-- (see SQLiteStore.change_token); directory_deletions counts directory deletions (see
+-- SQLiteStore.names_token).
 CREATE TABLE IF NOT EXISTS store_state (
   name TEXT PRIMARY KEY,
   value INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);
+INSERT OR IGNORE INTO store_state (name, value) VALUES ('directory_deletions', 0);
 -- Graphite tags (biggraphite_like.stores.sqlite.tags): interned tag names and tag=value
 -- pairs with their series counts, postings per pair, tagged series by canonical path.
 CREATE TABLE IF NOT EXISTS tag_names (

@@ -238,3 +238,13 @@ def _isolated_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("BGL_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("BGL_STORE", raising=False)
     yield
+
+
+@pytest.fixture
+def bgl_stack(tmp_path):
+    """A `bgl run` (tests/stack_env.BglRun) on a data directory of its own, not started; killed at the end."""
+    from tests.stack_env import BglRun
+
+    run = BglRun(tmp_path / "data")
+    yield run
+    run.kill()

@@ -135,3 +135,21 @@ def test_nothing_fixed_walks_or_scans_bounded():
     assert planner.plan(GlobPattern("**.a*.**"), like=False) == [planner.Scan(False)]
     trailing = planner.plan(GlobPattern("**.cpu"), like=True)[0]
     assert len(trailing.queries) == 64 and not trailing.exact
+
+
+def test_globstar_between_fixed_components_restricts_both_ends_per_depth():
+    """`tree.**.host0042.cpu9` reads the names ending so at each depth, never every `tree.*`."""
+    (part,) = planner.plan(GlobPattern("tree.**.host0042.cpu9"), like=True)
+    assert len(part.queries) == 64 - 3 + 1  # depths 3..64
+    for depth, query in zip(range(3, 65), part.queries):
+        restrictions = {(r.column, r.value) for r in query}
+        assert ("component_0", "tree") in restrictions
+        assert (f"component_{depth - 2}", "host0042") in restrictions
+        assert (f"component_{depth - 1}", "cpu9") in restrictions
+        if depth < 64:
+            assert (f"component_{depth}", "__END__") in restrictions
+    names = [f"tree.dc{d}.host{h:04d}.cpu{c}" for d in range(3) for h in range(40, 45) for c in (8, 9)]
+    names += ["tree.host0042.cpu9", "other.host0042.cpu9"]
+    selected = {n for n in names for q in part.queries if _selects(n, q)}
+    assert selected == {"tree.dc0.host0042.cpu9", "tree.dc1.host0042.cpu9", "tree.dc2.host0042.cpu9",
+                        "tree.host0042.cpu9"}

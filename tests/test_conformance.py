@@ -69,6 +69,34 @@ def test_metadata_is_separate_per_store_instance(accessor, store_url):
         other.close()
 
 
+def test_names_token_changes_with_every_creation_and_deletion_of_names(accessor):
+    """What graphite-web's workers compare to drop their glob answers (see GlobCache)."""
+    accessor.create_metric("a.b", META, now=NOW)
+    seen = [accessor.names_token()]
+    assert seen[0] is not None
+
+    def changed() -> bool:
+        token = accessor.names_token()
+        fresh = token not in seen
+        seen.append(token)
+        return fresh
+
+    accessor.insert_points({"a.b": [(NOW, 1.0)]}, now=NOW)
+    accessor.create_metric("a.b", META, now=NOW + 1)  # metadata replaced: no name created
+    assert not changed()
+    accessor.create_metric("a.c", META, now=NOW)
+    assert changed()
+    accessor.create_directories(["x.y"])
+    assert changed()
+    accessor.delete_metrics(["a.c"])
+    assert changed()
+    accessor.store.delete_directories(["x.y"])
+    assert changed()
+    accessor.create_metric("a.c", META, now=NOW)  # the same name again
+    assert changed()
+    assert not changed()  # reading it changes nothing
+
+
 def test_directories_of_every_ancestor(accessor):
     accessor.create_metrics([("a.b.c", META), ("a.b", META), ("x.y.z.w", META)], now=NOW)
     assert accessor.glob_directories("*") == ["a", "x"]
@@ -139,6 +167,8 @@ PATTERNS = [
     "c?.*", "{a,b}.{ab,ba}.*", "{a,b{a,}}.*", "a.{,b}.c1", "**", "a.**", "**.c1", "a.**.c2",
     "**.a.**", "*.**.Z_z", "cpu[0-1].*", "x-y.m:1", "m:1.*.*", "*.*.*.*.*.*", "ab.**.ba.*",
     "{cpu0,cpu1}.**", "*b*.*a*", "a.b.c1.x-y.Z_z.m:1", "{,ab}.ba.*", "{,a}.b.*", "{,a}.{,b}.c1",
+    # fixed components on both sides of a globstar, a literal head running into a prefix
+    "a.**.b.c1", "{a,b}.**.c1", "a.**.b*.c1", "a*.**.{ab,ba}.*", "ab.b*.**", "a.{,b}.**.Z_z",
 ]
 
 

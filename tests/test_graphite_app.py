@@ -77,6 +77,33 @@ def test_find_treejson_completer_json(client):
     assert sorted(e["path"] for e in leaves["metrics"]) == ["app.web1.cpu", "app.web1.mem"]
 
 
+def test_find_reads_the_default_profile_from_the_database_once_in_a_while(store_url):
+    """treejson finds need the default profile's advancedUI: with DefaultProfileMiddleware it
+    is read once per PROFILE_TTL, not with two queries on every request."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from graphite_plugin import profiles
+
+    middleware = (*_middleware_with_plugin(), "graphite_plugin.profiles.DefaultProfileMiddleware")
+    with use_finders(PLUGIN, BG_STORE=store_url, MIDDLEWARE=middleware):
+        client = Client(raise_request_exception=False)
+
+        def profile_queries() -> list[str]:
+            with CaptureQueriesContext(connection) as queries:
+                found = get_json(client, "/metrics/find", query="app.*")
+            assert [node["id"] for node in found] == ["app.web1", "app.web2", "app.web3"]
+            return [q["sql"] for q in queries if "auth_user" in q["sql"] or "account_profile" in q["sql"]]
+
+        profiles.forget()
+        assert profile_queries()  # read (or created) by the first request
+        for _ in range(4):
+            assert profile_queries() == []
+        profiles.forget()  # as when its PROFILE_TTL has passed
+        assert len(profile_queries()) == 2  # get_or_create of the default user, then of its profile
+
+
 def test_find_pickle_and_expand_and_index(client):
     response = client.get("/metrics/find", {"query": "app.*.mem", "format": "pickle"})
     nodes = pickle.loads(response.content)
@@ -183,6 +210,50 @@ def test_glob_limits_answer_400_with_the_limit(store_url):
         expand = client.get("/metrics/expand", {"query": "app.*.*"})
         assert expand.status_code == 400 and b"max_results=4" in expand.content
         assert client.get("/metrics/find", {"query": "app.*"}).status_code == 200  # 3 names: under the limit
+
+
+def test_render_budgets_answer_400_naming_the_setting(store_url):
+    from django.test import Client
+
+    with use_finders(PLUGIN, BG_STORE=store_url, BG_MAX_RENDER_SERIES=3, MIDDLEWARE=_middleware_with_plugin()):
+        client = Client(raise_request_exception=False)
+        render = client.post("/render", {"target": "sumSeries(app.*.*)", "format": "json", "from": "-1d"})
+        assert render.status_code == 400 and b"BG_MAX_RENDER_SERIES" in render.content, render.content
+        assert b"reads 6 series" in render.content
+        assert client.post("/render", {"target": "app.web1.*", "format": "json"}).status_code == 200
+    with use_finders(PLUGIN, BG_STORE=store_url, BG_MAX_RENDER_POINTS=100, MIDDLEWARE=_middleware_with_plugin()):
+        client = Client(raise_request_exception=False)
+        render = client.post("/render", {"target": "app.web1.cpu", "format": "json", "from": "-3h", "now": NOW})
+        assert render.status_code == 400 and b"BG_MAX_RENDER_POINTS" in render.content, render.content
+        assert b"reads 180 points" in render.content
+        assert client.post("/render", {"target": "app.web1.cpu", "format": "json", "from": "-1h",
+                                       "now": NOW}).status_code == 200
+
+
+def test_a_fetch_past_its_deadline_stops_reading(store_url, monkeypatch):
+    import time
+
+    from graphite_plugin import reader
+    from graphite_plugin.errors import FetchAbandoned
+
+    accessor = Accessor.from_url(store_url)
+    reads = []
+    fetch = accessor.fetch
+
+    def slow_fetch(names, *args):
+        reads.append(list(names))
+        time.sleep(0.2)
+        return fetch(names, *args)
+
+    monkeypatch.setattr(accessor, "fetch", slow_fetch)
+    monkeypatch.setattr(reader, "FETCH_CHUNK", 2)
+    names = sorted(NAMES)
+    limits = reader.ReadLimits(deadline=time.monotonic() + 0.1)
+    with pytest.raises(FetchAbandoned, match=f"fetch of {len(names)} series stopped after 2: past .*FETCH_TIMEOUT"):
+        reader.read_series(accessor, names, NOW - 3600, NOW, NOW, limits)
+    assert reads == [names[:2]]  # the chunk under way finished, no other was read
+    assert len(reader.read_series(accessor, names, NOW - 3600, NOW, NOW)) == len(names)
+    accessor.close()
 
 
 def _middleware_with_plugin() -> tuple:
@@ -299,14 +370,17 @@ def test_one_accessor_per_process_under_threads(store_url):
     assert sum(1 for key in _backends if key[0] == store_url) >= 2
 
 
-def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
+@pytest.fixture
+def cache_store(tmp_path):
+    """(store URL, an accessor writing to it, metadata, paths(pattern) found by the finder),
+    the store holding `c.one`."""
+    setup_graphite_app()
     from graphite.finders.utils import FindQuery
 
     from graphite_plugin import Finder
-    from graphite_plugin.finder import shared_backend
 
     url = f"sqlite://{tmp_path / 'bgl.db'}"
-    writer = Accessor.from_url(url)
+    writer = Accessor.from_url(url)  # another process's accessor, as far as the finder can tell
     writer.syncdb()
     metadata = MetricMetadata.create(RETENTION)
     writer.create_metric("c.one", metadata)
@@ -314,7 +388,15 @@ def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
     def paths(pattern="c.*"):
         return [n.path for n in Finder().find_nodes(FindQuery(pattern, None, None))]
 
-    with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600):
+    yield url, writer, metadata, paths
+    writer.close()
+
+
+def test_glob_cache_reuses_answers_for_its_ttl(cache_store):
+    from graphite_plugin.finder import shared_backend
+
+    url, writer, metadata, paths = cache_store
+    with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600, BG_FIND_CACHE_CHECK_INTERVAL=3600):
         assert paths("new.*") == []
         writer.create_metric("new.metric", metadata)
         assert paths("new.*") == ["new.metric"]  # an empty answer is not kept
@@ -331,7 +413,46 @@ def test_glob_cache_reuses_answers_for_its_ttl(tmp_path):
         writer.create_metric("c.three", metadata)
         assert paths() == ["c.one", "c.three", "c.two"]
         assert shared_backend().globs.hits == 0
-    writer.close()
+
+
+def test_glob_cache_drops_its_answers_when_the_names_token_changes(cache_store):
+    from graphite_plugin.finder import shared_backend
+
+    url, writer, metadata, paths = cache_store
+    with use_finders(PLUGIN, BG_STORE=url, BG_FIND_CACHE_TTL=3600, BG_FIND_CACHE_CHECK_INTERVAL=0):
+        globs = shared_backend().globs
+        assert paths() == ["c.one"]
+        hits = globs.hits
+        assert paths() == ["c.one"] and globs.hits == hits + 1  # unchanged token: from the cache
+        writer.create_metric("c.two", metadata)
+        assert paths() == ["c.one", "c.two"] and globs.invalidations == 1
+        writer.delete_metrics(["c.one"])
+        assert paths() == ["c.two"] and globs.invalidations == 2
+
+
+def test_glob_cache_keeps_no_answer_computed_across_a_change_and_survives_token_errors():
+    from graphite_plugin.glob_cache import GlobCache
+
+    tokens = [1]
+
+    def token():
+        if tokens[0] is None:
+            raise ConnectionError("store unreachable")
+        return tokens[0]
+
+    cache = GlobCache(ttl=3600, token=token, check_interval=0)
+
+    def computed_while_names_change(pattern):
+        tokens[0] = 2  # another process creates a metric while this answer is computed
+        cache.get("nodes", "other", lambda p: (("x",),))  # a lookup that reads the new token
+        return (("stale",),)
+
+    assert cache.get("nodes", "a.*", computed_while_names_change) == (("stale",),)
+    assert cache.get("nodes", "a.*", lambda p: (("fresh",),)) == (("fresh",),)  # the stale answer was not kept
+    assert cache.get("nodes", "a.*", lambda p: (("again",),)) == (("fresh",),)
+    tokens[0] = None
+    assert cache.get("nodes", "a.*", lambda p: (("unreachable",),)) == (("unreachable",),)
+    assert cache.token_errors >= 1
 
 
 # -- settings module and compat shim ---------------------------------------------------------

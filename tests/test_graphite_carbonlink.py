@@ -63,15 +63,23 @@ def render(form: dict) -> list:
     return json.loads(response.content)
 
 
-def test_cached_points_merged_like_whisper_reader(carbon_and_data):
+def test_cached_points_merged_like_whisper_reader(carbon_and_data, monkeypatch):
+    from graphite.carbonlink import CarbonLinkPool
+
     carbon, whisper_dir, url, now, cached = carbon_and_data
     hosts = [f"127.0.0.1:{carbon.query_port}"]
     forms = [{"target": list(METRICS), "format": "json", "from": start, "now": str(now)} for start in ("-30min", "-3h")]
     with use_finders(["graphite.finders.standard.StandardFinder"], STANDARD_DIRS=[whisper_dir],
                      CARBONLINK_HOSTS=hosts):
         expected = [render(form) for form in forms]
+    answers = []  # every CarbonLink answer graphite's pool reads
+    receive = CarbonLinkPool.recv_response
+    monkeypatch.setattr(CarbonLinkPool, "recv_response", lambda pool, conn: answers.append(receive(pool, conn))
+                        or answers[-1])
     with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=hosts):
         actual = [render(form) for form in forms]
+    # one bulk request per render for both series, not one request per series
+    assert len(answers) == len(forms) and all(set(a["datapointsByMetric"]) == set(METRICS) for a in answers)
     with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=[]):
         without = render(forms[0])
     assert actual == expected

@@ -438,7 +438,8 @@ def big_store(tmp_path_factory):
 
 
 PLANNED_PATTERNS = ["a.b.*", "a.b.*.d", "a.b.c*", "a.b.c1*.d", "*.b.c", "*.*.leaf", "*.b.{c,z1}", "**.leaf",
-                    "a.**", "a.**.d"]
+                    "a.**", "a.**.d", "a.**.c3.d", "q*.**.e.leaf", "a.b.c1*.**", "{a,q1}.**.{d,leaf}",
+                    "{a," + ",".join(f"x{i}" for i in range(199)) + "}.**"]
 
 
 @pytest.mark.parametrize("table", ["metrics", "directories"])
@@ -487,6 +488,18 @@ def test_candidates_of_wildcard_first_patterns_are_bounded(big_store):
     # only names ending in `leaf`, never the `leaf.z*` names nor the rest
     assert all(name.endswith(".leaf") for name in leaves)
     assert len(leaves) == 40 * 20 + 300
+
+
+def test_candidates_of_a_globstar_between_fixed_components_are_bounded(big_store):
+    """`a.**.c3.d`: the names with `c3`, `d` as their last two components under `a`, looked
+    up once per possible depth, not every name under `a.` (1,300)."""
+    store = big_store.store
+    expected = {"a.b.c3.d"} | {f"a.x{i}.c3.d" for i in range(300) if i % 5 == 3}
+    candidates = list(store._candidates("metrics", GlobPattern("a.**.c3.d")))
+    assert set(candidates) == expected and len(candidates) == len(expected)
+    # a literal head extended into the next component's prefix: a range of the name index
+    candidates = list(store._candidates("metrics", GlobPattern("a.b.c1*.**")))
+    assert set(candidates) == {n for n in _plan_names() if n.startswith("a.b.c1") and n.count(".") > 2}
 
 
 # -- 4. bounded storage and expiry -----------------------------------------------------

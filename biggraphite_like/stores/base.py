@@ -122,6 +122,16 @@ class Store(abc.ABC):
         """
         return None
 
+    def names_token(self) -> Hashable | None:
+        """A value that changes whenever a metric or directory is created or deleted, by any
+        process (one cheap read).
+
+        Caches of glob answers (graphite-web's workers) compare it to the value they saw
+        when they filled up, so a new or deleted metric shows up in every process as soon
+        as they next look. None means the store cannot tell (caches then rely on their TTL).
+        """
+        return None
+
     @contextlib.contextmanager
     def read_snapshot(self) -> Iterator[None]:
         """Group reads so they see one state of the store (where the store can)."""

@@ -171,19 +171,22 @@ def _plan_variable(pattern: GlobPattern, like: bool) -> Part:
     variable = [i for i, c in enumerate(components) if c.is_globstar or c.optional]
     first, last = variable[0], variable[-1]
     lead = [(i, component_spec(c, like)) for i, c in enumerate(components[:first])]
-    queries, _ = _conjunctions(lead, MAX_QUERIES)
-    if queries:
-        return Queries(tuple(queries), False)
     trail = [component_spec(c, like) for c in components[last + 1:]]
     if any(s.values is not None or s.like for s in trail):
+        # the components after the last globstar sit at known positions once the depth is
+        # known: one query per possible depth, with the leading components' restrictions too
+        # (`tree.**.host0042.cpu9` reads the few names ending so, not every `tree.*`)
         per_depth = []
         for depth in range(max(pattern.min_depth, 1), COMPONENTS + 1):
             start = depth - len(trail)
-            positioned = [(start + j, s) for j, s in enumerate(trail)]
+            positioned = lead + [(start + j, s) for j, s in enumerate(trail)]
             conjunctions, _ = _conjunctions(positioned, MAX_TRAILING_ALTERNATIVES)
             per_depth.extend(q + depth_restriction(depth) for q in conjunctions)
         if per_depth:
             return Queries(tuple(per_depth), False)
+    queries, _ = _conjunctions(lead, MAX_QUERIES)
+    if queries:
+        return Queries(tuple(queries), False)
     everything = len(components) == 1 and components[0].alternatives == (GLOBSTAR,)
     return Scan(everything)
 

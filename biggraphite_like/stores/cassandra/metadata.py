@@ -63,6 +63,8 @@ class MetadataMixin:
         requests += self._directory_inserts(directories)
         self._run(requests, f"create {len(metrics)} metrics and {len(directories)} directories")
         self._ids.update(ids)
+        if len(existing) < len(metrics):
+            self._names_changed()
 
     def _read_rows(self, names: Sequence[str], partial: bool = False) -> dict[str, tuple]:
         """Metric rows by name: (name, id, retention, ...) as in schema.METRIC_COLUMNS.
@@ -134,6 +136,21 @@ class MetadataMixin:
         marker = self._prepare(f"INSERT INTO {meta}.{schema.SETTINGS_TABLE} (name, value) VALUES (?, ?)",
                                "metadata_write")
         self._run([(marker, ("deletions", f"{generation}-{uuid.uuid4().hex}"))], "record that metrics were deleted")
+        self._names_changed()
+
+    def _names_changed(self) -> None:
+        """Set a new `names` marker in store_settings, after creating or deleting names."""
+        marker = self._prepare(f"INSERT INTO {self.metadata_keyspace}.{schema.SETTINGS_TABLE} (name, value)"
+                               " VALUES (?, ?)", "metadata_write")
+        self._run([(marker, ("names", f"{time.time_ns()}-{uuid.uuid4().hex}"))], "record that names changed")
+
+    def names_token(self) -> str | None:
+        """The `names` marker of store_settings: a new value after each creation or deletion
+        of metrics or directories, by any process (one primary-key read)."""
+        self._check_schema()
+        rows = self._execute(f"SELECT value FROM {self.metadata_keyspace}.{schema.SETTINGS_TABLE} WHERE name = ?",
+                             ["names"], "metadata_read", "read the names marker")
+        return rows[0][0] if rows else ""
 
     @contextlib.contextmanager
     def write_batch(self) -> Iterator[None]:
@@ -206,11 +223,13 @@ class MetadataMixin:
         self._check_schema()
         wanted = sorted({a for n in names for a in (*names_mod.ancestors(n), n)})
         self._run(self._directory_inserts(wanted), f"create {len(wanted)} directories")
+        self._names_changed()
 
     def delete_directories(self, names: Sequence[str]) -> None:
         self._check_schema()
         delete = self._prepare(f"DELETE FROM {self.metadata_keyspace}.directories WHERE name = ?", "metadata_write")
         self._run([(delete, (n,)) for n in dict.fromkeys(names)], f"delete {len(names)} directories")
+        self._names_changed()
 
     def existing_directories(self, names: Sequence[str]) -> set[str]:
         self._check_schema()

@@ -217,6 +217,20 @@ class ConnectionMixin:
             row = self._conn.execute("SELECT value FROM store_state WHERE name = 'points'").fetchone()
         return None if row is None else (id(self._conn), row[0])
 
+    def names_token(self) -> tuple | None:
+        """(the highest metric key ever given, the highest directory key, the deletion counts).
+
+        Metric keys only grow (AUTOINCREMENT) and a new directory takes a key above the
+        highest; deletions bump their counters in store_state: any creation or deletion
+        of a name, in any process, changes the tuple. Four index lookups.
+        """
+        with self._errors("read the names token"):
+            return self._conn.execute(
+                "SELECT (SELECT max(key) FROM metrics), (SELECT max(key) FROM directories),"
+                " (SELECT value FROM store_state WHERE name = 'deletions'),"
+                " (SELECT value FROM store_state WHERE name = 'directory_deletions')"
+            ).fetchone()
+
     def _points_changed(self) -> None:
         """Set a new points mark, once a transaction (call inside write_batch)."""
         local = self._local

@@ -194,6 +194,7 @@ class MetadataMixin:
         self._check_schema()
         with self.write_batch(), self._errors("delete directories"):
             self._conn.executemany("DELETE FROM directories WHERE name = ?", ((n,) for n in names))
+            self._conn.execute("UPDATE store_state SET value = value + 1 WHERE name = 'directory_deletions'")
 
     def existing_directories(self, names: Sequence[str]) -> set[str]:
         return self._names_in("SELECT name FROM directories WHERE name IN ({})", names, "read directories")

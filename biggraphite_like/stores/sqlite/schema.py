@@ -110,10 +110,12 @@ def _stage_table_comment() -> str:
 _STATE_SQL = [
     "-- Shared by every process using the file: deletions counts metric deletions (see",
     "-- SQLiteStore._check_deletions); points changes with every transaction that changes points",
-    "-- (see SQLiteStore.change_token).",
+    "-- (see SQLiteStore.change_token); directory_deletions counts directory deletions (see",
+    "-- SQLiteStore.names_token).",
     "CREATE TABLE IF NOT EXISTS store_state (\n  name TEXT PRIMARY KEY,\n  value INTEGER NOT NULL\n);",
     "INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);",
     "INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);",
+    "INSERT OR IGNORE INTO store_state (name, value) VALUES ('directory_deletions', 0);",
 ]
 
 
