@@ -1,0 +1,201 @@
+"""The chunk codec: one window of one metric's stage as compact, lossless bytes.
+
+Stores keep chunks as opaque bytes; this module alone knows their format (as Prometheus'
+tsdb keeps `chunkenc` apart from its index and storage). A chunk holds n points sorted by
+timestamp: timestamps, float64 values and, for aggregated stages, counts. Decoding gives
+back every value bit for bit (NaN payloads, -0.0 and infinities included).
+
+Format: one version byte, then a raw-deflate stream of a fixed header followed by byte
+planes (byte k of every integer, then byte k + 1, ...: deflate finds the runs):
+- timestamps: base (the first timestamp) and offsets from it in `unit`s (the precision
+  when every offset is a multiple of it), delta-encoded (a full window is all ones);
+- values, whichever mode is smaller for the chunk:
+  DECIMAL - value = m / 10**e for one exponent e and integers m (what metrics with a few
+  decimals are), m delta-encoded 0, 1 or 2 times, zigzagged; values that do not
+  round-trip exactly (NaN, -0.0, inf, odd ones) are kept as exceptions (index, raw bits);
+  XOR - the raw bits XORed with the previous value's (Gorilla's idea, as byte planes);
+- counts (aggregated stages): integers, delta-encoded 0 or 1 times.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+
+import numpy as np
+
+from biggraphite_like.errors import CorruptChunk
+
+VERSION = 1
+_HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
+_MODE_DECIMAL, _MODE_XOR = 0, 1
+_MAX_EXPONENT = 15
+_MAX_EXACT = 2.0**53  # |m| below this: m is an exact float64
+_EXCEPTION_SHARE = 8  # DECIMAL is kept while fewer than 1 value in this many is an exception
+_LEVEL = 6
+
+
+@dataclasses.dataclass
+class Points:
+    """Points of one window, sorted by timestamp: counts is None for a raw stage."""
+
+    timestamps: np.ndarray  # int64
+    values: np.ndarray  # float64
+    counts: np.ndarray | None = None  # int64
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+
+def _zigzag(x: np.ndarray) -> np.ndarray:
+    return ((x << 1) ^ (x >> 63)).view(np.uint64)
+
+
+def _unzigzag(z: np.ndarray) -> np.ndarray:
+    return (z >> np.uint64(1)).view(np.int64) ^ -(z & np.uint64(1)).view(np.int64)
+
+
+def _planes(z: np.ndarray) -> tuple[int, bytes]:
+    """(width, bytes): the low `width` bytes of each uint64, plane by plane (width 0: all zero)."""
+    top = int(z.max()) if len(z) else 0
+    width = (top.bit_length() + 7) // 8
+    if not width:
+        return 0, b""
+    return width, np.ascontiguousarray(z.view(np.uint8).reshape(-1, 8)[:, :width].T).tobytes()
+
+
+def _unplanes(data: memoryview, offset: int, n: int, width: int) -> tuple[np.ndarray, int]:
+    out = np.zeros((n, 8), np.uint8)
+    if width:
+        out[:, :width] = np.frombuffer(data, np.uint8, n * width, offset).reshape(width, n).T
+    return out.view(np.uint64).reshape(n), offset + n * width
+
+
+def _deltas(x: np.ndarray, order: int) -> np.ndarray:
+    for _ in range(order):
+        x = np.diff(x, prepend=np.int64(0))
+    return x
+
+
+def _pack_ints(x: np.ndarray, orders: tuple[int, ...]) -> tuple[int, int, bytes]:
+    """(order, width, planes) of int64 x: the delta order among `orders` giving the fewest
+    bytes, ties broken by the smaller sum (what deflate compresses best)."""
+    best = None
+    for order in orders:
+        z = _zigzag(_deltas(x, order))
+        width, data = _planes(z)
+        key = (width, float(z.sum(dtype=np.float64)))
+        if best is None or key < best[0]:
+            best = (key, order, width, data)
+    return best[1], best[2], best[3]
+
+
+def _unpack_ints(data: memoryview, offset: int, n: int, order: int, width: int) -> tuple[np.ndarray, int]:
+    z, offset = _unplanes(data, offset, n, width)
+    x = _unzigzag(z)
+    for _ in range(order):
+        x = np.cumsum(x)
+    return x, offset
+
+
+def _exact(values: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
+    """(m, ok): rint(values * 10**e), and where m / 10**e gives the value back bit for bit."""
+    scale = 10.0**e
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = np.rint(values * scale)
+        return m, (np.abs(m) < _MAX_EXACT) & ((m / scale).view(np.uint64) == values.view(np.uint64))
+
+
+def _decimal(values: np.ndarray) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """(e, m, exceptions): the smallest exponent e for which all values but a few are
+    m / 10**e exactly; None when no exponent does. NaN, inf and -0.0 are always exceptions
+    and do not count against the few."""
+    special = ~np.isfinite(values) | ((values == 0) & np.signbit(values))
+    regular = values[~special]
+    limit = len(regular) // _EXCEPTION_SHARE
+    sample = regular[:: max(1, len(regular) // 32)]  # a cheap first look at each exponent
+    for e in range(_MAX_EXPONENT + 1):
+        if len(regular) > 64 and np.count_nonzero(~_exact(sample, e)[1]) > len(sample) // _EXCEPTION_SHARE:
+            continue
+        m, ok = _exact(values, e)
+        ok &= ~special
+        bad = np.flatnonzero(~ok)
+        if len(bad) - (len(values) - len(regular)) <= limit:
+            m[bad] = 0
+            if len(bad) and len(bad) < len(m):  # an exception costs no delta: it repeats its neighbour
+                good = np.flatnonzero(ok)
+                m[bad] = m[good[np.clip(np.searchsorted(good, bad) - 1, 0, None)]]
+            return e, m.astype(np.int64), bad
+    return None
+
+
+def encode(points: Points) -> bytes:
+    """The chunk of points (sorted by timestamp, unique timestamps)."""
+    ts = np.asarray(points.timestamps, np.int64)
+    values = np.ascontiguousarray(points.values, np.float64)
+    n = len(ts)
+    base = int(ts[0]) if n else 0
+    offsets = ts - base
+    unit = 1
+    if n > 1:
+        unit = int(np.gcd.reduce(offsets[1:]))
+    unit = max(unit, 1)
+    ts_order, ts_width, ts_data = _pack_ints(offsets // unit, (1, 2))
+    parts = [ts_data]
+    decimal = _decimal(values) if n else (0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    exceptions = np.zeros(0, np.int64)
+    if decimal is not None:
+        mode, (e, m, exceptions) = _MODE_DECIMAL, decimal
+        v_order, v_width, v_data = _pack_ints(m, (0, 1, 2))
+    else:
+        mode, e, v_order = _MODE_XOR, 0, 0
+        bits = values.view(np.uint64)
+        xor = bits.copy()
+        xor[1:] ^= bits[:-1]
+        v_width, v_data = _planes(xor)
+    parts.append(v_data)
+    if len(exceptions):
+        parts.append(exceptions.astype("<u4").tobytes() + values[exceptions].tobytes())
+    c_order = c_width = 0
+    if points.counts is not None:
+        c_order, c_width, c_data = _pack_ints(np.asarray(points.counts, np.int64), (0, 1))
+        c_order |= 0x80  # counts present
+        parts.append(c_data)
+    header = _HEADER.pack(n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width,
+                          len(exceptions))
+    deflate = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
+    return bytes([VERSION]) + deflate.compress(header + b"".join(parts)) + deflate.flush()
+
+
+def decode(chunk: bytes) -> Points:
+    """The points of a chunk; CorruptChunk if the bytes are not one."""
+    if not chunk or chunk[0] != VERSION:
+        raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads format {VERSION}):"
+                           " the store was written by another version of biggraphite_like")
+    try:
+        data = memoryview(zlib.decompress(chunk[1:], -15))
+        (n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width,
+         n_exceptions) = _HEADER.unpack_from(data)
+        offset = _HEADER.size
+        offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
+        ts = base + offsets * unit
+        if mode == _MODE_DECIMAL:
+            m, offset = _unpack_ints(data, offset, n, v_order, v_width)
+            values = m.astype(np.float64) / 10.0**e
+        elif mode == _MODE_XOR:
+            xor, offset = _unplanes(data, offset, n, v_width)
+            values = np.bitwise_xor.accumulate(xor).view(np.float64) if n else np.zeros(0, np.float64)
+        else:
+            raise CorruptChunk(f"a chunk with value mode {mode}: not one this code writes")
+        if n_exceptions:
+            where = np.frombuffer(data, "<u4", n_exceptions, offset).astype(np.int64)
+            values[where] = np.frombuffer(data, "<f8", n_exceptions, offset + 4 * n_exceptions)
+            offset += 12 * n_exceptions
+        counts = None
+        if c_order & 0x80:
+            counts, offset = _unpack_ints(data, offset, n, c_order & 0x7F, c_width)
+        if offset != len(data):
+            raise CorruptChunk(f"a chunk of {n} points has {len(data) - offset} bytes too many")
+    except (zlib.error, struct.error, ValueError) as exc:
+        raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
+    return Points(ts, np.ascontiguousarray(values, np.float64), counts)
