@@ -5,6 +5,7 @@ the window's last slot is written or the tail grows long. Reads decode the rows 
 windows with numpy; expiry drops whole rows."""
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -94,10 +95,14 @@ class PointsMixin:
         item = records.dtype.itemsize
         newest = np.maximum.reduceat(timestamps[last], starts)
         self._conn.executemany(
-            f"INSERT INTO {table.name} (id, newest, data) VALUES (?, ?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET newest = max(newest, excluded.newest), data = CAST(data || excluded.data AS BLOB)",
+            f"INSERT INTO {table.name} (id, newest, data) VALUES (?1, ?2, ?3)"
+            " ON CONFLICT (id) DO UPDATE SET newest = max(newest, excluded.newest), data = CAST(CASE"
+            # one record for the slot of the tail's last one (a downsampled point updated each minute):
+            # replaced, not appended
+            "  WHEN length(excluded.data) = ?4 AND substr(data, -?4, 4) = substr(excluded.data, 1, 4)"
+            "  THEN substr(data, 1, length(data) - ?4) || excluded.data ELSE data || excluded.data END AS BLOB)",
             zip(tails[starts].tolist(), newest.tolist(),
-                (data[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist()))),
+                (data[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())), itertools.repeat(item)),
         )
         ids = tails[starts]
         if seal:

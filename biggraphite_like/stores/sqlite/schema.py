@@ -52,8 +52,8 @@ def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
     return statements
 
 
-WINDOW_SLOTS = 1440  # a new stage table's windows hold at most this many slots of the ring
-_MERGE_BYTES = 2048  # an open tail this long is merged into its window's chunk
+WINDOW_SLOTS = 720  # a new stage table's windows hold at most this many slots of the ring
+_MERGE_BYTES = 1024  # an open tail this long is merged into its window's chunk
 _RAW_RECORD = np.dtype([("ts", "<u4"), ("value", "<f8")])
 _AGGREGATED_RECORD = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
 _ID_BITS = 32  # row id = metric key << _ID_BITS | window << 1 | (1 for the open tail, 0 for the chunk)
