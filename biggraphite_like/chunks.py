@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import zlib
+from typing import Sequence
 
 import numpy as np
 
@@ -64,11 +65,12 @@ def _planes(z: np.ndarray) -> tuple[int, bytes]:
     return width, np.ascontiguousarray(z.view(np.uint8).reshape(-1, 8)[:, :width].T).tobytes()
 
 
-def _unplanes(data: memoryview, offset: int, n: int, width: int) -> tuple[np.ndarray, int]:
-    out = np.zeros((n, 8), np.uint8)
+def _unplanes(data: np.ndarray, offset: int, n: int, width: int) -> tuple[np.ndarray, int]:
+    """uint64 (k, n) from the byte planes at offset of each row of data (k, payload bytes)."""
+    out = np.zeros((len(data), n, 8), np.uint8)
     if width:
-        out[:, :width] = np.frombuffer(data, np.uint8, n * width, offset).reshape(width, n).T
-    return out.view(np.uint64).reshape(n), offset + n * width
+        out[:, :, :width] = data[:, offset:offset + n * width].reshape(len(data), width, n).transpose(0, 2, 1)
+    return out.view(np.uint64).reshape(len(data), n), offset + n * width
 
 
 def _deltas(x: np.ndarray, order: int) -> np.ndarray:
@@ -90,11 +92,11 @@ def _pack_ints(x: np.ndarray, orders: tuple[int, ...]) -> tuple[int, int, bytes]
     return best[1], best[2], best[3]
 
 
-def _unpack_ints(data: memoryview, offset: int, n: int, order: int, width: int) -> tuple[np.ndarray, int]:
+def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int) -> tuple[np.ndarray, int]:
     z, offset = _unplanes(data, offset, n, width)
     x = _unzigzag(z)
     for _ in range(order):
-        x = np.cumsum(x)
+        x = np.cumsum(x, axis=1)
     return x, offset
 
 
@@ -169,33 +171,72 @@ def encode(points: Points) -> bytes:
 
 def decode(chunk: bytes) -> Points:
     """The points of a chunk; CorruptChunk if the bytes are not one."""
-    if not chunk or chunk[0] != VERSION:
-        raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads format {VERSION}):"
-                           " the store was written by another version of biggraphite_like")
+    _, ts, values, counts = decode_many([chunk])
+    return Points(ts, values, counts)
+
+
+def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(chunk index, timestamps, values, counts) of the points of many chunks, flat; the
+    points of a chunk keep their order, chunks come grouped by layout (chunks of the same
+    shape, as full windows of similar series are, decode together with numpy). counts is
+    None when no chunk has counts. CorruptChunk if a blob is not a chunk."""
+    payloads: dict[tuple, list[tuple[int, bytes, tuple]]] = {}
+    for index, chunk in enumerate(blobs):
+        if not chunk or chunk[0] != VERSION:
+            raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads format"
+                               f" {VERSION}): the store was written by another version of biggraphite_like")
+        try:
+            data = zlib.decompress(chunk[1:], -15)
+            header = _HEADER.unpack_from(data)
+        except (zlib.error, struct.error) as exc:
+            raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
+        shape = (len(data),) + header[:1] + header[3:]  # all but base and unit
+        payloads.setdefault(shape, []).append((index, data, header))
     try:
-        data = memoryview(zlib.decompress(chunk[1:], -15))
-        (n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width,
-         n_exceptions) = _HEADER.unpack_from(data)
-        offset = _HEADER.size
-        offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
-        ts = base + offsets * unit
-        if mode == _MODE_DECIMAL:
-            m, offset = _unpack_ints(data, offset, n, v_order, v_width)
-            values = m.astype(np.float64) / 10.0**e
-        elif mode == _MODE_XOR:
-            xor, offset = _unplanes(data, offset, n, v_width)
-            values = np.bitwise_xor.accumulate(xor).view(np.float64) if n else np.zeros(0, np.float64)
-        else:
-            raise CorruptChunk(f"a chunk with value mode {mode}: not one this code writes")
-        if n_exceptions:
-            where = np.frombuffer(data, "<u4", n_exceptions, offset).astype(np.int64)
-            values[where] = np.frombuffer(data, "<f8", n_exceptions, offset + 4 * n_exceptions)
-            offset += 12 * n_exceptions
-        counts = None
-        if c_order & 0x80:
-            counts, offset = _unpack_ints(data, offset, n, c_order & 0x7F, c_width)
-        if offset != len(data):
-            raise CorruptChunk(f"a chunk of {n} points has {len(data) - offset} bytes too many")
-    except (zlib.error, struct.error, ValueError) as exc:
+        parts = [_decode_alike(shape, group) for shape, group in payloads.items()]
+    except ValueError as exc:  # planes shorter than the header says
         raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
-    return Points(ts, np.ascontiguousarray(values, np.float64), counts)
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(0, np.float64), None
+    with_counts = any(p[3] is not None for p in parts)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] if p[3] is not None else np.zeros(len(p[0]), np.int64) for p in parts])
+            if with_counts else None)
+
+
+def _decode_alike(shape: tuple, group: list[tuple[int, bytes, tuple]]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """decode_many of chunks with one layout (same sizes, modes and widths)."""
+    size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions = shape
+    k = len(group)
+    data = np.frombuffer(b"".join(d for _, d, _ in group), np.uint8).reshape(k, size)
+    base = np.array([h[1] for _, _, h in group], np.int64)[:, None]
+    unit = np.array([h[2] for _, _, h in group], np.int64)[:, None]
+    offset = _HEADER.size
+    offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
+    ts = base + offsets * unit
+    if mode == _MODE_DECIMAL:
+        m, offset = _unpack_ints(data, offset, n, v_order, v_width)
+        values = m.astype(np.float64) / 10.0**e
+    elif mode == _MODE_XOR:
+        xor, offset = _unplanes(data, offset, n, v_width)
+        values = np.bitwise_xor.accumulate(xor, axis=1).view(np.float64)
+    else:
+        raise CorruptChunk(f"a chunk with value mode {mode}: not one this code writes")
+    if n_exceptions:
+        where = np.ascontiguousarray(data[:, offset:offset + 4 * n_exceptions]).view("<u4").astype(np.int64)
+        raw = np.ascontiguousarray(data[:, offset + 4 * n_exceptions:offset + 12 * n_exceptions]).view("<f8")
+        if (where >= n).any():
+            raise CorruptChunk(f"a chunk of {n} points names exception {int(where.max())}: the row is damaged")
+        values[np.arange(k)[:, None], where] = raw
+        offset += 12 * n_exceptions
+    counts = None
+    if c_order & 0x80:
+        counts, offset = _unpack_ints(data, offset, n, c_order & 0x7F, c_width)
+    if offset != size:
+        raise CorruptChunk(f"a chunk of {n} points has {size - offset} bytes too many or too few: the row is damaged")
+    index = np.repeat(np.array([i for i, _, _ in group], np.int64), n)
+    return (index, ts.reshape(-1), np.ascontiguousarray(values.reshape(-1), np.float64),
+            None if counts is None else counts.reshape(-1))

@@ -97,3 +97,24 @@ def test_damaged_bytes_are_an_error_that_says_so():
     for bad in (b"", b"\x07" + data[1:], data[:-5], data[:1] + bytes(len(data) - 1)):
         with pytest.raises(CorruptChunk, match="chunk"):
             chunks.decode(bad)
+
+
+def test_many_chunks_decode_together_each_point_to_its_chunk():
+    """decode_many groups chunks of one layout for numpy; every point still names its chunk."""
+    rng = np.random.default_rng(11)
+    originals = []
+    for i in range(30):
+        n = int(rng.choice([0, 1, 720, 720, 720, 300]))
+        values = np.round(rng.uniform(0, 100, n), 2) if i % 3 else rng.normal(0, 1, n)
+        if n and i % 4 == 0:
+            values[int(rng.integers(0, n))] = np.nan
+        counts = rng.integers(1, 10, n) if i % 5 == 0 else None
+        originals.append(chunks.Points(_window(rng, n, 60), values, counts))
+    index, ts, values, counts = chunks.decode_many([chunks.encode(p) for p in originals])
+    assert counts is not None and len(index) == len(ts) == len(values) == len(counts)
+    for i, p in enumerate(originals):
+        mine = index == i
+        np.testing.assert_array_equal(ts[mine], p.timestamps)
+        np.testing.assert_array_equal(values[mine].view(np.uint64), p.values.view(np.uint64))
+        if p.counts is not None:
+            np.testing.assert_array_equal(counts[mine], p.counts)

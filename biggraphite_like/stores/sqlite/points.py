@@ -241,36 +241,33 @@ def _window_points(table: StageTable, groups: np.ndarray, ids: np.ndarray, blobs
     """(group, timestamps, values, counts) of the points of rows (groups[i], ids[i], blobs[i]),
     a slot once per group: the open tail's last record of a slot wins over earlier ones and
     over the chunk (counts is None for a raw stage). Windows with a tail come last, sorted
-    by group and timestamp; the others keep the order of the rows."""
+    by group and timestamp; the points of the others come in no set order."""
     dtype = record_dtype(table)
     is_tail = (ids & 1).astype(bool)
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
-    for i in np.flatnonzero(~is_tail).tolist():
-        p = chunks.decode(blobs[i])
-        parts.append((np.full(len(p), groups[i]), p.timestamps, p.values, p.counts))
+    heads = np.flatnonzero(~is_tail)
     tails = np.flatnonzero(is_tail)
+    index, ts, values, counts = chunks.decode_many([blobs[i] for i in heads.tolist()])
+    row = heads[index]
+    if table.aggregated and counts is None:
+        counts = np.zeros(len(ts), np.int64)
     if len(tails):
         sizes = np.array([len(blobs[i]) for i in tails.tolist()], dtype=np.int64)
         if (sizes % dtype.itemsize).any():
             raise StoreError(f"{table.name}: an open tail is not a whole number of {dtype.itemsize}-byte records:"
                              " the row is damaged or was written with another layout")
         records = np.frombuffer(b"".join(blobs[i] for i in tails.tolist()), dtype=dtype)
-        parts.append((np.repeat(groups[tails], sizes // dtype.itemsize), records["ts"].astype(np.int64),
-                      records["value"].astype(np.float64),
-                      records["count"].astype(np.int64) if table.aggregated else None))
-    if not parts:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, np.zeros(0, np.float64), (empty if table.aggregated else None)
-    group = np.concatenate([p[0] for p in parts]).astype(np.int64)
-    ts = np.concatenate([p[1] for p in parts])
-    values = np.concatenate([p[2] for p in parts])
-    counts = np.concatenate([p[3] for p in parts]) if table.aggregated else None
-    tail_groups = np.unique(groups[tails])
-    if not len(tail_groups):  # chunks alone: each holds a slot once, sorted by timestamp
+        row = np.concatenate([row, np.repeat(tails, sizes // dtype.itemsize)])
+        ts = np.concatenate([ts, records["ts"].astype(np.int64)])
+        values = np.concatenate([values, records["value"].astype(np.float64)])
+        if table.aggregated:
+            counts = np.concatenate([counts, records["count"].astype(np.int64)])
+    group = groups[row]
+    if not len(tails):  # chunks alone: each holds a slot once
         return group, ts, values, counts
     # in windows with a tail: chunks first, then tails in row and append order; within a
     # (group, slot) the last wins; then by group and timestamp (what the codec packs best)
-    hot = np.isin(group, tail_groups)
+    pair = (groups << 31) | ((ids & 0xFFFFFFFF) >> 1)  # (group, window) of each row
+    hot = np.isin(pair, pair[tails])[row]
     cold = np.flatnonzero(~hot)
     hot = np.flatnonzero(hot)
     slot = (ts[hot] // table.stage.precision) % table.stage.points
