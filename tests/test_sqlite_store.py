@@ -586,6 +586,37 @@ def _expired(path, now: int) -> tuple[int, int]:
     return expired, total
 
 
+def _point_bytes(path) -> tuple[int, int]:
+    """(bytes of the rows of every datapoints table, rows that are open tails)."""
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'datapoints%'")]
+        rows = [conn.execute(f"SELECT total(length(data)), total(id % 2) FROM {t}").fetchone() for t in tables]
+    return int(sum(r[0] for r in rows)), int(sum(r[1] for r in rows))
+
+
+def test_young_metrics_pay_for_their_points_and_full_windows_are_compressed(tmp_path):
+    """Carbon's shape (one point a metric a batch, a minute apart), retention 60s:8d,1h:2y:
+    five points a metric cost about their records (no preallocated ring); a full day of
+    two-decimal values is mostly chunks at about 2 bytes a point."""
+    rng = random.Random(5)
+    end = BASE - BASE % 86_400
+    for minutes, names, limit in ((5, [f"young.m{i}" for i in range(300)], 16.0),
+                                  (1440, [f"dense.m{i}" for i in range(20)], 3.0)):
+        path = tmp_path / f"{names[0]}.db"
+        accessor = _new_store(path)
+        accessor.create_metrics([(n, _meta("60s:8d,1h:2y")) for n in names], now=end - 86_400)
+        for minute in range(minutes):
+            now = end + 60 * minute
+            assert accessor.insert_points({n: [(now, round(rng.uniform(0, 100), 2))] for n in names},
+                                          now=now).stored == len(names)
+        size, tails = _point_bytes(path)
+        per_point = size / (minutes * len(names))
+        assert per_point <= limit, (minutes, per_point)
+        assert tails <= 2 * len(names)  # at most the open window of each stage stays a tail
+        values = accessor.fetch(names[:1], end - 1, end + 60 * minutes, now=end + 60 * minutes)[names[0]].values
+        assert np.count_nonzero(~np.isnan(values)) == minutes
+
+
 def test_expire_removes_blocks_past_their_stage_and_keeps_reads(tmp_path):
     path = tmp_path / "bgl.db"
     names = ["exp.a", "exp.b"]
