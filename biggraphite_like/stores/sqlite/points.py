@@ -266,7 +266,8 @@ def _window_points(table: StageTable, groups: np.ndarray, ids: np.ndarray, blobs
         return group, ts, values, counts
     # in windows with a tail: chunks first, then tails in row and append order; within a
     # (group, slot) the last wins; then by group and timestamp (what the codec packs best)
-    pair = (groups << 31) | ((ids & 0xFFFFFFFF) >> 1)  # (group, window) of each row
+    rank = np.unique(groups, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    pair = (rank << 31) | ((ids & 0xFFFFFFFF) >> 1)  # (group, window) of each row
     hot = np.isin(pair, pair[tails])[row]
     cold = np.flatnonzero(~hot)
     hot = np.flatnonzero(hot)
