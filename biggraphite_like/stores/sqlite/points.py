@@ -129,7 +129,8 @@ class PointsMixin:
             if not rows:
                 continue
             ids = np.array([i for i, _ in rows], dtype=np.int64)
-            group, ts, values, counts = _window_points(table, ids >> 1, ids, [b for _, b in rows])
+            group, ts, values, counts = _window_points(table, self._window_slots(table), ids >> 1, ids,
+                                                       [b for _, b in rows], sort=True)
             bounds = np.flatnonzero(np.diff(group, prepend=-1))
             windows = group[bounds]
             ends = np.append(bounds[1:], len(group)).tolist()
@@ -164,7 +165,7 @@ class PointsMixin:
         if not found:
             return PointReads.empty()
         request, ids, blobs = zip(*found)
-        request, ts, values, _ = _window_points(table, np.array(request, dtype=np.int64),
+        request, ts, values, _ = _window_points(table, self._window_slots(table), np.array(request, dtype=np.int64),
                                                 np.array(ids, dtype=np.int64), blobs)
         # a slot may hold a point of another turn of the ring: keep those inside the window, as whisper
         keep = (ts >= starts[request]) & (ts < ends[request])
@@ -227,7 +228,8 @@ class PointsMixin:
                 cursor = self._conn.execute(f"SELECT id, data FROM {name} WHERE {expired} ORDER BY id", (cutoff,))
                 while rows := cursor.fetchmany(10_000):
                     ids = np.array([i for i, _ in rows], dtype=np.int64)
-                    removed += len(_window_points(table, ids >> 1, ids, [b for _, b in rows])[0])
+                    removed += len(_window_points(table, self._window_slots(table), ids >> 1, ids,
+                                                  [b for _, b in rows])[0])
                 self._conn.execute(f"DELETE FROM {name} WHERE {expired}", (cutoff,))
         return removed
 
@@ -236,12 +238,13 @@ def _json_ids(ids: np.ndarray) -> str:
     return "[" + ",".join(map(str, ids.tolist())) + "]"
 
 
-def _window_points(table: StageTable, groups: np.ndarray, ids: np.ndarray, blobs: Sequence[bytes]
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """(group, timestamps, values, counts) of the points of rows (groups[i], ids[i], blobs[i]),
-    a slot once per group: the open tail's last record of a slot wins over earlier ones and
-    over the chunk (counts is None for a raw stage). Windows with a tail come last, sorted
-    by group and timestamp; the points of the others come in no set order."""
+def _window_points(table: StageTable, width: int, groups: np.ndarray, ids: np.ndarray, blobs: Sequence[bytes],
+                   sort: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(group, timestamps, values, counts) of the points of rows (groups[i], ids[i], blobs[i])
+    of a table of windows of `width` slots, a slot once per group: the open tail's last
+    record of a slot wins over earlier ones and over the chunk (counts is None for a raw
+    stage). Windows with a tail come last, sorted by group and timestamp when `sort`; the
+    points of the others come in no set order."""
     dtype = record_dtype(table)
     is_tail = (ids & 1).astype(bool)
     heads = np.flatnonzero(~is_tail)
@@ -265,18 +268,22 @@ def _window_points(table: StageTable, groups: np.ndarray, ids: np.ndarray, blobs
     if not len(tails):  # chunks alone: each holds a slot once
         return group, ts, values, counts
     # in windows with a tail: chunks first, then tails in row and append order; within a
-    # (group, slot) the last wins; then by group and timestamp (what the codec packs best)
+    # (group, slot) the last wins: the latest position written to a (window, offset) cell
     rank = np.unique(groups, return_inverse=True)[1].reshape(-1).astype(np.int64)
     pair = (rank << 31) | ((ids & 0xFFFFFFFF) >> 1)  # (group, window) of each row
-    hot = np.isin(pair, pair[tails])[row]
+    hot_pairs, row_cell = np.unique(pair, return_inverse=True)
+    hot_rows = np.isin(hot_pairs, pair[tails])
+    hot = hot_rows[row_cell.reshape(-1)][row]
     cold = np.flatnonzero(~hot)
     hot = np.flatnonzero(hot)
-    slot = (ts[hot] // table.stage.precision) % table.stage.points
-    order = np.lexsort((hot, slot, group[hot]))
-    g, slot = group[hot][order], slot[order]
-    last = np.ones(len(order), dtype=bool)
-    last[:-1] = (g[1:] != g[:-1]) | (slot[1:] != slot[:-1])
-    kept = hot[order[last]]
-    kept = kept[np.lexsort((ts[kept], group[kept]))]
+    cell = np.cumsum(hot_rows) - 1  # index of each hot (group, window) among hot ones
+    window = cell[row_cell.reshape(-1)][row[hot]]
+    offset = ((ts[hot] // table.stage.precision) % table.stage.points) % width
+    latest = np.full((int(hot_rows.sum()), width), -1, np.int64)
+    position = np.arange(len(hot), dtype=np.int64)
+    np.maximum.at(latest, (window, offset), position)
+    kept = hot[latest[window, offset] == position]
+    if sort:
+        kept = kept[np.lexsort((ts[kept], group[kept]))]
     keep = np.concatenate([cold, kept])
     return group[keep], ts[keep], values[keep], None if counts is None else counts[keep]
