@@ -5,10 +5,12 @@ tsdb keeps `chunkenc` apart from its index and storage). A chunk holds n points 
 timestamp: timestamps, float64 values and, for aggregated stages, counts. Decoding gives
 back every value bit for bit (NaN payloads, -0.0 and infinities included).
 
-Format: one version byte, then a raw-deflate stream of a fixed header followed by byte
-planes (byte k of every integer, then byte k + 1, ...: deflate finds the runs):
-- timestamps: base (the first timestamp) and offsets from it in `unit`s (the precision
-  when every offset is a multiple of it), delta-encoded (a full window is all ones);
+Format: one version byte, then a fixed header followed by byte planes (byte k of every
+integer, then byte k + 1, ...), as a raw-deflate stream (version 1) or as they are when
+deflate would save under 5 % (version 2: reads then skip inflating):
+- timestamps: base (the first timestamp) and offsets from it in `unit`s (their common
+  step, the precision for aligned points), minus the point's index (a full window is all
+  zeros: no bytes at all), delta-encoded 0 or 1 times;
 - values, whichever mode is smaller for the chunk:
   DECIMAL - value = m / 10**e for one exponent e and integers m (what metrics with a few
   decimals are), m delta-encoded 0, 1 or 2 times, zigzagged; values that do not
@@ -27,7 +29,9 @@ import numpy as np
 
 from biggraphite_like.errors import CorruptChunk
 
-VERSION = 1
+VERSION = 1  # header and planes deflated
+VERSION_RAW = 2  # header and planes as they are (deflate would not make them much smaller)
+_RAW_SLACK = 1.05
 _HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
 _MODE_DECIMAL, _MODE_XOR = 0, 1
 _MAX_EXPONENT = 15
@@ -142,7 +146,8 @@ def encode(points: Points) -> bytes:
     if n > 1:
         unit = int(np.gcd.reduce(offsets[1:]))
     unit = max(unit, 1)
-    ts_order, ts_width, ts_data = _pack_ints(offsets // unit, (1, 2))
+    # a full window is 0, 1, 2, ... units: kept as the distance from that, nothing at all
+    ts_order, ts_width, ts_data = _pack_ints(offsets // unit - np.arange(n, dtype=np.int64), (0, 1))
     parts = [ts_data]
     decimal = _decimal(values) if n else (0, np.zeros(0, np.int64), np.zeros(0, np.int64))
     exceptions = np.zeros(0, np.int64)
@@ -165,8 +170,12 @@ def encode(points: Points) -> bytes:
         parts.append(c_data)
     header = _HEADER.pack(n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width,
                           len(exceptions))
+    payload = header + b"".join(parts)
     deflate = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
-    return bytes([VERSION]) + deflate.compress(header + b"".join(parts)) + deflate.flush()
+    packed = deflate.compress(payload) + deflate.flush()
+    if len(payload) <= len(packed) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads
+        return bytes([VERSION_RAW]) + payload
+    return bytes([VERSION]) + packed
 
 
 def decode(chunk: bytes) -> Points:
@@ -182,11 +191,12 @@ def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndar
     None when no chunk has counts. CorruptChunk if a blob is not a chunk."""
     payloads: dict[tuple, list[tuple[int, bytes, tuple]]] = {}
     for index, chunk in enumerate(blobs):
-        if not chunk or chunk[0] != VERSION:
-            raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads format"
-                               f" {VERSION}): the store was written by another version of biggraphite_like")
+        if not chunk or chunk[0] not in (VERSION, VERSION_RAW):
+            raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads formats"
+                               f" {VERSION} and {VERSION_RAW}): the store was written by another version of"
+                               " biggraphite_like")
         try:
-            data = zlib.decompress(chunk[1:], -15)
+            data = zlib.decompress(chunk[1:], -15) if chunk[0] == VERSION else chunk[1:]
             header = _HEADER.unpack_from(data)
         except (zlib.error, struct.error) as exc:
             raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
@@ -216,7 +226,7 @@ def _decode_alike(shape: tuple, group: list[tuple[int, bytes, tuple]]
     unit = np.array([h[2] for _, _, h in group], np.int64)[:, None]
     offset = _HEADER.size
     offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
-    ts = base + offsets * unit
+    ts = base + (offsets + np.arange(n, dtype=np.int64)) * unit
     if mode == _MODE_DECIMAL:
         m, offset = _unpack_ints(data, offset, n, v_order, v_width)
         values = m.astype(np.float64) / 10.0**e
