@@ -20,7 +20,8 @@ Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it
   uint32]) appended inside SQLite by each write, no read back; the last record of a slot
   wins over earlier ones and over the chunk). A tail is merged into its chunk when the
   window's last slot is written or the tail reaches _MERGE_BYTES, so the tail stays
-  inside a page and a young metric pays for the points it has, not for a whole ring.
+  inside a page and a young metric pays for the points it has, not for a whole ring; a
+  window given _MERGE_BYTES of points in one write is merged directly (no tail written).
   Reads fetch the rows of the windows a batch of requests covers in one query and decode
   them with numpy, keeping the points whose timestamp is in the request, as whisper does.
   `newest` (at least the greatest timestamp of a row) lets expiry drop whole rows without

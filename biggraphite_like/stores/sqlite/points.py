@@ -93,6 +93,16 @@ class PointsMixin:
         ends = np.append(starts[1:], len(tails))
         data = memoryview(records.tobytes())
         item = records.dtype.itemsize
+        ids = tails[starts]
+        # a window given a tail's worth of points at once is merged into its chunk directly
+        direct = (ends - starts) * item >= _MERGE_BYTES if not seal else np.ones(len(ids), dtype=bool)
+        blobs = [data[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())]
+        if direct.any():
+            self._merge(table, ids[direct], {int(i): blobs[k] for k, i in zip(np.flatnonzero(direct).tolist(),
+                                                                              ids[direct].tolist())})
+        append = np.flatnonzero(~direct)
+        if not len(append):
+            return
         newest = np.maximum.reduceat(timestamps[last], starts)
         self._conn.executemany(
             f"INSERT INTO {table.name} (id, newest, data) VALUES (?1, ?2, ?3)"
@@ -101,16 +111,13 @@ class PointsMixin:
             # replaced, not appended
             "  WHEN length(excluded.data) = ?4 AND substr(data, -?4, 4) = substr(excluded.data, 1, 4)"
             "  THEN substr(data, 1, length(data) - ?4) || excluded.data ELSE data || excluded.data END AS BLOB)",
-            zip(tails[starts].tolist(), newest.tolist(),
-                (data[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())), itertools.repeat(item)),
+            zip(ids[append].tolist(), newest[append].tolist(), (blobs[k] for k in append.tolist()),
+                itertools.repeat(item)),
         )
-        ids = tails[starts]
-        if seal:
-            self._merge(table, ids)
-            return
         # the window's last slot (the last window of the ring may be shorter) or a long tail
         window_width = np.minimum(width, points - window * width)
-        full = np.unique(tails[slots % width == window_width - 1])
+        full = np.intersect1d(np.unique(tails[slots % width == window_width - 1]), ids[append])
+        ids = ids[append]
         long = []
         for start in range(0, len(ids), _IDS_PER_QUERY):
             long += self._conn.execute(
@@ -119,13 +126,16 @@ class PointsMixin:
         if long or len(full):
             self._merge(table, np.union1d(full, np.array([i for (i,) in long], dtype=np.int64)))
 
-    def _merge(self, table: StageTable, tails: np.ndarray) -> None:
-        """Merge the open tails of windows (sorted unique tail row ids) into their chunks."""
+    def _merge(self, table: StageTable, tails: np.ndarray, given: dict[int, bytes] | None = None) -> None:
+        """Merge the open tails of windows (sorted unique tail row ids) into their chunks;
+        `given`: records of some of these windows (by tail id) newer than their tail."""
+        given = given or {}
         for start in range(0, len(tails), _IDS_PER_QUERY // 2):
             part = tails[start:start + _IDS_PER_QUERY // 2]
             rows = self._conn.execute(
                 f"SELECT id, data FROM {table.name} WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
                 (_json_ids(np.concatenate([part - 1, part])),)).fetchall()
+            rows += [(i, given[i]) for i in part.tolist() if i in given]
             if not rows:
                 continue
             ids = np.array([i for i, _ in rows], dtype=np.int64)
