@@ -674,7 +674,7 @@ def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path):
     base = BASE - BASE % 400
     for round_ in range(40):
         # few points a window (appended to its tail) or many (tails merged into chunks); any bytes as values
-        size = rng.choice([1, 2, 3, 6, 60])
+        size = rng.choice([1, 2, 3, 6, 60, 1500])  # 1500: windows given 1 KiB at once, merged directly
         batch = [(rng.choice(names), base + rng.randrange(0, 1200), rng.uniform(-1e300, 1e300)) for _ in range(size)]
         batch += [(n, t, v / 3) for n, t, v in batch[:2]]  # a slot given twice in one batch: the last one wins
         with store.write_batch():
