@@ -182,6 +182,12 @@ def peer_rows(peer: dict) -> tuple[list[list[str]], dict[str, float]]:
         table.append(["peer", f"disk bytes per point, 1 day at 60 s, {day['series']:,} series",
                       f"{figures['ours']['bytes_per_point']:,.1f} B", f"VM {figures['vm']['bytes_per_point']:,.1f} B",
                       f"{day_ratio:.2f}x", "", ""])
+        realistic = day.get("realistic")
+        if realistic:
+            table.append(["peer", f"disk bytes per point, 1 day at 60 s, {day['series']:,} series, realistic gauges"
+                          " and counters", f"{realistic['ours']['bytes_per_point']:,.2f} B",
+                          f"VM {realistic['vm']['bytes_per_point']:,.2f} B",
+                          f"{realistic['vm']['bytes_per_point'] / realistic['ours']['bytes_per_point']:.2f}x", "", ""])
         if "ingest" in peer:
             young = peer["ingest"]["young"]
             ratios["bytes_vs_vm"] = math.sqrt(day_ratio * young["vm"]["bytes_per_point"] / young["ours"]["bytes_per_point"])

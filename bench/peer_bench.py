@@ -18,7 +18,8 @@ run. Three parts, each on fresh stores, same inputs:
   victoria-metrics: the ingest side without graphite-web). Afterwards every point is read
   back from ours and VictoriaMetrics and compared with what was sent. Disk bytes per point of this young store
   (P points a metric) after round 1.
-* day: S series x 1 day at 60 s sent over plaintext to both; disk bytes per point after each
+* day: S series x 1 day at 60 s sent over plaintext to both (random two-decimal values, then
+  on fresh stores realistic gauges and counters); disk bytes per point after each
   has flushed (ours: WAL checkpoint, bgl.db + bgl.db-wal; VictoriaMetrics: /internal/force_flush,
   every file under its data directory); then graphite-web's `/render?format=json` of the S
   series against VictoriaMetrics' `/api/v1/query_range` (and `/api/v1/export`), interleaved,
@@ -327,6 +328,28 @@ def day_messages(series: int, end: int) -> list[tuple[str, tuple[float, float]]]
             for age in range(1439, -1, -1) for name in names]
 
 
+def realistic_day_messages(series: int, end: int) -> list[tuple[str, tuple[float, float]]]:
+    """`real.hostNNNN.gaugeN` / `.counterN` x 1,440 minutes ending at `end`, as hosts report
+    them: half gauges (a percentage wandering by small steps, two decimals), half counters
+    (an integer total growing by a random amount each minute, as bytes or requests)."""
+    rng = random.Random(2)
+    series_values: list[tuple[str, list[float]]] = []
+    for i in range(series):
+        kind = "gauge" if i % 2 == 0 else "counter"
+        name = f"real.host{i // 10:04d}.{kind}{i % 10}"
+        level, values = rng.uniform(0, 100) if kind == "gauge" else float(rng.randrange(10**9)), []
+        for _ in range(1440):
+            if kind == "gauge":
+                level = min(100.0, max(0.0, level + rng.gauss(0, 0.5)))
+                values.append(round(level, 2))
+            else:
+                level += rng.randrange(0, 1000)
+                values.append(level)
+        series_values.append((name, values))
+    return [(name, (float(end - 60 * (1439 - minute)), values[minute]))
+            for minute in range(1440) for name, values in series_values]
+
+
 def render_points(body: bytes) -> Points:
     return {series["target"]: {int(ts): float(v) for v, ts in series["datapoints"] if v is not None}
             for series in json.loads(body)}
@@ -358,6 +381,8 @@ def part_day(root: Path, series: int, runs: int, budget: float, timeout: float) 
             figures["day"][side] = {"bytes": size, "points": len(messages), "bytes_per_point": size / len(messages)}
             log(f"  {figures['load'][side]['points_per_second']:,.0f} points/s; {size / len(messages):.2f} bytes/point")
 
+        figures["realistic"] = _realistic_day(root / "realistic", series, end, timeout)
+
         render = {"target": "day.*.*", "from": start - 1, "until": end, "format": "json"}
         query = {"query": match, "start": start, "end": end, "step": 60}
         export = {"match[]": match, "start": start, "end": end}
@@ -376,6 +401,24 @@ def part_day(root: Path, series: int, runs: int, budget: float, timeout: float) 
         log(f"  ours {figures['render']['ours_s'] * 1e3:,.0f} ms, query_range {figures['render']['vm_s'] * 1e3:,.0f} ms,"
             f" export {figures['export']['vm_s'] * 1e3:,.0f} ms")
         figures["peak_rss_bytes"] = systems.peak_rss()
+    return figures
+
+
+def _realistic_day(root: Path, series: int, end: int, timeout: float) -> dict:
+    """Disk bytes per point of realistic gauges and counters (1 day at 60 s) on fresh stores."""
+    messages = realistic_day_messages(series, end)
+    names = sorted({name for name, _ in messages})
+    timestamps = list(range(end - 1439 * 60, end + 1, 60))
+    figures: dict = {}
+    with Systems(root) as systems:
+        payload = plaintext(messages)
+        for side in ("ours", "vm"):
+            log(f"peer day (realistic gauges and counters): loading {len(messages):,} points into {side}")
+            checker = Checker(names, timestamps, systems.reader(side, '{__name__=~"real\\\\..*"}', timestamps))
+            run_round(systems.port(side), systems.pid(side), payload, len(messages), checker, timeout)
+            size = systems.disk_bytes(side, len(messages))
+            figures[side] = {"bytes": size, "points": len(messages), "bytes_per_point": size / len(messages)}
+            log(f"  {size / len(messages):.2f} bytes/point")
     return figures
 
 

@@ -64,6 +64,11 @@ class StoreError(BglError):
     """The store failed an operation (I/O, corruption, schema missing)."""
 
 
+class CorruptChunk(StoreError):
+    """Stored points (a chunk, biggraphite_like.chunks) cannot be decoded: the row was damaged
+    or written by another format."""
+
+
 class StoreUnavailable(StoreError):
     """The store cannot be reached (file not writable, server down)."""
 

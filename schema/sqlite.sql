@@ -317,13 +317,20 @@ CREATE TABLE IF NOT EXISTS tagged_series (
   path TEXT NOT NULL UNIQUE,
   updated_on INTEGER NOT NULL
 );
+-- The width of the windows of each stage table, recorded once when the table is created:
+-- window = ((timestamp / precision) mod points) / window_slots.
+CREATE TABLE IF NOT EXISTS point_windows (
+  stage_table TEXT PRIMARY KEY,
+  window_slots INTEGER NOT NULL
+);
 -- One datapoints table per stage, created with the first metric that uses it:
 -- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,
--- with the count of finer points aggregated). A row is a block of consecutive slots of
--- one metric's ring, slot = (ts / precision) % points; the block size depends on the
--- points and the kind of stage (biggraphite_like.stores.sqlite.block_slots). Example:
+-- with the count of finer points aggregated). Whisper's ring of `points` slots per metric,
+-- slot = (ts / precision) % points, is cut into windows of point_windows.window_slots slots;
+-- a window is a compressed chunk (row id even) and an open tail of points appended since
+-- (row id odd; the last record of a slot wins), merged into the chunk as it fills. Example:
 -- CREATE TABLE IF NOT EXISTS datapoints_1440p_60s_aggr (
---   id INTEGER PRIMARY KEY,  -- metric key * 2^32 + slot / 60
---   newest INTEGER NOT NULL,  -- >= every timestamp of the block (expiry)
---   slots BLOB NOT NULL  -- 60 x (timestamp uint32, value float64, count uint32), little-endian; timestamp 0: empty
+--   id INTEGER PRIMARY KEY,  -- metric key * 2^32 + window * 2 + (1: open tail, 0: chunk)
+--   newest INTEGER NOT NULL,  -- >= every timestamp of the row (expiry)
+--   data BLOB NOT NULL  -- chunk: biggraphite_like.chunks; tail: (timestamp uint32, value float64, count uint32) records, little-endian
 -- );

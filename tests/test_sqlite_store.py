@@ -29,13 +29,14 @@ import numpy as np
 import pytest
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import InvalidPoint, InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable
+from biggraphite_like.errors import CorruptChunk, InvalidPoint, InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.registry import open_store
-from biggraphite_like.stores.sqlite import DEFAULT_TIMEOUT, SQLiteStore, block_slots
+from biggraphite_like import chunks
+from biggraphite_like.stores.sqlite import DEFAULT_TIMEOUT, SQLiteStore
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -520,25 +521,46 @@ def _fill_three_durations(accessor: Accessor, names) -> int:
     return now
 
 
-# The documented layout of a block (docstring of the stores/sqlite package), decoded here on
-# its own: slots of (timestamp uint32, value float64[, count uint32]), little-endian.
+# The documented layout of a window (docstring of the stores/sqlite package), decoded here
+# on its own: row id = key << 32 | window << 1 | kind; kind 0 a chunk (biggraphite_like.chunks),
+# kind 1 an open tail of records (timestamp uint32, value float64[, count uint32]),
+# little-endian, the last record of a slot winning over earlier ones and over the chunk.
 _RAW = np.dtype([("ts", "<u4"), ("value", "<f8")])
 _AGGR = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
 
 
-def _blocks(path, table: str) -> list[tuple[int, int, int, np.ndarray]]:
-    """(metric key, block, newest, slots) of every row of a stage table."""
+def _windows(path, table: str) -> list[tuple[int, int, int, dict[int, tuple]]]:
+    """(metric key, window, newest, {slot: (ts, value[, count])}) of every window of a stage table."""
     dtype = _AGGR if table.endswith("_aggr") else _RAW
+    precision, points = _stage_of(table)
     with sqlite3.connect(path) as conn:
-        rows = conn.execute(f"SELECT id, newest, slots FROM {table} ORDER BY id").fetchall()
-    return [(id_ >> 32, id_ & 0xFFFFFFFF, newest, np.frombuffer(blob, dtype)) for id_, newest, blob in rows]
+        rows = conn.execute(f"SELECT id, newest, data FROM {table} ORDER BY id").fetchall()
+    windows: dict[tuple[int, int], list] = {}
+    for id_, newest, blob in rows:
+        key, window = id_ >> 32, (id_ & 0xFFFFFFFF) >> 1
+        entry = windows.setdefault((key, window), [newest, {}])
+        entry[0] = max(entry[0], newest)
+        if id_ & 1:
+            records = [tuple(r) for r in np.frombuffer(blob, dtype).tolist()]
+        else:
+            p = chunks.decode(blob)
+            columns = [p.timestamps.tolist(), p.values.tolist()] + ([p.counts.tolist()] if p.counts is not None else [])
+            records = list(zip(*columns))
+        for record in records:
+            entry[1][(record[0] // precision) % points] = record
+    return [(key, window, newest, slots) for (key, window), (newest, slots) in sorted(windows.items())]
+
+
+def _stage_of(table: str) -> tuple[int, int]:
+    _, points, precision, _ = table.split("_")
+    return int(precision[:-1]), int(points[:-1])
 
 
 def _points_per_metric(path, table: str) -> dict[int, int]:
-    """Non-empty slots of each metric key."""
+    """Points (filled slots) of each metric key."""
     counts: dict[int, int] = {}
-    for key, _, _, slots in _blocks(path, table):
-        counts[key] = counts.get(key, 0) + int(np.count_nonzero(slots["ts"]))
+    for key, _, _, slots in _windows(path, table):
+        counts[key] = counts.get(key, 0) + len(slots)
     return counts
 
 
@@ -553,13 +575,13 @@ def test_a_stage_never_holds_more_than_its_points(tmp_path):
         assert len(counts) == len(names), (table, counts)
         # every slot was written (3 cycles), and never more points than slots
         assert all(count == points for count in counts.values()), (table, counts)
-        size = block_slots(StageTable(Stage(precision, points), table.endswith("_aggr")))
-        for key, block, newest, slots in _blocks(path, table):
-            assert len(slots) == size and block <= (points - 1) // size, (table, block, len(slots))
-            assert newest >= slots["ts"].max()  # expiry may keep a block longer, never drop a live one
-            # each point sits in the slot of its timestamp: whisper's ring
-            filled = np.flatnonzero(slots["ts"])
-            assert ((slots["ts"][filled] // precision) % points == block * size + filled).all(), table
+        with sqlite3.connect(path) as conn:
+            (size,), = conn.execute("SELECT window_slots FROM point_windows WHERE stage_table = ?", (table,))
+        for key, window, newest, slots in _windows(path, table):
+            assert window <= (points - 1) // size, (table, window)
+            assert newest >= max(r[0] for r in slots.values())  # expiry may keep a window longer, never drop a live one
+            # each point sits in a slot of its window: whisper's ring
+            assert all(window * size <= slot < (window + 1) * size for slot in slots), table
 
 
 def _series(accessor, names, start, now):
@@ -567,15 +589,45 @@ def _series(accessor, names, start, now):
 
 
 def _expired(path, now: int) -> tuple[int, int]:
-    """(points of the blocks whose every point is past its stage's duration, points in all blocks)."""
+    """(points of the windows whose every point is past its stage's duration, points in all windows)."""
     expired = total = 0
     for table, (points, precision) in STAGE_TABLES.items():
-        for _, _, newest, slots in _blocks(path, table):
-            count = int(np.count_nonzero(slots["ts"]))
-            total += count
-            if slots["ts"].max() < now - points * precision:
-                expired += count
+        for _, _, newest, slots in _windows(path, table):
+            total += len(slots)
+            if max(r[0] for r in slots.values()) < now - points * precision:
+                expired += len(slots)
     return expired, total
+
+
+def _point_bytes(path) -> tuple[int, int]:
+    """(bytes of the rows of every datapoints table, rows that are open tails)."""
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'datapoints%'")]
+        rows = [conn.execute(f"SELECT total(length(data)), total(id % 2) FROM {t}").fetchone() for t in tables]
+    return int(sum(r[0] for r in rows)), int(sum(r[1] for r in rows))
+
+
+def test_young_metrics_pay_for_their_points_and_full_windows_are_compressed(tmp_path):
+    """Carbon's shape (one point a metric a batch, a minute apart), retention 60s:8d,1h:2y:
+    five points a metric cost about their records (no preallocated ring); a full day of
+    two-decimal values is mostly chunks at about 2 bytes a point."""
+    rng = random.Random(5)
+    end = BASE - BASE % 86_400
+    for minutes, names, limit in ((5, [f"young.m{i}" for i in range(300)], 16.0),
+                                  (1440, [f"dense.m{i}" for i in range(20)], 3.0)):
+        path = tmp_path / f"{names[0]}.db"
+        accessor = _new_store(path)
+        accessor.create_metrics([(n, _meta("60s:8d,1h:2y")) for n in names], now=end - 86_400)
+        for minute in range(minutes):
+            now = end + 60 * minute
+            assert accessor.insert_points({n: [(now, round(rng.uniform(0, 100), 2))] for n in names},
+                                          now=now).stored == len(names)
+        size, tails = _point_bytes(path)
+        per_point = size / (minutes * len(names))
+        assert per_point <= limit, (minutes, per_point)
+        assert tails <= 2 * len(names)  # at most the open window of each stage stays a tail
+        values = accessor.fetch(names[:1], end - 1, end + 60 * minutes, now=end + 60 * minutes)[names[0]].values
+        assert np.count_nonzero(~np.isnan(values)) == minutes
 
 
 def test_expire_removes_blocks_past_their_stage_and_keeps_reads(tmp_path):
@@ -596,8 +648,8 @@ def test_expire_removes_blocks_past_their_stage_and_keeps_reads(tmp_path):
     _, total_after = _expired(path, now)
     assert total_before - total_after == removed
     for table, (points, precision) in STAGE_TABLES.items():
-        # every block left holds a point of the last duration (older ones may share it)
-        assert all(newest >= now - points * precision for _, _, newest, _ in _blocks(path, table)), table
+        # every window left holds a point of the last duration (older ones may share it)
+        assert all(newest >= now - points * precision for _, _, newest, _ in _windows(path, table)), table
     assert _points_per_metric(path, "datapoints_20p_1s_0") == {}
     assert _points_per_metric(path, "datapoints_10p_30s_aggr")  # 300 s: still there
     reads_after = [_series(accessor, names, start, now) for start in windows]
@@ -608,29 +660,34 @@ def test_expire_removes_blocks_past_their_stage_and_keeps_reads(tmp_path):
     assert accessor.expire(now) == 0  # nothing left to expire
 
 
+RING = StageTable(Stage(1, 400), False)
+RING_WINDOW = 150  # windows of 150, 150 and 100 slots, so reads cross and wrap windows
+
+
 def _ring_store(path, names):
+    """A store whose RING table has the window width recorded before its creation (the
+    point_windows row is what every later use of the table follows)."""
     store = SQLiteStore(str(path))
     store.syncdb()
+    with store.write_batch():
+        store._conn.execute("INSERT INTO point_windows VALUES (?, ?)", (RING.name, RING_WINDOW))
     store.create_metrics([Metric(n, _meta("400*1s:60*20s")) for n in names])
     return store
-
-
-RING = StageTable(Stage(1, 400), False)  # 400 slots: blocks of fewer slots, so windows cross and wrap blocks
 
 
 def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path):
     """write_points/read_points against a model of whisper's ring: a point replaces its slot
     (the last given of a batch wins), a read returns the slots whose timestamp is in the window,
-    each once, for windows anywhere in the ring (inside a block, across blocks, wrapping)."""
+    each once, for windows anywhere in the ring (inside a ring window, across them, wrapping),
+    whether the points sit in chunks, open tails or both."""
     rng = random.Random(7)
     names = ["ring.a", "ring.b", "ring.c"]
     store = _ring_store(tmp_path / "bgl.db", names)
-    assert block_slots(RING) < 400 // 2
     model: dict[tuple[str, int], tuple[int, float]] = {}
     base = BASE - BASE % 400
     for round_ in range(40):
-        # few points a block (replaced in place) or many (blocks rewritten whole); any bytes as values
-        size = rng.choice([1, 2, 3, 6, 60])
+        # few points a window (appended to its tail) or many (tails merged into chunks); any bytes as values
+        size = rng.choice([1, 2, 3, 6, 60, 1500])  # 1500: windows given 1 KiB at once, merged directly
         batch = [(rng.choice(names), base + rng.randrange(0, 1200), rng.uniform(-1e300, 1e300)) for _ in range(size)]
         batch += [(n, t, v / 3) for n, t, v in batch[:2]]  # a slot given twice in one batch: the last one wins
         with store.write_batch():
@@ -658,14 +715,23 @@ def test_a_bad_timestamp_is_refused_and_writes_nothing(tmp_path):
     assert len(reads.timestamps) == 0
 
 
-def test_a_block_of_another_size_is_an_error_not_wrong_points(tmp_path):
+def test_a_damaged_window_is_an_error_not_wrong_points(tmp_path):
     path = tmp_path / "bgl.db"
-    store = _ring_store(path, ["odd.block"])
-    store.write_points(RING, ["odd.block"], np.array([BASE], np.int64), np.array([1.0]))
+    store = _ring_store(path, ["odd.tail", "odd.chunk"])
+    store.write_points(RING, ["odd.tail"], np.array([BASE], np.int64), np.array([1.0]))
+    store.write_points(RING, ["odd.chunk"] * 400, BASE + np.arange(400), np.arange(400.0))  # every window merged
     with sqlite3.connect(path) as conn:
-        conn.execute(f"UPDATE {RING.name} SET slots = substr(slots, 1, length(slots) - 12)")
-    with pytest.raises(StoreError, match="another block size"):
-        store.read_points(RING, ["odd.block"], np.array([BASE - 10]), np.array([BASE + 10]))
+        tail = _key_of(path, "odd.tail") << 32
+        chunk = _key_of(path, "odd.chunk") << 32
+        assert conn.execute(f"SELECT count(*) FROM {RING.name} WHERE id BETWEEN ? AND ? AND id % 2 = 0",
+                            (chunk, chunk + 2**32 - 1)).fetchone()[0] == 3
+        conn.execute(f"UPDATE {RING.name} SET data = substr(data, 1, length(data) - 5) WHERE id BETWEEN ? AND ?",
+                     (tail, tail + 2**32 - 1))
+        conn.execute(f"UPDATE {RING.name} SET data = substr(data, 1, length(data) - 3) WHERE id = ?", (chunk + 2,))
+    with pytest.raises(StoreError, match="not a whole number of 12-byte records"):
+        store.read_points(RING, ["odd.tail"], np.array([BASE - 10]), np.array([BASE + 10]))
+    with pytest.raises(CorruptChunk, match="cannot be decoded"):
+        store.read_points(RING, ["odd.chunk"], np.array([BASE + 160]), np.array([BASE + 170]))
 
 
 _OLD_LAYOUT = """CREATE TABLE {name} (
@@ -699,12 +765,69 @@ def test_syncdb_converts_tables_of_one_row_per_point_to_blocks(tmp_path):
     got = {(("old.a", "old.b")[r], ts): v for r, ts, v in zip(reads.request.tolist(), reads.timestamps.tolist(),
                                                                reads.values.tolist())}
     assert got == {k: v for k, v in raw_points.items() if (k[0] == "old.a" and k[1] >= BASE + 500) or k[0] == "old.b"}
-    (_, _, _, slots), = _blocks(path, aggr.name)
-    filled = slots[slots["ts"] != 0]
-    assert filled.tolist() == [(BASE - BASE % 20, 2.5, 3)]
+    (_, _, _, slots), = _windows(path, aggr.name)
+    assert list(slots.values()) == [(BASE - BASE % 20, 2.5, 3)]
     with sqlite3.connect(path) as conn:
         assert not conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'old_%'").fetchall()
     old.syncdb()  # nothing left to convert
+
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+BGL = os.path.join(os.path.dirname(sys.executable), "bgl")
+
+
+def test_syncdb_upgrades_a_store_of_blocks_written_by_the_release(tmp_path):
+    """tests/data/blocks_store.db.gz was written by the release before windows of chunks (blocks
+    of whisper slots; see make_blocks_store.py), with what that release read back from it:
+    `bgl syncdb` converts it in place, every point read back bit for bit, metrics and
+    directories kept."""
+    import gzip
+
+    path = tmp_path / "bgl.db"
+    with gzip.open(os.path.join(DATA, "blocks_store.db.gz")) as src:
+        path.write_bytes(src.read())
+    with gzip.open(os.path.join(DATA, "blocks_store.json.gz"), "rt") as src:
+        release = json.load(src)
+    before = SQLiteStore(str(path))
+    table = next(iter(release["points"]))
+    with pytest.raises(SchemaMissing, match="blocks of slots.*syncdb"):
+        before.read_points(StageTable(Stage(*_stage_of(table)), table.endswith("_aggr")), ["release.r0.m0"],
+                           np.array([0]), np.array([2**32]))
+    before.close()
+
+    done = subprocess.run([BGL, "--store", _url(path), "syncdb"], capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    store = SQLiteStore(str(path))
+    points = 0
+    for table, by_name in release["points"].items():
+        stage_table = StageTable(Stage(*_stage_of(table)), table.endswith("_aggr"))
+        names = sorted(by_name)
+        reads = store.read_points(stage_table, names, np.zeros(len(names), np.int64), np.full(len(names), 2**32))
+        for index, name in enumerate(names):
+            mine = reads.request == index
+            order = np.argsort(reads.timestamps[mine])
+            got = [[int(t), float(v).hex()] for t, v in zip(reads.timestamps[mine][order], reads.values[mine][order])]
+            assert got == by_name[name], (table, name)
+            points += len(got)
+    assert points > 1000 and any(v.startswith("-0x0") for t in release["points"].values() for p in t.values()
+                                 for _, v in p)  # -0.0 among them
+    assert store.glob_metrics(GlobPattern("release.**"), 1000) == sorted(release["names"])
+    assert store.glob_directories(GlobPattern("release.*.deep.a.*"), 1000) == ["release.r0.deep.a.b",
+                                                                             "release.r1.deep.a.b",
+                                                                             "release.r2.deep.a.b"]
+    with sqlite3.connect(path) as conn:
+        assert not conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'old_%'").fetchall()
+        for table in release["points"]:
+            assert "data BLOB" in conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+            # converted windows are sealed: chunks only, no open tail
+            assert conn.execute(f"SELECT count(*) FROM {table} WHERE id % 2 = 1").fetchone()[0] == 0
+    # writes go on in the new layout
+    accessor = Accessor.from_url(_url(path))
+    now = release["now"] + 60
+    assert accessor.insert_points({"release.r0.m0": [(now, 42.5)]}, now=now).stored == 1
+    assert accessor.fetch(["release.r0.m0"], now - 5, now + 1, now=now)["release.r0.m0"].values_list()[-1] == 42.5
+    assert subprocess.run([BGL, "--store", _url(path), "syncdb"], capture_output=True, timeout=120).returncode == 0
 
 
 def _query_plans(store, call) -> list[tuple[str, str]]:

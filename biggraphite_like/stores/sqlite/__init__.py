@@ -2,7 +2,7 @@
 
 Modules: connection (connections, transactions, change marks), schema (tables, syncdb),
 metadata (metrics and directories rows), name_strings (interned components and parents),
-glob_planner, points (blocks of slots), tags.
+glob_planner, points (windows of chunks and open tails), tags.
 
 Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it):
 - `metrics` and `directories`: name, parent, component_0..component_63 with `__END__`
@@ -12,17 +12,22 @@ Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it
 - one `datapoints_<points>p_<precision>s_0|aggr` table per stage, created with the first
   metric that uses it, holding whisper's ring of `points` slots per metric with
   slot = (timestamp / precision) mod points: a point replaces whatever its slot held, so a
-  stage never holds more than `points` points per metric, as in a whisper file. Slots are
-  stored in blocks: a row is `block_slots(table)` consecutive slots of one metric, keyed
-  id = metric key * 2**32 + slot // block_slots, its `slots` BLOB packing (timestamp uint32,
-  value float64[, count uint32]) little-endian per slot, timestamp 0 for an empty slot.
-  A block is sized to stay inside a quarter of a 4 KiB page (no overflow pages, four rows a
-  page), so a day at 60 s is 18 rows: reads fetch few rows and decode them with one numpy call and
-  keep the slots whose timestamp is in the window, as whisper does. Writes replace one or
-  two slots of a block inside SQLite (carbon's case), or read the block, change it with
-  numpy and write it back. `newest` (at least the greatest timestamp of the block) lets
-  expiry drop whole blocks without decoding them. A table's block size must never change
-  for an existing file: reads check it.
+  stage never holds more than `points` points per metric, as in a whisper file. The ring is
+  cut into windows of `window_slots` consecutive slots, recorded once per table in
+  `point_windows` (at most WINDOW_SLOTS, the same for every window but the ring's last);
+  a window is a time window of one turn of the ring while it is written in order. Each
+  window has up to two rows, keyed id = metric key * 2**32 + window * 2 + kind:
+  its chunk (kind 0: the points merged so far, biggraphite_like.chunks, a few bytes a
+  point) and its open tail (kind 1: records (timestamp uint32, value float64[, count
+  uint32]) appended inside SQLite by each write, no read back; the last record of a slot
+  wins over earlier ones and over the chunk). A tail is merged into its chunk when the
+  window's last slot is written or the tail reaches _MERGE_BYTES, so the tail stays
+  inside a page and a young metric pays for the points it has, not for a whole ring; a
+  window given _MERGE_BYTES of points in one write is merged directly (no tail written).
+  Reads fetch the rows of the windows a batch of requests covers in one query and decode
+  them with numpy, keeping the points whose timestamp is in the request, as whisper does.
+  `newest` (at least the greatest timestamp of a row) lets expiry drop whole rows without
+  decoding them. A table's window width never changes once recorded.
 """
 from __future__ import annotations
 
@@ -35,9 +40,10 @@ from biggraphite_like.stores.sqlite.schema import (  # noqa: F401 - the store's 
     _REQUESTS_PER_QUERY,  # read by a test that builds a fetch of more than one query
     DEFAULT_TIMEOUT,
     WAL_LIMIT_BYTES,
-    block_slots,
+    WINDOW_SLOTS,
+    default_window_slots,
+    record_dtype,
     schema_statements,
-    slot_dtype,
     SchemaMixin,
 )
 
@@ -46,4 +52,5 @@ class SQLiteStore(MetadataMixin, GlobMixin, PointsMixin, SchemaMixin, Connection
     """Metrics and points in one SQLite file (see the package docstring)."""
 
 
-__all__ = ["DEFAULT_TIMEOUT", "WAL_LIMIT_BYTES", "SQLiteStore", "block_slots", "schema_statements", "slot_dtype"]
+__all__ = ["DEFAULT_TIMEOUT", "WAL_LIMIT_BYTES", "WINDOW_SLOTS", "SQLiteStore", "default_window_slots", "record_dtype",
+           "schema_statements"]

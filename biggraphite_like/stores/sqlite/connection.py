@@ -33,6 +33,7 @@ class ConnectionMixin:
         self._keys: dict[str, int] = {}  # metric name -> integer key used by datapoint tables
         self._tables: set[str] = set()
         self._strings = NameStrings()  # ids of the components and parents of names
+        self._windows: dict[str, int] = {}  # stage table -> slots per window (its point_windows row)
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
@@ -140,6 +141,7 @@ class ConnectionMixin:
             self._keys.clear()
             self._tables.clear()
             self._strings.forget()
+            self._windows.clear()
             local.points_marked = False
             if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)
                 conn.execute("ROLLBACK")

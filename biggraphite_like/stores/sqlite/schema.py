@@ -2,13 +2,14 @@
 schema methods of the store (syncdb, table checks, conversion of the one-row-per-point layout)."""
 from __future__ import annotations
 
-import functools
+from typing import Iterator
 
 import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.errors import (
     SchemaMissing,
+    StoreError,
 )
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
@@ -22,9 +23,8 @@ _NAME_TABLES = ("metrics", "directories")
 _METADATA_COLUMNS = ("retention", "aggregator", "xfilesfactor", "created_on", "updated_on", "read_on")
 _METRIC_FIELDS = "name, retention, aggregator, xfilesfactor, created_on, updated_on, read_on"
 _CHUNK = 500  # bound parameters per IN (...) chunk
-_REQUESTS_PER_QUERY = 5000  # block ranges per VALUES list (3 parameters each)
-_IDS_PER_QUERY = 100_000  # block ids per json_each() list
-_SPLICE_POINTS = 3  # an existing block given fewer points in a batch is changed in place, slot by slot
+_REQUESTS_PER_QUERY = 5000  # row id ranges per VALUES list (3 parameters each)
+_IDS_PER_QUERY = 100_000  # row ids per json_each() list
 _PROBE_LIMIT = 1000  # rows read to estimate how selective a candidate index is
 _MAX_WALK = 5000  # directories one level of a glob walk may expand before the indexes take over
 DEFAULT_TIMEOUT = 30.0
@@ -54,27 +54,23 @@ def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
     return statements
 
 
-_ROW_BYTES = 992  # bytes of slots a row holds at most: four rows fit a 4 KiB rowid-table leaf page
-_RAW_SLOT = np.dtype([("ts", "<u4"), ("value", "<f8")])
-_AGGREGATED_SLOT = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
-_ID_BITS = 32  # id = metric key << _ID_BITS | block
+WINDOW_SLOTS = 720  # a new stage table's windows hold at most this many slots of the ring
+_MERGE_BYTES = 1024  # an open tail this long is merged into its window's chunk
+_RAW_RECORD = np.dtype([("ts", "<u4"), ("value", "<f8")])
+_AGGREGATED_RECORD = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
+_ID_BITS = 32  # row id = metric key << _ID_BITS | window << 1 | (1 for the open tail, 0 for the chunk)
 
 
-def slot_dtype(table: StageTable) -> np.dtype:
-    """The packed layout of one slot in a block of table (numpy structured dtype)."""
-    return _AGGREGATED_SLOT if table.aggregated else _RAW_SLOT
+def record_dtype(table: StageTable) -> np.dtype:
+    """The packed layout of one point in an open tail of table (numpy structured dtype)."""
+    return _AGGREGATED_RECORD if table.aggregated else _RAW_RECORD
 
 
-@functools.lru_cache(maxsize=None)
-def _block_slots(points: int, aggregated: bool) -> int:
-    itemsize = (_AGGREGATED_SLOT if aggregated else _RAW_SLOT).itemsize
-    blocks = -(-points // (_ROW_BYTES // itemsize))
-    return -(-points // blocks)  # as even as possible: the last block wastes fewer than `blocks` slots
-
-
-def block_slots(table: StageTable) -> int:
-    """Slots per row of table: the fewest rows of at most _ROW_BYTES, evenly filled."""
-    return _block_slots(table.stage.points, table.aggregated)
+def default_window_slots(stage: Stage) -> int:
+    """Slots per window for a new stage table: the fewest windows of at most WINDOW_SLOTS,
+    evenly filled (the last window of the ring may be shorter)."""
+    windows = -(-stage.points // WINDOW_SLOTS)
+    return -(-stage.points // windows)
 
 
 def stage_table_sql(table: StageTable) -> str:
@@ -82,11 +78,19 @@ def stage_table_sql(table: StageTable) -> str:
     fields = "timestamp uint32, value float64, count uint32" if table.aggregated else "timestamp uint32, value float64"
     return (
         f"CREATE TABLE IF NOT EXISTS {table.name} (\n"
-        f"  id INTEGER PRIMARY KEY,  -- metric key * 2^32 + slot / {block_slots(table)}\n"
-        "  newest INTEGER NOT NULL,  -- >= every timestamp of the block (expiry)\n"
-        f"  slots BLOB NOT NULL  -- {block_slots(table)} x ({fields}), little-endian; timestamp 0: empty\n"
+        "  id INTEGER PRIMARY KEY,  -- metric key * 2^32 + window * 2 + (1: open tail, 0: chunk)\n"
+        "  newest INTEGER NOT NULL,  -- >= every timestamp of the row (expiry)\n"
+        f"  data BLOB NOT NULL  -- chunk: biggraphite_like.chunks; tail: ({fields}) records, little-endian\n"
         ");"
     )
+
+
+WINDOWS_SQL = [
+    "-- The width of the windows of each stage table, recorded once when the table is created:\n"
+    "-- window = ((timestamp / precision) mod points) / window_slots.",
+    "CREATE TABLE IF NOT EXISTS point_windows (\n  stage_table TEXT PRIMARY KEY,\n"
+    "  window_slots INTEGER NOT NULL\n);",
+]
 
 
 _SCHEMA_HEADER = """\
@@ -100,9 +104,10 @@ def _stage_table_comment() -> str:
     return (
         "-- One datapoints table per stage, created with the first metric that uses it:\n"
         "-- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,\n"
-        "-- with the count of finer points aggregated). A row is a block of consecutive slots of\n"
-        "-- one metric's ring, slot = (ts / precision) % points; the block size depends on the\n"
-        "-- points and the kind of stage (biggraphite_like.stores.sqlite.block_slots). Example:\n"
+        "-- with the count of finer points aggregated). Whisper's ring of `points` slots per metric,\n"
+        "-- slot = (ts / precision) % points, is cut into windows of point_windows.window_slots slots;\n"
+        "-- a window is a compressed chunk (row id even) and an open tail of points appended since\n"
+        "-- (row id odd; the last record of a slot wins), merged into the chunk as it fills. Example:\n"
         + "\n".join("-- " + line for line in example.splitlines())
     )
 
@@ -128,6 +133,7 @@ def schema_statements() -> list[str]:
         + _metadata_table_sql("directories", False)
         + _STATE_SQL
         + sqlite_tags.SCHEMA_SQL
+        + WINDOWS_SQL
         + [_stage_table_comment()]
     )
 
@@ -138,6 +144,37 @@ def _table_stage(table_name: str) -> tuple[int, int]:
     _, points, precision, _ = table_name.split("_")
     return int(precision[:-1]), int(points[:-1])
 
+
+
+def _old_points(conn, name: str, table: StageTable, layout: str
+                ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
+    """(metric keys, timestamps, values, counts) of an old stage table, in pages, in slot order."""
+    if layout == "one row per point":
+        count = ", count" if table.aggregated else ""
+        cursor = conn.execute(f"SELECT metric, ts, value{count} FROM {name} WHERE ts BETWEEN 1 AND ?"
+                              " ORDER BY metric, slot", (_MAX_TIMESTAMP,))
+        while rows := cursor.fetchmany(100_000):
+            columns = list(zip(*rows))
+            yield (np.array(columns[0], dtype=np.int64), np.array(columns[1], dtype=np.int64),
+                   np.array(columns[2], dtype=np.float64),
+                   np.array(columns[3], dtype=np.int64) if table.aggregated else None)
+        return
+    # blocks of slots: id = metric key << 32 | block, slots BLOB of (ts uint32, value float64
+    # [, count uint32]) per slot, timestamp 0 for an empty slot (the layout's own definition)
+    dtype = record_dtype(table)
+    cursor = conn.execute(f"SELECT id, slots FROM {name} ORDER BY id")
+    while rows := cursor.fetchmany(20_000):
+        ids, blobs = zip(*rows)
+        sizes = np.array([len(b) for b in blobs], dtype=np.int64)
+        if (sizes % dtype.itemsize).any():
+            raise StoreError(f"{name}: a block is not a whole number of {dtype.itemsize}-byte slots;"
+                             " the file is damaged: restore it from a backup")
+        slots = np.frombuffer(b"".join(blobs), dtype=dtype)
+        keys = np.repeat(np.array(ids, dtype=np.int64) >> _ID_BITS, sizes // dtype.itemsize)
+        filled = slots["ts"] != 0
+        slots = slots[filled]
+        yield (keys[filled], slots["ts"].astype(np.int64), slots["value"].astype(np.float64),
+               slots["count"].astype(np.int64) if table.aggregated else None)
 
 
 class SchemaMixin:
@@ -213,6 +250,8 @@ class SchemaMixin:
             return
         with self._errors(f"create table {table.name}"):
             self._conn.execute(stage_table_sql(table))
+            self._conn.execute("INSERT OR IGNORE INTO point_windows (stage_table, window_slots) VALUES (?, ?)",
+                               (table.name, default_window_slots(table.stage)))
             self._check_layout(table.name)
         self._tables.add(table.name)
 
@@ -225,34 +264,46 @@ class SchemaMixin:
             self._tables.add(table.name)
         return bool(row)
 
-    def _holds_rows_per_point(self, name: str) -> bool:
+    def _window_slots(self, table: StageTable) -> int:
+        """Slots per window of an existing stage table, from its point_windows row."""
+        slots = self._windows.get(table.name)
+        if slots is None:
+            row = self._conn.execute("SELECT window_slots FROM point_windows WHERE stage_table = ?",
+                                     (table.name,)).fetchone()
+            if row is None or not 1 <= row[0] <= table.stage.points:
+                raise SchemaMissing(f"{table.name} in {self.path} has no valid window width in point_windows"
+                                    f" ({row and row[0]}): run `bgl --store {self.url} syncdb`")
+            slots = self._windows[table.name] = row[0]
+        return slots
+
+    def _old_layout(self, name: str) -> str | None:
+        """What older layout a stage table holds ('one row per point', 'blocks of slots'), None if current."""
         row = self._conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
-        return row is not None and "slots BLOB" not in row[0]
+        if row is None or "data BLOB" in row[0]:
+            return None
+        return "blocks of slots" if "slots BLOB" in row[0] else "one row per point"
 
     def _check_layout(self, name: str) -> None:
-        if self._holds_rows_per_point(name):
-            raise SchemaMissing(f"{name} in {self.path} holds one row per point (the layout before blocks of slots):"
+        old = self._old_layout(name)
+        if old:
+            raise SchemaMissing(f"{name} in {self.path} holds {old} (a layout before windows of chunks):"
                                 f" run `bgl --store {self.url} syncdb` to convert it")
 
     def _convert_point_tables(self) -> None:
-        """Rewrite the stage tables of the one-row-per-point layout as blocks (run by syncdb)."""
+        """Rewrite the stage tables of older layouts (one row per point; blocks of whisper
+        slots) as windows of chunks, point for point (run by syncdb)."""
         conn = self._conn
         for name in self.stage_tables():
-            if not self._holds_rows_per_point(name):
+            old = self._old_layout(name)
+            if old is None:
                 continue
             precision, points = _table_stage(name)
             table = StageTable(Stage(precision, points), name.endswith("_aggr"))
             conn.execute(f"ALTER TABLE {name} RENAME TO old_{name}")
             self._tables.discard(name)
             self._ensure_table(table)
-            count = ", count" if table.aggregated else ""
-            cursor = conn.execute(f"SELECT metric, ts, value{count} FROM old_{name} WHERE ts BETWEEN 1 AND ?"
-                                  " ORDER BY metric, slot", (_MAX_TIMESTAMP,))
-            while rows := cursor.fetchmany(100_000):
-                columns = list(zip(*rows))
-                self._write_slots(table, np.array(columns[0], dtype=np.int64), np.array(columns[1], dtype=np.int64),
-                                  np.array(columns[2], dtype=np.float64),
-                                  np.array(columns[3], dtype=np.int64) if table.aggregated else None)
+            for keys, timestamps, values, counts in _old_points(conn, f"old_{name}", table, old):
+                self._write_keyed(table, keys, timestamps, values, counts, seal=True)
             conn.execute(f"DROP TABLE old_{name}")
             self._points_changed()
 

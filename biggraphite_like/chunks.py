@@ -1,0 +1,252 @@
+"""The chunk codec: one window of one metric's stage as compact, lossless bytes.
+
+Stores keep chunks as opaque bytes; this module alone knows their format (as Prometheus'
+tsdb keeps `chunkenc` apart from its index and storage). A chunk holds n points sorted by
+timestamp: timestamps, float64 values and, for aggregated stages, counts. Decoding gives
+back every value bit for bit (NaN payloads, -0.0 and infinities included).
+
+Format: one version byte, then a fixed header followed by byte planes (byte k of every
+integer, then byte k + 1, ...), as a raw-deflate stream (version 1) or as they are when
+deflate would save under 5 % (version 2: reads then skip inflating):
+- timestamps: base (the first timestamp) and offsets from it in `unit`s (their common
+  step, the precision for aligned points), minus the point's index (a full window is all
+  zeros: no bytes at all), delta-encoded 0 or 1 times;
+- values, whichever mode is smaller for the chunk:
+  DECIMAL - value = m / 10**e for one exponent e and integers m (what metrics with a few
+  decimals are), m delta-encoded 0, 1 or 2 times, zigzagged; values that do not
+  round-trip exactly (NaN, -0.0, inf, odd ones) are kept as exceptions (index, raw bits);
+  XOR - the raw bits XORed with the previous value's (Gorilla's idea, as byte planes);
+- counts (aggregated stages): integers, delta-encoded 0 or 1 times.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+from typing import Sequence
+
+import numpy as np
+
+from biggraphite_like.errors import CorruptChunk
+
+VERSION = 1  # header and planes deflated
+VERSION_RAW = 2  # header and planes as they are (deflate would not make them much smaller)
+_RAW_SLACK = 1.05
+_HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
+_MODE_DECIMAL, _MODE_XOR = 0, 1
+_MAX_EXPONENT = 15
+_MAX_EXACT = 2.0**53  # |m| below this: m is an exact float64
+_EXCEPTION_SHARE = 8  # DECIMAL is kept while fewer than 1 value in this many is an exception
+_LEVEL = 6
+
+
+@dataclasses.dataclass
+class Points:
+    """Points of one window, sorted by timestamp: counts is None for a raw stage."""
+
+    timestamps: np.ndarray  # int64
+    values: np.ndarray  # float64
+    counts: np.ndarray | None = None  # int64
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+
+def _zigzag(x: np.ndarray) -> np.ndarray:
+    return ((x << 1) ^ (x >> 63)).view(np.uint64)
+
+
+def _unzigzag(z: np.ndarray) -> np.ndarray:
+    return (z >> np.uint64(1)).view(np.int64) ^ -(z & np.uint64(1)).view(np.int64)
+
+
+def _planes(z: np.ndarray) -> tuple[int, bytes]:
+    """(width, bytes): the low `width` bytes of each uint64, plane by plane (width 0: all zero)."""
+    top = int(z.max()) if len(z) else 0
+    width = (top.bit_length() + 7) // 8
+    if not width:
+        return 0, b""
+    return width, np.ascontiguousarray(z.view(np.uint8).reshape(-1, 8)[:, :width].T).tobytes()
+
+
+def _unplanes(data: np.ndarray, offset: int, n: int, width: int) -> tuple[np.ndarray, int]:
+    """uint64 (k, n) from the byte planes at offset of each row of data (k, payload bytes)."""
+    out = np.zeros((len(data), n, 8), np.uint8)
+    if width:
+        out[:, :, :width] = data[:, offset:offset + n * width].reshape(len(data), width, n).transpose(0, 2, 1)
+    return out.view(np.uint64).reshape(len(data), n), offset + n * width
+
+
+def _deltas(x: np.ndarray, order: int) -> np.ndarray:
+    for _ in range(order):
+        x = np.diff(x, prepend=np.int64(0))
+    return x
+
+
+def _pack_ints(x: np.ndarray, orders: tuple[int, ...]) -> tuple[int, int, bytes]:
+    """(order, width, planes) of int64 x: the delta order among `orders` giving the fewest
+    bytes, ties broken by the smaller sum (what deflate compresses best)."""
+    best = None
+    for order in orders:
+        z = _zigzag(_deltas(x, order))
+        width, data = _planes(z)
+        key = (width, float(z.sum(dtype=np.float64)))
+        if best is None or key < best[0]:
+            best = (key, order, width, data)
+    return best[1], best[2], best[3]
+
+
+def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int) -> tuple[np.ndarray, int]:
+    z, offset = _unplanes(data, offset, n, width)
+    x = _unzigzag(z)
+    for _ in range(order):
+        x = np.cumsum(x, axis=1)
+    return x, offset
+
+
+def _exact(values: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
+    """(m, ok): rint(values * 10**e), and where m / 10**e gives the value back bit for bit."""
+    scale = 10.0**e
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = np.rint(values * scale)
+        return m, (np.abs(m) < _MAX_EXACT) & ((m / scale).view(np.uint64) == values.view(np.uint64))
+
+
+def _decimal(values: np.ndarray) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """(e, m, exceptions): the smallest exponent e for which all values but a few are
+    m / 10**e exactly; None when no exponent does. NaN, inf and -0.0 are always exceptions
+    and do not count against the few."""
+    special = ~np.isfinite(values) | ((values == 0) & np.signbit(values))
+    regular = values[~special]
+    limit = len(regular) // _EXCEPTION_SHARE
+    sample = regular[:: max(1, len(regular) // 32)]  # a cheap first look at each exponent
+    for e in range(_MAX_EXPONENT + 1):
+        if len(regular) > 64 and np.count_nonzero(~_exact(sample, e)[1]) > len(sample) // _EXCEPTION_SHARE:
+            continue
+        m, ok = _exact(values, e)
+        ok &= ~special
+        bad = np.flatnonzero(~ok)
+        if len(bad) - (len(values) - len(regular)) <= limit:
+            m[bad] = 0
+            if len(bad) and len(bad) < len(m):  # an exception costs no delta: it repeats its neighbour
+                good = np.flatnonzero(ok)
+                m[bad] = m[good[np.clip(np.searchsorted(good, bad) - 1, 0, None)]]
+            return e, m.astype(np.int64), bad
+    return None
+
+
+def encode(points: Points) -> bytes:
+    """The chunk of points (sorted by timestamp, unique timestamps)."""
+    ts = np.asarray(points.timestamps, np.int64)
+    values = np.ascontiguousarray(points.values, np.float64)
+    n = len(ts)
+    base = int(ts[0]) if n else 0
+    offsets = ts - base
+    unit = 1
+    if n > 1:
+        unit = int(np.gcd.reduce(offsets[1:]))
+    unit = max(unit, 1)
+    # a full window is 0, 1, 2, ... units: kept as the distance from that, nothing at all
+    ts_order, ts_width, ts_data = _pack_ints(offsets // unit - np.arange(n, dtype=np.int64), (0, 1))
+    parts = [ts_data]
+    decimal = _decimal(values) if n else (0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    exceptions = np.zeros(0, np.int64)
+    if decimal is not None:
+        mode, (e, m, exceptions) = _MODE_DECIMAL, decimal
+        v_order, v_width, v_data = _pack_ints(m, (0, 1, 2))
+    else:
+        mode, e, v_order = _MODE_XOR, 0, 0
+        bits = values.view(np.uint64)
+        xor = bits.copy()
+        xor[1:] ^= bits[:-1]
+        v_width, v_data = _planes(xor)
+    parts.append(v_data)
+    if len(exceptions):
+        parts.append(exceptions.astype("<u4").tobytes() + values[exceptions].tobytes())
+    c_order = c_width = 0
+    if points.counts is not None:
+        c_order, c_width, c_data = _pack_ints(np.asarray(points.counts, np.int64), (0, 1))
+        c_order |= 0x80  # counts present
+        parts.append(c_data)
+    header = _HEADER.pack(n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width,
+                          len(exceptions))
+    payload = header + b"".join(parts)
+    deflate = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
+    packed = deflate.compress(payload) + deflate.flush()
+    if len(payload) <= len(packed) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads
+        return bytes([VERSION_RAW]) + payload
+    return bytes([VERSION]) + packed
+
+
+def decode(chunk: bytes) -> Points:
+    """The points of a chunk; CorruptChunk if the bytes are not one."""
+    _, ts, values, counts = decode_many([chunk])
+    return Points(ts, values, counts)
+
+
+def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(chunk index, timestamps, values, counts) of the points of many chunks, flat; the
+    points of a chunk keep their order, chunks come grouped by layout (chunks of the same
+    shape, as full windows of similar series are, decode together with numpy). counts is
+    None when no chunk has counts. CorruptChunk if a blob is not a chunk."""
+    payloads: dict[tuple, list[tuple[int, bytes, tuple]]] = {}
+    for index, chunk in enumerate(blobs):
+        if not chunk or chunk[0] not in (VERSION, VERSION_RAW):
+            raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads formats"
+                               f" {VERSION} and {VERSION_RAW}): the store was written by another version of"
+                               " biggraphite_like")
+        try:
+            data = zlib.decompress(chunk[1:], -15) if chunk[0] == VERSION else chunk[1:]
+            header = _HEADER.unpack_from(data)
+        except (zlib.error, struct.error) as exc:
+            raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
+        shape = (len(data),) + header[:1] + header[3:]  # all but base and unit
+        payloads.setdefault(shape, []).append((index, data, header))
+    try:
+        parts = [_decode_alike(shape, group) for shape, group in payloads.items()]
+    except ValueError as exc:  # planes shorter than the header says
+        raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(0, np.float64), None
+    with_counts = any(p[3] is not None for p in parts)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] if p[3] is not None else np.zeros(len(p[0]), np.int64) for p in parts])
+            if with_counts else None)
+
+
+def _decode_alike(shape: tuple, group: list[tuple[int, bytes, tuple]]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """decode_many of chunks with one layout (same sizes, modes and widths)."""
+    size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions = shape
+    k = len(group)
+    data = np.frombuffer(b"".join(d for _, d, _ in group), np.uint8).reshape(k, size)
+    base = np.array([h[1] for _, _, h in group], np.int64)[:, None]
+    unit = np.array([h[2] for _, _, h in group], np.int64)[:, None]
+    offset = _HEADER.size
+    offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
+    ts = base + (offsets + np.arange(n, dtype=np.int64)) * unit
+    if mode == _MODE_DECIMAL:
+        m, offset = _unpack_ints(data, offset, n, v_order, v_width)
+        values = m.astype(np.float64) / 10.0**e
+    elif mode == _MODE_XOR:
+        xor, offset = _unplanes(data, offset, n, v_width)
+        values = np.bitwise_xor.accumulate(xor, axis=1).view(np.float64)
+    else:
+        raise CorruptChunk(f"a chunk with value mode {mode}: not one this code writes")
+    if n_exceptions:
+        where = np.ascontiguousarray(data[:, offset:offset + 4 * n_exceptions]).view("<u4").astype(np.int64)
+        raw = np.ascontiguousarray(data[:, offset + 4 * n_exceptions:offset + 12 * n_exceptions]).view("<f8")
+        if (where >= n).any():
+            raise CorruptChunk(f"a chunk of {n} points names exception {int(where.max())}: the row is damaged")
+        values[np.arange(k)[:, None], where] = raw
+        offset += 12 * n_exceptions
+    counts = None
+    if c_order & 0x80:
+        counts, offset = _unpack_ints(data, offset, n, c_order & 0x7F, c_width)
+    if offset != size:
+        raise CorruptChunk(f"a chunk of {n} points has {size - offset} bytes too many or too few: the row is damaged")
+    index = np.repeat(np.array([i for i, _, _ in group], np.int64), n)
+    return (index, ts.reshape(-1), np.ascontiguousarray(values.reshape(-1), np.float64),
+            None if counts is None else counts.reshape(-1))
