@@ -7,6 +7,8 @@ import pytest
 
 from biggraphite_like.errors import InvalidMetricName, InvalidTagExpression, TooManyResults
 from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.tags.index import SeriesEntry
+from biggraphite_like.tags.series import tags_of_path
 
 META = MetricMetadata.create("60s:1d", "average", 0.5)
 SERIES = [
@@ -176,3 +178,25 @@ def test_concurrent_writers_count_every_series_once(accessor, store_url):
     assert accessor.tags.index.value_count("shared", "x") == 4 * 50 + 25
     assert accessor.tags.list_values("common") == [("y", 25)]
     assert len(accessor.tags.find_series(["shared=x"])) == 225
+
+
+def test_bulk_indexing_counts_new_series_once_across_batches(accessor, monkeypatch):
+    from biggraphite_like.stores import sqlite_tags
+
+    monkeypatch.setattr(sqlite_tags, "_BATCH", 7)  # several bulk rounds in one call on SQLite
+    tags = accessor.tags
+    assert tags.index.add_series([], 1) == 0
+    tags.tag_series(["m;h=h0;k=a", "m;h=h1;k=a"], now=100)
+    names = [f"m;h=h{i % 10};k={'ab'[i % 2]};new{i % 3}=x" if i >= 10 else f"m;h=h{i};k=a" for i in range(30)]
+    paths = tags.tag_series(names + names[:5], now=200)  # duplicates in the call and already indexed series
+    expected = sorted(set(paths) | {"m;h=h0;k=a", "m;h=h1;k=a"})
+    assert tags.find_series(["name=m"]) == expected
+    assert tags.index.series_times(["m;h=h0;k=a", "m;h=h2;k=a"]) == {"m;h=h0;k=a": 200, "m;h=h2;k=a": 200}
+    counted: dict[tuple[str, str], int] = {}
+    for path in expected:
+        for tag, value in tags_of_path(path).items():
+            counted[(tag, value)] = counted.get((tag, value), 0) + 1
+    for tag in ("h", "k", "new0", "name"):
+        assert tags.list_values(tag) == sorted((v, c) for (t, v), c in counted.items() if t == tag)
+    assert tags.index.counts() == {"tagged_series": len(expected), "tags": 6, "tag_values": len(counted)}
+    assert tags.index.add_series([SeriesEntry(p, tags_of_path(p)) for p in expected[:3]], 300) == 0

@@ -9,7 +9,8 @@ and values whose count fell to 0 stay (their ids are reused) and are never liste
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+import json
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from biggraphite_like.tags.index import SeriesEntry, TagIndex, range_conditions
 from biggraphite_like.tags.series import tags_of_path
@@ -18,6 +19,15 @@ if TYPE_CHECKING:
     from biggraphite_like.stores.sqlite import SQLiteStore
 
 _CHUNK = 500
+_BATCH = 50_000  # series per bulk round of add_series (its temporary tables stay a few MB)
+
+# Per-connection scratch tables of add_series (temp_store = MEMORY), emptied after each batch.
+_TEMP_SQL = [
+    "CREATE TEMP TABLE IF NOT EXISTS tag_batch (series_id INTEGER, tag TEXT, value TEXT, tag_id INTEGER)",
+    "CREATE TEMP TABLE IF NOT EXISTS tag_batch_postings (value_id INTEGER, series_id INTEGER,"
+    " PRIMARY KEY (value_id, series_id)) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS tag_batch_counts (value_id INTEGER PRIMARY KEY, n INTEGER)",
+]
 
 SCHEMA_SQL = [
     "-- Graphite tags (biggraphite_like.stores.sqlite_tags): interned tag names and tag=value",
@@ -56,62 +66,66 @@ class SQLiteTagIndex(TagIndex):
 
     # -- writes ------------------------------------------------------------------------
     def add_series(self, series: Sequence[SeriesEntry], now: int) -> int:
+        """Bulk: per batch of _BATCH series a fixed number of statements whatever its size
+        (paths and tags travel as JSON read by json_each; interning, postings and counts
+        are INSERT/UPDATE ... SELECT over a temporary table), no per-series round trip."""
         if not series:
             return 0
         self.store._check_schema()
         new = 0
         with self.store.write_batch(), self.store._errors("index tagged series"):
             conn = self.store._conn
-            for start in range(0, len(series), _CHUNK):
-                chunk = series[start:start + _CHUNK]
-                paths = [s.path for s in chunk]
-                existing = dict(conn.execute(
-                    f"SELECT path, id FROM tagged_series WHERE path IN ({', '.join('?' * len(paths))})", paths))
-                conn.executemany("UPDATE tagged_series SET updated_on = ? WHERE id = ?",
-                                 [(now, existing[p]) for p in paths if p in existing])
-                fresh = [s for s in chunk if s.path not in existing]
-                if not fresh:
-                    continue
-                new += len(fresh)
-                tags = sorted({t for s in fresh for t in s.tags})
-                conn.executemany("INSERT OR IGNORE INTO tag_names (tag) VALUES (?)", [(t,) for t in tags])
-                tag_ids = dict(conn.execute(
-                    f"SELECT tag, id FROM tag_names WHERE tag IN ({', '.join('?' * len(tags))})", tags))
-                by_tag: dict[int, set[str]] = {}
-                for entry in fresh:
-                    for tag, value in entry.tags.items():
-                        by_tag.setdefault(tag_ids[tag], set()).add(value)
-                conn.executemany("INSERT OR IGNORE INTO tag_values (tag_id, value) VALUES (?, ?)",
-                                 [(t, v) for t, values in by_tag.items() for v in values])
-                value_ids = {}
-                for tag_id, values in by_tag.items():
-                    ordered = sorted(values)
-                    for at in range(0, len(ordered), _CHUNK):
-                        part = ordered[at:at + _CHUNK]
-                        value_ids.update(((tag_id, v), i) for v, i in conn.execute(
-                            f"SELECT value, id FROM tag_values WHERE tag_id = ? AND value IN ({', '.join('?' * len(part))})",
-                            [tag_id, *part]))
-                conn.executemany("INSERT INTO tagged_series (path, updated_on) VALUES (?, ?)",
-                                 [(e.path, now) for e in fresh])
-                series_ids = dict(conn.execute(
-                    f"SELECT path, id FROM tagged_series WHERE path IN ({', '.join('?' * len(fresh))})",
-                    [e.path for e in fresh]))
-                postings, per_value, per_tag = [], {}, {}
-                for entry in fresh:
-                    series_id = series_ids[entry.path]
-                    for tag, value in entry.tags.items():
-                        tag_id = tag_ids[tag]
-                        value_id = value_ids[(tag_id, value)]
-                        postings.append((value_id, series_id))
-                        per_value[value_id] = per_value.get(value_id, 0) + 1
-                        per_tag[tag_id] = per_tag.get(tag_id, 0) + 1
-                postings.sort()  # in key order: appends to the B-tree pages instead of random inserts
-                conn.executemany("INSERT INTO tag_postings (value_id, series_id) VALUES (?, ?)", postings)
-                conn.executemany("UPDATE tag_values SET series = series + ? WHERE id = ?",
-                                 [(c, i) for i, c in per_value.items()])
-                conn.executemany("UPDATE tag_names SET series = series + ? WHERE id = ?",
-                                 [(c, i) for i, c in per_tag.items()])
+            for statement in _TEMP_SQL:
+                conn.execute(statement)
+            for start in range(0, len(series), _BATCH):
+                new += self._add_batch(conn, {s.path: s.tags for s in series[start:start + _BATCH]}, now)
         return new
+
+    @staticmethod
+    def _add_batch(conn, tags_by_path: dict[str, Mapping[str, str]], now: int) -> int:
+        paths = json.dumps(list(tags_by_path))
+        existing = [row[0] for row in conn.execute(
+            "SELECT s.path FROM json_each(?) j JOIN tagged_series s ON s.path = j.value", (paths,))]
+        if existing:
+            conn.execute("UPDATE tagged_series SET updated_on = ? WHERE path IN (SELECT value FROM json_each(?))",
+                         (now, json.dumps(existing)))
+            for path in existing:
+                del tags_by_path[path]
+            if not tags_by_path:
+                return 0
+            paths = json.dumps(list(tags_by_path))
+        # The writer lock is held (write_batch): ids from max(id) + 1 are ours to give.
+        first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tagged_series").fetchone()[0]
+        conn.execute("INSERT INTO tagged_series (id, path, updated_on) SELECT ? + key, value, ? FROM json_each(?)",
+                     (first, now, paths))
+        batch = conn.execute(
+            "INSERT INTO temp.tag_batch (series_id, tag, value, tag_id) SELECT ? + s.key, t.key, t.value, n.id"
+            " FROM json_each(?) s, json_each(s.value) t LEFT JOIN tag_names n ON n.tag = t.key",
+            (first, json.dumps(list(tags_by_path.values())))).rowcount
+        if conn.execute("SELECT 1 FROM temp.tag_batch WHERE tag_id IS NULL LIMIT 1").fetchone():  # a new tag
+            conn.execute("INSERT OR IGNORE INTO tag_names (tag) SELECT tag FROM temp.tag_batch WHERE tag_id IS NULL")
+            conn.execute("UPDATE temp.tag_batch SET tag_id = (SELECT id FROM tag_names n WHERE n.tag = tag_batch.tag)"
+                         " WHERE tag_id IS NULL")
+        # In (value id, series id) order: postings are appended in key order, counts need no sort.
+        found = conn.execute(
+            "INSERT INTO temp.tag_batch_postings (value_id, series_id) SELECT v.id, b.series_id"
+            " FROM temp.tag_batch b JOIN tag_values v ON v.tag_id = b.tag_id AND v.value = b.value").rowcount
+        if found < batch:  # new tag=value pairs: intern them, then their postings
+            conn.execute("INSERT OR IGNORE INTO tag_values (tag_id, value) SELECT tag_id, value FROM temp.tag_batch")
+            conn.execute("INSERT OR IGNORE INTO temp.tag_batch_postings (value_id, series_id) SELECT v.id, b.series_id"
+                         " FROM temp.tag_batch b JOIN tag_values v ON v.tag_id = b.tag_id AND v.value = b.value")
+        conn.execute("INSERT INTO tag_postings (value_id, series_id) SELECT value_id, series_id"
+                     " FROM temp.tag_batch_postings")
+        conn.execute("INSERT INTO temp.tag_batch_counts (value_id, n) SELECT value_id, count(*)"
+                     " FROM temp.tag_batch_postings GROUP BY value_id")
+        conn.execute("UPDATE tag_values SET series = series + c.n FROM temp.tag_batch_counts c"
+                     " WHERE tag_values.id = c.value_id")
+        conn.execute("UPDATE tag_names SET series = series + c.n FROM (SELECT v.tag_id, sum(b.n) AS n"
+                     " FROM temp.tag_batch_counts b JOIN tag_values v ON v.id = b.value_id GROUP BY v.tag_id) c"
+                     " WHERE tag_names.id = c.tag_id")
+        for table in ("tag_batch", "tag_batch_postings", "tag_batch_counts"):
+            conn.execute(f"DELETE FROM temp.{table}")
+        return len(tags_by_path)
 
     def remove_series(self, paths: Sequence[str]) -> int:
         if not paths:

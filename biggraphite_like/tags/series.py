@@ -19,6 +19,9 @@ from biggraphite_like.errors import InvalidTag
 PROHIBITED_TAG_CHARACTERS = ";!^="
 NAME_TAG = "name"
 _OPENMETRICS_SEGMENT = re.compile(r'([^=]+)="((?:[\\]["\\]|[^"\\])+)"(:?,|$)')
+# A name whose every tag is valid (what validate_tag checks) and whose metric does not start
+# with '~': when its tags are also sorted, unique and without `name`, it is canonical.
+_VALID_TAGGED = re.compile(r"[^;~][^;]*(?:;[^;!^=]+=[^;~][^;]*)+")
 
 
 def is_tagged(name: str) -> bool:
@@ -67,6 +70,9 @@ class TaggedSeries:
             raise InvalidTag(f"series name must be a string, got {type(path).__name__}")
         if path[-2:] == '"}' and "{" in path:
             return cls._parse_openmetrics(path)
+        canonical = _parse_canonical(path)
+        if canonical is not None:
+            return canonical
         segments = path.split(";")
         metric = segments[0]
         if not metric:
@@ -100,6 +106,25 @@ class TaggedSeries:
             rawtags = rawtags[len(match.group(0)):]
         tags[NAME_TAG] = _name_as_value(metric)
         return cls(metric, tags)
+
+
+def _parse_canonical(path: str) -> TaggedSeries | None:
+    """The series of an already canonical, valid path (what the stores hold and carbon
+    sends), parsed without per-tag validation; None for any other name (the full parser
+    then says what is wrong or normalises it). Indexing a batch is mostly this."""
+    if _VALID_TAGGED.fullmatch(path) is None:
+        return None
+    segments = path.split(";")
+    pairs = segments[1:]
+    if pairs != sorted(pairs):
+        return None
+    tags = dict(pair.split("=", 1) for pair in pairs)
+    if len(tags) != len(pairs) or NAME_TAG in tags:
+        return None
+    tags[NAME_TAG] = segments[0]
+    series = TaggedSeries(segments[0], tags)
+    series.__dict__["path"] = path  # the cached_property's slot: the path is already canonical
+    return series
 
 
 def format_path(tags: Mapping[str, str]) -> str:
