@@ -200,3 +200,15 @@ def test_bulk_indexing_counts_new_series_once_across_batches(accessor, monkeypat
         assert tags.list_values(tag) == sorted((v, c) for (t, v), c in counted.items() if t == tag)
     assert tags.index.counts() == {"tagged_series": len(expected), "tags": 6, "tag_values": len(counted)}
     assert tags.index.add_series([SeriesEntry(p, tags_of_path(p)) for p in expected[:3]], 300) == 0
+
+
+def test_postings_of_all_intersects_on_sqlite_and_never_loses_a_series(tagged):
+    index = tagged.tags.index
+    exact = ["cpu;core=0;dc=us;host=web1", "cpu;core=1;dc=us;host=web1"]
+    found = sorted(index.postings_of_all([("name", "cpu"), ("dc", "us"), ("host", "web1")]))
+    if type(index).__name__ == "SQLiteTagIndex":
+        assert found == exact
+        assert index.postings_of_all([("name", "cpu"), ("dc", "nosuch")]) == []
+    else:  # the default: the driving postings, which the planner's filter reduces
+        assert set(exact) <= set(found)
+    assert tagged.tags.find_series(["dc=us", "name=cpu", "host=web1"]) == exact

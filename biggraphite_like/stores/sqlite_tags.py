@@ -196,6 +196,16 @@ class SQLiteTagIndex(TagIndex):
                 f" WHERE n.tag = ? AND v.value IN ({', '.join('?' * len(chunk))})", [tag, *chunk]))
         return paths
 
+    def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The rarest pair's postings, each probed (primary key lookups) in the others'."""
+        value_id = "(SELECT v.id FROM tag_values v JOIN tag_names n ON n.id = v.tag_id WHERE n.tag = ? AND v.value = ?)"
+        joins = "".join(f" JOIN tag_postings p{i} ON p{i}.value_id = {value_id} AND p{i}.series_id = p0.series_id"
+                        for i in range(1, len(pairs)))
+        params = [part for pair in pairs[1:] for part in pair] + list(pairs[0])
+        return [row[0] for row in self._query(
+            "intersect tag postings", f"SELECT s.path FROM tag_postings p0{joins}"
+            f" JOIN tagged_series s ON s.id = p0.series_id WHERE p0.value_id = {value_id}", params)]
+
     def scan_series(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
         return self._query("scan tagged series", "SELECT path, updated_on FROM tagged_series WHERE path > ?"
                            " ORDER BY path LIMIT ?", ("" if after is None else after, limit))
