@@ -118,10 +118,11 @@ class SQLiteTagIndex(TagIndex):
                      " FROM temp.tag_batch_postings")
         conn.execute("INSERT INTO temp.tag_batch_counts (value_id, n) SELECT value_id, count(*)"
                      " FROM temp.tag_batch_postings GROUP BY value_id")
-        conn.execute("UPDATE tag_values SET series = series + c.n FROM temp.tag_batch_counts c"
-                     " WHERE tag_values.id = c.value_id")
+        # Written so that the batch's rows drive (UPDATE ... FROM would scan tag_values).
+        conn.execute("UPDATE tag_values SET series = series + (SELECT n FROM temp.tag_batch_counts c"
+                     " WHERE c.value_id = tag_values.id) WHERE id IN (SELECT value_id FROM temp.tag_batch_counts)")
         conn.execute("UPDATE tag_names SET series = series + c.n FROM (SELECT v.tag_id, sum(b.n) AS n"
-                     " FROM temp.tag_batch_counts b JOIN tag_values v ON v.id = b.value_id GROUP BY v.tag_id) c"
+                     " FROM temp.tag_batch_counts b CROSS JOIN tag_values v ON v.id = b.value_id GROUP BY v.tag_id) c"
                      " WHERE tag_names.id = c.tag_id")
         for table in ("tag_batch", "tag_batch_postings", "tag_batch_counts"):
             conn.execute(f"DELETE FROM temp.{table}")
