@@ -169,7 +169,9 @@ class TagDatabase:
                            limit: int = DEFAULT_AUTOCOMPLETE_LIMIT) -> list[str]:
         """Tags of the series matching expressions (all tags without), as graphite's base TagDB."""
         limit = int(limit)
-        if not expressions:
+        if not expressions and limit > 0:  # graphite filters with ^(prefix): one range read
+            return self.index.tags(prefix or "", None, limit)
+        if not expressions:  # no limit (graphite's 0)
             return self.list_tags("^(" + re.escape(prefix) + ")" if prefix else None, limit)
         searched = {t.tag for t in TagQuery.parse(expressions).terms}
         found: set[str] = set()
@@ -181,6 +183,8 @@ class TagDatabase:
                              limit: int = DEFAULT_AUTOCOMPLETE_LIMIT) -> list[str]:
         """Values of tag among the series matching expressions (all values without)."""
         limit = int(limit)
+        if not expressions and limit > 0:
+            return [v for v, _ in self.index.values(tag, prefix or "", None, limit)]
         if not expressions:
             return [v for v, _ in self.list_values(tag, "^(" + re.escape(prefix) + ")" if prefix else None, limit)]
         found: set[str] = set()
