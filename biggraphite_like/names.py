@@ -51,7 +51,7 @@ def normalize(name: str) -> str:
             name = canonical_path(name)
         except InvalidTag as exc:
             raise InvalidMetricName(f"tagged series {name!r}: {exc}") from None
-    canonical = _DOTS_RE.sub(SEPARATOR, name).strip(SEPARATOR)
+    canonical = (_DOTS_RE.sub(SEPARATOR, name) if ".." in name else name).strip(SEPARATOR)
     if not canonical:
         raise InvalidMetricName(f"metric name {name!r} is empty once dots are collapsed")
     components = canonical.split(SEPARATOR)

@@ -22,6 +22,7 @@ _OPENMETRICS_SEGMENT = re.compile(r'([^=]+)="((?:[\\]["\\]|[^"\\])+)"(:?,|$)')
 # A name whose every tag is valid (what validate_tag checks) and whose metric does not start
 # with '~': when its tags are also sorted, unique and without `name`, it is canonical.
 _VALID_TAGGED = re.compile(r"[^;~][^;]*(?:;[^;!^=]+=[^;~][^;]*)+")
+_ADJACENT_SAME_TAG = re.compile(r";([^;=]+)=[^;]*;\1=")
 
 
 def is_tagged(name: str) -> bool:
@@ -133,8 +134,21 @@ def format_path(tags: Mapping[str, str]) -> str:
 
 
 def canonical_path(name: str) -> str:
-    """The canonical path of a tagged series name (InvalidTag if graphite refuses it)."""
+    """The canonical path of a tagged series name (InvalidTag if graphite refuses it).
+    A name already canonical (what carbon sends and the stores hold) is only checked."""
+    if is_canonical(name):
+        return name
     return TaggedSeries.parse(name).path
+
+
+def is_canonical(path: str) -> bool:
+    """Whether path is a valid tagged series name in canonical form: valid tags sorted,
+    each once, no `name` tag, a metric not starting with '~' (nor in the `{...}` form)."""
+    if _VALID_TAGGED.fullmatch(path) is None or ";name=" in path or path[-2:] == '"}':
+        return False
+    pairs = path.split(";")
+    del pairs[0]
+    return pairs == sorted(pairs) and _ADJACENT_SAME_TAG.search(path) is None
 
 
 def tags_of_path(path: str) -> dict[str, str]:
