@@ -212,3 +212,30 @@ def test_postings_of_all_intersects_on_sqlite_and_never_loses_a_series(tagged):
     else:  # the default: the driving postings, which the planner's filter reduces
         assert set(exact) <= set(found)
     assert tagged.tags.find_series(["dc=us", "name=cpu", "host=web1"]) == exact
+
+
+def test_sqlite_postings_of_the_unchunked_layout_are_converted_on_first_use(tmp_path):
+    from biggraphite_like.accessor import Accessor
+
+    url = f"sqlite://{tmp_path / 'old.db'}"
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    accessor.create_metrics([(s, META) for s in SERIES], now=1000)
+    expected = (accessor.tags.find_series(["host=web1"]), accessor.tags.find_series(["dc=us", "name=cpu"]),
+                accessor.tags.list_values("host"))
+    conn = accessor.store._conn
+    with accessor.store.write_batch():  # the layout written before postings had a chunk
+        conn.execute("CREATE TABLE old_postings (value_id INTEGER NOT NULL, series_id INTEGER NOT NULL,"
+                     " PRIMARY KEY (value_id, series_id)) WITHOUT ROWID")
+        conn.execute("INSERT INTO old_postings SELECT value_id, series_id FROM tag_postings")
+        conn.execute("DROP TABLE tag_postings")
+        conn.execute("ALTER TABLE old_postings RENAME TO tag_postings")
+    accessor.close()
+    accessor = Accessor.from_url(url)
+    assert (accessor.tags.find_series(["host=web1"]), accessor.tags.find_series(["dc=us", "name=cpu"]),
+            accessor.tags.list_values("host")) == expected
+    columns = [row[1] for row in accessor.store._conn.execute("PRAGMA table_info(tag_postings)")]
+    assert columns == ["chunk", "value_id", "series_id"]
+    assert accessor.tags.index.repair() == {"postings_without_series": 0, "series_without_postings": 0,
+                                            "counts_fixed": 0}
+    accessor.close()

@@ -2,10 +2,17 @@
 
 Tables (schema/sqlite.sql): `tag_names` interns tag names with their series count,
 `tag_values` interns each tag=value pair (id, tag id, value) with its series count,
-`tag_postings` (value id, series id) lists the series of each pair, `tagged_series`
+`tag_postings` (chunk, value id, series id) lists the series of each pair, `tagged_series`
 holds the canonical paths with their time of last write. `=` is one index lookup, a
 prefix is a range over (tag id, value), autocomplete a range with a limit. Rows of names
 and values whose count fell to 0 stay (their ids are reused) and are never listed.
+
+Postings lead with the chunk of their series id (series id >> 16): series get increasing
+ids, so a batch of new series appends its postings to one region of the B-tree instead
+of one page per tag=value pair it touches (with (value id, series id) keys, a batch of
+10,000 series rewrote most of the table's pages: write-ahead-log traffic grew with the
+index). Reading a pair's postings is one seek per chunk (16 for a million series).
+Stores written with the earlier (value id, series id) layout are converted on first use.
 """
 from __future__ import annotations
 
@@ -19,16 +26,19 @@ if TYPE_CHECKING:
     from biggraphite_like.stores.sqlite import SQLiteStore
 
 _CHUNK = 500
+CHUNK_BITS = 16  # series per postings chunk: 65,536
 _BATCH = 50_000  # series per bulk round of add_series (its temporary tables stay a few MB)
 
 # Per-connection scratch tables of add_series (temp_store = MEMORY), emptied after each batch.
 _TEMP_SQL = [
     "CREATE TEMP TABLE IF NOT EXISTS tag_batch (series_id INTEGER, tag TEXT, value TEXT, tag_id INTEGER)",
-    "CREATE TEMP TABLE IF NOT EXISTS tag_batch_postings (value_id INTEGER, series_id INTEGER,"
-    " PRIMARY KEY (value_id, series_id)) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS tag_batch_postings (chunk INTEGER, value_id INTEGER, series_id INTEGER,"
+    " PRIMARY KEY (chunk, value_id, series_id)) WITHOUT ROWID",
     "CREATE TEMP TABLE IF NOT EXISTS tag_batch_counts (value_id INTEGER PRIMARY KEY, n INTEGER)",
 ]
 
+POSTINGS_SQL = ("CREATE TABLE IF NOT EXISTS tag_postings (\n  chunk INTEGER NOT NULL,\n  value_id INTEGER NOT NULL,\n"
+                "  series_id INTEGER NOT NULL,\n  PRIMARY KEY (chunk, value_id, series_id)\n) WITHOUT ROWID;")
 SCHEMA_SQL = [
     "-- Graphite tags (biggraphite_like.stores.sqlite_tags): interned tag names and tag=value",
     "-- pairs with their series counts, postings per pair, tagged series by canonical path.",
@@ -36,8 +46,7 @@ SCHEMA_SQL = [
     "  series INTEGER NOT NULL DEFAULT 0\n);",
     "CREATE TABLE IF NOT EXISTS tag_values (\n  id INTEGER PRIMARY KEY,\n  tag_id INTEGER NOT NULL,\n"
     "  value TEXT NOT NULL,\n  series INTEGER NOT NULL DEFAULT 0,\n  UNIQUE (tag_id, value)\n);",
-    "CREATE TABLE IF NOT EXISTS tag_postings (\n  value_id INTEGER NOT NULL,\n  series_id INTEGER NOT NULL,\n"
-    "  PRIMARY KEY (value_id, series_id)\n) WITHOUT ROWID;",
+    POSTINGS_SQL,
     "CREATE TABLE IF NOT EXISTS tagged_series (\n  id INTEGER PRIMARY KEY,\n  path TEXT NOT NULL UNIQUE,\n"
     "  updated_on INTEGER NOT NULL\n);",
 ]
@@ -54,9 +63,33 @@ class SQLiteTagIndex(TagIndex):
 
     def __init__(self, store: "SQLiteStore"):
         self.store = store
+        self._layout_checked = False
+
+    def _ready(self) -> None:
+        """The schema exists and the postings have the chunked layout (converted once)."""
+        self.store._check_schema()
+        if self._layout_checked:
+            return
+        with self.store._errors("check the tag postings layout"):
+            conn = self.store._conn
+            if not conn.execute("SELECT 1 FROM pragma_table_info('tag_postings') WHERE name = 'chunk'").fetchone():
+                with self.store.write_batch():
+                    if not conn.execute("SELECT 1 FROM pragma_table_info('tag_postings')"
+                                        " WHERE name = 'chunk'").fetchone():
+                        conn.execute("ALTER TABLE tag_postings RENAME TO tag_postings_unchunked")
+                        conn.execute(POSTINGS_SQL)
+                        conn.execute(f"INSERT INTO tag_postings (chunk, value_id, series_id) SELECT series_id >>"
+                                     f" {CHUNK_BITS}, value_id, series_id FROM tag_postings_unchunked ORDER BY 1, 2, 3")
+                        conn.execute("DROP TABLE tag_postings_unchunked")
+        self._layout_checked = True
+
+    def _chunks(self) -> str:
+        """JSON list of the postings chunks in use (bound to `chunk IN json_each(?)`)."""
+        top = self._query("read tagged series", "SELECT coalesce(max(id), 0) FROM tagged_series")[0][0]
+        return json.dumps(list(range((top >> CHUNK_BITS) + 1)))
 
     def _query(self, what: str, sql: str, params: Sequence = ()) -> list[tuple]:
-        self.store._check_schema()
+        self._ready()
         with self.store._errors(what):
             return self.store._conn.execute(sql, params).fetchall()
 
@@ -71,7 +104,7 @@ class SQLiteTagIndex(TagIndex):
         are INSERT/UPDATE ... SELECT over a temporary table), no per-series round trip."""
         if not series:
             return 0
-        self.store._check_schema()
+        self._ready()
         new = 0
         with self.store.write_batch(), self.store._errors("index tagged series"):
             conn = self.store._conn
@@ -106,15 +139,17 @@ class SQLiteTagIndex(TagIndex):
             conn.execute("INSERT OR IGNORE INTO tag_names (tag) SELECT tag FROM temp.tag_batch WHERE tag_id IS NULL")
             conn.execute("UPDATE temp.tag_batch SET tag_id = (SELECT id FROM tag_names n WHERE n.tag = tag_batch.tag)"
                          " WHERE tag_id IS NULL")
-        # In (value id, series id) order: postings are appended in key order, counts need no sort.
+        # In key order: the batch's postings are appended to its chunk's region.
         found = conn.execute(
-            "INSERT INTO temp.tag_batch_postings (value_id, series_id) SELECT v.id, b.series_id"
-            " FROM temp.tag_batch b JOIN tag_values v ON v.tag_id = b.tag_id AND v.value = b.value").rowcount
+            f"INSERT INTO temp.tag_batch_postings (chunk, value_id, series_id) SELECT b.series_id >> {CHUNK_BITS},"
+            " v.id, b.series_id FROM temp.tag_batch b JOIN tag_values v ON v.tag_id = b.tag_id AND v.value = b.value"
+        ).rowcount
         if found < batch:  # new tag=value pairs: intern them, then their postings
             conn.execute("INSERT OR IGNORE INTO tag_values (tag_id, value) SELECT tag_id, value FROM temp.tag_batch")
-            conn.execute("INSERT OR IGNORE INTO temp.tag_batch_postings (value_id, series_id) SELECT v.id, b.series_id"
-                         " FROM temp.tag_batch b JOIN tag_values v ON v.tag_id = b.tag_id AND v.value = b.value")
-        conn.execute("INSERT INTO tag_postings (value_id, series_id) SELECT value_id, series_id"
+            conn.execute(f"INSERT OR IGNORE INTO temp.tag_batch_postings (chunk, value_id, series_id) SELECT"
+                         f" b.series_id >> {CHUNK_BITS}, v.id, b.series_id FROM temp.tag_batch b JOIN tag_values v"
+                         " ON v.tag_id = b.tag_id AND v.value = b.value")
+        conn.execute("INSERT INTO tag_postings (chunk, value_id, series_id) SELECT chunk, value_id, series_id"
                      " FROM temp.tag_batch_postings")
         conn.execute("INSERT INTO temp.tag_batch_counts (value_id, n) SELECT value_id, count(*)"
                      " FROM temp.tag_batch_postings GROUP BY value_id")
@@ -131,7 +166,7 @@ class SQLiteTagIndex(TagIndex):
     def remove_series(self, paths: Sequence[str]) -> int:
         if not paths:
             return 0
-        self.store._check_schema()
+        self._ready()
         removed = 0
         with self.store.write_batch(), self.store._errors("remove tagged series"):
             conn = self.store._conn
@@ -141,8 +176,8 @@ class SQLiteTagIndex(TagIndex):
                     continue
                 series_id = row[0]
                 for value_id, tag_id in self._value_ids_of(path):
-                    deleted = conn.execute("DELETE FROM tag_postings WHERE value_id = ? AND series_id = ?",
-                                           (value_id, series_id)).rowcount
+                    deleted = conn.execute("DELETE FROM tag_postings WHERE chunk = ? AND value_id = ?"
+                                           " AND series_id = ?", (series_id >> CHUNK_BITS, value_id, series_id)).rowcount
                     if deleted:
                         conn.execute("UPDATE tag_values SET series = series - 1 WHERE id = ?", (value_id,))
                         conn.execute("UPDATE tag_names SET series = series - 1 WHERE id = ?", (tag_id,))
@@ -192,20 +227,23 @@ class SQLiteTagIndex(TagIndex):
             chunk = values[start:start + _CHUNK]
             paths.extend(r[0] for r in self._query(
                 "read tag postings",
-                "SELECT s.path FROM tag_names n JOIN tag_values v ON v.tag_id = n.id"
-                " JOIN tag_postings p ON p.value_id = v.id JOIN tagged_series s ON s.id = p.series_id"
-                f" WHERE n.tag = ? AND v.value IN ({', '.join('?' * len(chunk))})", [tag, *chunk]))
+                # CROSS JOIN: this order (tag, its values, their postings), whatever the statistics
+                "SELECT s.path FROM tag_names n CROSS JOIN tag_values v ON v.tag_id = n.id CROSS JOIN tag_postings p"
+                " ON p.chunk IN (SELECT value FROM json_each(?)) AND p.value_id = v.id"
+                " JOIN tagged_series s ON s.id = p.series_id"
+                f" WHERE n.tag = ? AND v.value IN ({', '.join('?' * len(chunk))})", [self._chunks(), tag, *chunk]))
         return paths
 
     def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The rarest pair's postings, each probed (primary key lookups) in the others'."""
         value_id = "(SELECT v.id FROM tag_values v JOIN tag_names n ON n.id = v.tag_id WHERE n.tag = ? AND v.value = ?)"
-        joins = "".join(f" JOIN tag_postings p{i} ON p{i}.value_id = {value_id} AND p{i}.series_id = p0.series_id"
-                        for i in range(1, len(pairs)))
-        params = [part for pair in pairs[1:] for part in pair] + list(pairs[0])
+        joins = "".join(f" JOIN tag_postings p{i} ON p{i}.chunk = p0.chunk AND p{i}.value_id = {value_id}"
+                        f" AND p{i}.series_id = p0.series_id" for i in range(1, len(pairs)))
+        params = [part for pair in pairs[1:] for part in pair] + [self._chunks(), *pairs[0]]
         return [row[0] for row in self._query(
             "intersect tag postings", f"SELECT s.path FROM tag_postings p0{joins}"
-            f" JOIN tagged_series s ON s.id = p0.series_id WHERE p0.value_id = {value_id}", params)]
+            " JOIN tagged_series s ON s.id = p0.series_id"
+            f" WHERE p0.chunk IN (SELECT value FROM json_each(?)) AND p0.value_id = {value_id}", params)]
 
     def scan_series(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
         return self._query("scan tagged series", "SELECT path, updated_on FROM tagged_series WHERE path > ?"
@@ -219,17 +257,14 @@ class SQLiteTagIndex(TagIndex):
 
     # -- repair ------------------------------------------------------------------------
     def repair(self, dry_run: bool = False) -> dict[str, int]:
-        self.store._check_schema()
+        self._ready()
         with self.store.write_batch(), self.store._errors("repair the tag index"):
             conn = self.store._conn
             orphans = conn.execute("SELECT count(*) FROM tag_postings WHERE series_id NOT IN"
                                    " (SELECT id FROM tagged_series)").fetchone()[0]
-            missing = []
-            for series_id, path in conn.execute("SELECT id, path FROM tagged_series").fetchall():
-                tags = tags_of_path(path)
-                have = conn.execute("SELECT count(*) FROM tag_postings WHERE series_id = ?", (series_id,)).fetchone()[0]
-                if have != len(tags):
-                    missing.append((series_id, path))
+            have = dict(conn.execute("SELECT series_id, count(*) FROM tag_postings GROUP BY series_id"))
+            missing = [(series_id, path) for series_id, path in conn.execute("SELECT id, path FROM tagged_series")
+                       if have.get(series_id, 0) != len(tags_of_path(path))]
             before = conn.execute("SELECT id, series FROM tag_values").fetchall()
             if not dry_run:
                 conn.execute("DELETE FROM tag_postings WHERE series_id NOT IN (SELECT id FROM tagged_series)")
@@ -238,14 +273,15 @@ class SQLiteTagIndex(TagIndex):
                         conn.execute("INSERT OR IGNORE INTO tag_names (tag) VALUES (?)", (tag,))
                         tag_id = self._tag_id(tag)
                         conn.execute("INSERT OR IGNORE INTO tag_values (tag_id, value) VALUES (?, ?)", (tag_id, value))
-                        conn.execute("INSERT OR IGNORE INTO tag_postings (value_id, series_id) SELECT id, ? FROM"
-                                     " tag_values WHERE tag_id = ? AND value = ?", (series_id, tag_id, value))
-                conn.execute("UPDATE tag_values SET series = (SELECT count(*) FROM tag_postings p"
-                             " WHERE p.value_id = tag_values.id)")
-                conn.execute("UPDATE tag_names SET series = (SELECT count(*) FROM tag_postings p JOIN tag_values v"
-                             " ON v.id = p.value_id WHERE v.tag_id = tag_names.id)")
-                after = dict(conn.execute("SELECT id, series FROM tag_values").fetchall())
-                fixed = sum(1 for i, c in before if after.get(i) != c)
+                        conn.execute("INSERT OR IGNORE INTO tag_postings (chunk, value_id, series_id) SELECT ?, id, ?"
+                                     " FROM tag_values WHERE tag_id = ? AND value = ?",
+                                     (series_id >> CHUNK_BITS, series_id, tag_id, value))
+                counted = dict(conn.execute("SELECT value_id, count(*) FROM tag_postings GROUP BY value_id"))
+                wrong = [(counted.get(i, 0), i) for i, c in before if counted.get(i, 0) != c]
+                conn.executemany("UPDATE tag_values SET series = ? WHERE id = ?", wrong)
+                conn.execute("UPDATE tag_names SET series = (SELECT coalesce(sum(v.series), 0) FROM tag_values v"
+                             " WHERE v.tag_id = tag_names.id)")
+                fixed = len(wrong)
             else:
                 fixed = 0
         return {"postings_without_series": orphans, "series_without_postings": len(missing), "counts_fixed": fixed}
