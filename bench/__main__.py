@@ -243,7 +243,8 @@ def tags_rows(tags: dict) -> tuple[list[list[str]], float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="a fast check: 10,000 names for the finds, 10,000 metrics through carbon (a few minutes)")
+                        help="a fast check: 10,000 names for the finds, 10,000 metrics through carbon, 20,000 tagged"
+                             " series (a few minutes)")
     parser.add_argument("--json", metavar="PATH", help="also write every figure there as JSON")
     args = parser.parse_args(argv)
 
