@@ -239,3 +239,14 @@ def test_sqlite_postings_of_the_unchunked_layout_are_converted_on_first_use(tmp_
     assert accessor.tags.index.repair() == {"postings_without_series": 0, "series_without_postings": 0,
                                             "counts_fixed": 0}
     accessor.close()
+
+
+def test_names_with_json_and_unicode_special_characters_index_once(accessor):
+    names = ["m;é=ü", 'm;a=b"c\\d', "m;k=😀;z=\u2028x", "m2;a=1=2"]
+    tags = accessor.tags
+    assert tags.tag_series(names) == names
+    assert tags.tag_series(names) == names  # again: already indexed, nothing counted twice
+    assert tags.find_series(["name=m"]) == sorted(names[:3])
+    assert tags.find_series(["a=1=2"]) == ["m2;a=1=2"] and tags.find_series(['a=b"c\\d']) == [names[1]]
+    assert tags.list_values("k") == [("😀", 1)] and tags.list_values("z") == [("\u2028x", 1)]
+    assert tags.index.counts() == {"tagged_series": 4, "tags": 5, "tag_values": 7}
