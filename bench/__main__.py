@@ -3,6 +3,7 @@ in the same run on the same data, in one table; the last line sums them up:
 
     ratios: ingest_vs_whisper=X find_vs_standard=Y globstar_vs_standard=G fetch_vs_whisper=Z
             ingest_vs_vm=A ingest_cpu_vs_vm=B bytes_vs_vm=C find_http_vs_vm=D fetch_http_vs_vm=E
+            tags_find_vs_localdb=F
     cached find p50 (in-process, median over the patterns): H ms
 
 (each > 1 means ours is better: points stored per second over whisper's through
@@ -12,7 +13,8 @@ StandardFinder's fetch time over ours; then the
 peer section against VictoriaMetrics, bench/peer_bench.py: points readable per second and
 per CPU-second over plaintext, VictoriaMetrics' disk bytes per point over ours (geometric
 mean of the young and the full-day store), its /metrics/find and /api/v1/query_range times
-over our graphite-web's over HTTP).
+over our graphite-web's over HTTP; then LocalDatabaseTagDB's findSeries p50 with one `=`
+term over ours, on the same tagged series, bench/tags_bench.py).
 
 It runs the benchmarks of this folder as child processes (their own options are in
 bench/README.md) and measures each side's peak memory: carbon-cache's process tree with
@@ -37,7 +39,8 @@ import time
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 RATIOS = ("ingest_vs_whisper", "find_vs_standard", "globstar_vs_standard", "fetch_vs_whisper", "ingest_vs_vm",
-          "ingest_cpu_vs_vm", "bytes_vs_vm", "find_http_vs_vm", "fetch_http_vs_vm")
+          "ingest_cpu_vs_vm", "bytes_vs_vm", "find_http_vs_vm", "fetch_http_vs_vm",
+          "tags_find_vs_localdb")
 
 
 def log(message: str) -> None:
@@ -244,10 +247,33 @@ def cassandra_rows(cassandra: dict) -> list[list[str]]:
     return rows
 
 
+def tags_rows(tags: dict) -> tuple[list[list[str]], float]:
+    """Rows of bench/tags_bench.py (ours beside LocalDatabaseTagDB on the same series) and
+    its findSeries-with-one-= ratio."""
+    rates = tags["index_per_second"]
+    rows = [["tags", f"index {tags['series']:,} new tagged series (batches of 10,000)",
+             f"{rates['ours_full_load']:,} series/s", "LocalDatabaseTagDB bulk-loaded", "", "", ""],
+            ["tags", f"index {tags['extra']:,} more series into the full indexes", f"{rates['ours']:,} series/s",
+             f"LocalDatabaseTagDB {rates['localdb']:,} series/s", f"{rates['ours'] / rates['localdb']:.2f}x", "", ""]]
+    for kind, sides in tags["query_ms"].items():
+        ours, theirs = sides["ours"], sides["localdb"]
+        differ = " (ANSWERS DIFFER)" if kind in tags["answers_differ"] else ""
+        rows.append(["tags", f"{kind}{differ}, p50 / p99", f"{ours['p50']:,.2f} ms / {ours['p99']:,.2f} ms",
+                     f"LocalDatabaseTagDB {theirs['p50']:,.2f} ms / {theirs['p99']:,.2f} ms",
+                     f"{theirs['p50'] / max(ours['p50'], 1e-6):.1f}x", "", ""])
+    ingest = tags["ingest_seconds"]
+    for state in ("warm", "cold"):
+        rows.append(["tags", f"ingest of existing metrics, {state}, tagged vs untagged (CPU time, lower is better)",
+                     f"{ingest[state + '_tagged_cpu']:.3f} s", f"untagged {ingest[state + '_untagged_cpu']:.3f} s",
+                     f"{ingest[state + '_tagged_cpu'] / ingest[state + '_untagged_cpu']:.2f}x", "", ""])
+    return rows, tags["ratios"]["find_eq_vs_localdb"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="a fast check: 10,000 names for the finds, 10,000 metrics through carbon (a few minutes)")
+                        help="a fast check: 10,000 names for the finds, 10,000 metrics through carbon, 20,000 tagged"
+                             " series (a few minutes)")
     parser.add_argument("--json", metavar="PATH", help="also write every figure there as JSON")
     args = parser.parse_args(argv)
 
@@ -276,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             figures["peer"] = run_json("peer_bench.py", "--tmpdir", workdir, *(["--quick"] if args.quick else []))
         except subprocess.CalledProcessError as error:  # keep every other figure
             figures["peer"] = {"skipped": f"bench/peer_bench.py failed with status {error.returncode} (its log is above)"}
+        figures["tags"] = run_json("tags_bench.py", *(["--series", "20000", "--extra", "1000", "--runs", "10",
+                                                         "--ingest", "2000"] if args.quick else []))
         real = ["--real"] if shutil.which("java") and shutil.which("mvn") else []  # a real node beside SQLite
         figures["cassandra"] = run_json("cassandra_bench.py", *real)
     finally:
@@ -287,9 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     finds, find_ratio = find_rows(figures["graphite"], figures["graphite_peak_rss_bytes"])
     fetches, fetch_ratio = fetch_rows(figures["graphite"], figures["graphite_peak_rss_bytes"])
     peer, peer_ratios = ([], {}) if "skipped" in figures["peer"] else peer_rows(figures["peer"])
+    tags, tags_ratio = tags_rows(figures["tags"])
     figures["ratios"] = {"ingest_vs_whisper": ingest_ratio, "find_vs_standard": find_ratio,
                          "globstar_vs_standard": globstar_ratio(figures["graphite"]),
-                         "fetch_vs_whisper": fetch_ratio, **peer_ratios}
+                         "fetch_vs_whisper": fetch_ratio, **peer_ratios, "tags_find_vs_localdb": tags_ratio}
     figures["cached_find_p50_s"] = cached_find_p50(figures["graphite"])
     if args.json:
         with open(args.json, "w") as file:
@@ -298,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"biggraphite_like benchmarks ({'quick' if args.quick else 'full'}): {machine['cpus']} CPUs,"
           f" Python {machine['python']}, load {machine['loadavg_start'][0]:.1f} -> {machine['loadavg_end'][0]:.1f},"
           f" {figures['seconds'] / 60:.1f} min")
-    print(table([*ingest, *finds, *fetches, *peer, *cassandra_rows(figures["cassandra"])]))
+    print(table([*ingest, *finds, *fetches, *peer, *tags, *cassandra_rows(figures["cassandra"])]))
     if "skipped" in figures["peer"]:
         print(f"peer section skipped: {figures['peer']['skipped']}")
     print("ratios: " + " ".join(f"{key}={figures['ratios'].get(key, math.nan):.2f}" for key in RATIOS))

@@ -308,9 +308,10 @@ CREATE TABLE IF NOT EXISTS tag_values (
   UNIQUE (tag_id, value)
 );
 CREATE TABLE IF NOT EXISTS tag_postings (
+  chunk INTEGER NOT NULL,
   value_id INTEGER NOT NULL,
   series_id INTEGER NOT NULL,
-  PRIMARY KEY (value_id, series_id)
+  PRIMARY KEY (chunk, value_id, series_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tagged_series (
   id INTEGER PRIMARY KEY,

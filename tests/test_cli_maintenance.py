@@ -245,7 +245,8 @@ def test_du_and_stats(env, url, store):
     assert size.strip() == (f"{file_bytes / 1024:.1f}K" if file_bytes < 1024 ** 2 else f"{file_bytes / 1024 ** 2:.1f}M")
     document = json.loads(ok(bgl(env, url, "du", "--format", "json", "v.*")).stdout)
     assert document["entries"] == [{"name": "v.a", "kind": "directory", "metrics": 2, "points": 2880,
-                                    "bytes": 2 * (16 + 12 + 12 * 1440)}]
+                                    "bytes": 2 * (16 + 12 + 12 * 1440), "tagged": 0}]
+    assert document["tag_index"] == {"tagged_series": 0, "tags": 0, "tag_values": 0}
     assert document["bytes_meaning"].startswith("whisper-equivalent")
     assert document["store_on_disk"]["bytes"] == sum(
         os.path.getsize(p) for p in (store.store.path, store.store.path + "-wal") if os.path.exists(p))

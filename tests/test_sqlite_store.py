@@ -790,7 +790,9 @@ def test_syncdb_upgrades_a_store_of_blocks_written_by_the_release(tmp_path):
         release = json.load(src)
     before = SQLiteStore(str(path))
     table = next(iter(release["points"]))
-    with pytest.raises(SchemaMissing, match="blocks of slots.*syncdb"):
+    # the release's file predates both the windows of chunks and the interned name strings:
+    # whichever layout is checked first names syncdb
+    with pytest.raises(SchemaMissing, match="(blocks of slots|as text).*syncdb"):
         before.read_points(StageTable(Stage(*_stage_of(table)), table.endswith("_aggr")), ["release.r0.m0"],
                            np.array([0]), np.array([2**32]))
     before.close()

@@ -38,6 +38,9 @@ EXPRESSIONS = [
     ["host=~web"], ["host=~web1"], ["host=~^web1$"], ["host=~.*1", "name!=~disk"], ["host=~db\\.", "name=~net"],
     ["env=prod", "dc!=us"], ["x=~."], ["core=0", "env="], ["host!=", "dc=ap"], ["name=~(cpu|net)", "host=~^d"],
     ["host=nosuch"], ["nosuch=~a"], ["dc=us", "host!=~web1"], ["host=~^web|x"], ["name=om.metric"],
+    # several = terms: their postings are intersected, the rarest driving
+    ["name=cpu.user", "dc=us"], ["dc=eu", "core=0", "name=cpu.user"], ["dc=us", "env=prod", "host=~web1", "core!=0"],
+    ["dc=us", "host=db1"], ["dc=us", "dc=eu"], ["name=net.rx", "name=net.rx", "host!=web2"],
 ]
 REFUSED = [["dc=~.*"], ["a!=b", "c="], ["a;b=c"]]  # 400 on both sides
 TAG_CALLS = [
@@ -133,7 +136,8 @@ def _answers(client) -> dict:
             answers[("tag", tag, str(form))] = _json(client.get(f"/tags/{tag}", form))
     for exprs in EXPRESSIONS + REFUSED:
         answers[("findSeries", *exprs)] = _json(client.get("/tags/findSeries", {"expr": exprs}))
-    for exprs in ([], ["name=cpu.user"], ["host=~web", "dc=us"], ["dc=nosuch"]):
+    for exprs in ([], ["name=cpu.user"], ["host=~web", "dc=us"], ["dc=nosuch"], ["dc=eu", "name=cpu.user"],
+                  ["core=0", "dc=us", "name=cpu.user"]):
         for prefix in (None, "", "c", "h", "zz"):
             form = {"expr": exprs, **({"tagPrefix": prefix} if prefix is not None else {})}
             answers[("autoTags", *exprs, prefix)] = _json(client.get("/tags/autoComplete/tags", form))

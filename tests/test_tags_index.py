@@ -7,6 +7,8 @@ import pytest
 
 from biggraphite_like.errors import InvalidMetricName, InvalidTagExpression, TooManyResults
 from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.tags.index import SeriesEntry
+from biggraphite_like.tags.series import tags_of_path
 
 META = MetricMetadata.create("60s:1d", "average", 0.5)
 SERIES = [
@@ -176,3 +178,75 @@ def test_concurrent_writers_count_every_series_once(accessor, store_url):
     assert accessor.tags.index.value_count("shared", "x") == 4 * 50 + 25
     assert accessor.tags.list_values("common") == [("y", 25)]
     assert len(accessor.tags.find_series(["shared=x"])) == 225
+
+
+def test_bulk_indexing_counts_new_series_once_across_batches(accessor, monkeypatch):
+    from biggraphite_like.stores import sqlite_tags
+
+    monkeypatch.setattr(sqlite_tags, "_BATCH", 7)  # several bulk rounds in one call on SQLite
+    tags = accessor.tags
+    assert tags.index.add_series([], 1) == 0
+    tags.tag_series(["m;h=h0;k=a", "m;h=h1;k=a"], now=100)
+    names = [f"m;h=h{i % 10};k={'ab'[i % 2]};new{i % 3}=x" if i >= 10 else f"m;h=h{i};k=a" for i in range(30)]
+    paths = tags.tag_series(names + names[:5], now=200)  # duplicates in the call and already indexed series
+    expected = sorted(set(paths) | {"m;h=h0;k=a", "m;h=h1;k=a"})
+    assert tags.find_series(["name=m"]) == expected
+    assert tags.index.series_times(["m;h=h0;k=a", "m;h=h2;k=a"]) == {"m;h=h0;k=a": 200, "m;h=h2;k=a": 200}
+    counted: dict[tuple[str, str], int] = {}
+    for path in expected:
+        for tag, value in tags_of_path(path).items():
+            counted[(tag, value)] = counted.get((tag, value), 0) + 1
+    for tag in ("h", "k", "new0", "name"):
+        assert tags.list_values(tag) == sorted((v, c) for (t, v), c in counted.items() if t == tag)
+    assert tags.index.counts() == {"tagged_series": len(expected), "tags": 6, "tag_values": len(counted)}
+    assert tags.index.add_series([SeriesEntry(p, tags_of_path(p)) for p in expected[:3]], 300) == 0
+
+
+def test_postings_of_all_intersects_on_sqlite_and_never_loses_a_series(tagged):
+    index = tagged.tags.index
+    exact = ["cpu;core=0;dc=us;host=web1", "cpu;core=1;dc=us;host=web1"]
+    found = sorted(index.postings_of_all([("name", "cpu"), ("dc", "us"), ("host", "web1")]))
+    if type(index).__name__ == "SQLiteTagIndex":
+        assert found == exact
+        assert index.postings_of_all([("name", "cpu"), ("dc", "nosuch")]) == []
+    else:  # the default: the driving postings, which the planner's filter reduces
+        assert set(exact) <= set(found)
+    assert tagged.tags.find_series(["dc=us", "name=cpu", "host=web1"]) == exact
+
+
+def test_sqlite_postings_of_the_unchunked_layout_are_converted_on_first_use(tmp_path):
+    from biggraphite_like.accessor import Accessor
+
+    url = f"sqlite://{tmp_path / 'old.db'}"
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    accessor.create_metrics([(s, META) for s in SERIES], now=1000)
+    expected = (accessor.tags.find_series(["host=web1"]), accessor.tags.find_series(["dc=us", "name=cpu"]),
+                accessor.tags.list_values("host"))
+    conn = accessor.store._conn
+    with accessor.store.write_batch():  # the layout written before postings had a chunk
+        conn.execute("CREATE TABLE old_postings (value_id INTEGER NOT NULL, series_id INTEGER NOT NULL,"
+                     " PRIMARY KEY (value_id, series_id)) WITHOUT ROWID")
+        conn.execute("INSERT INTO old_postings SELECT value_id, series_id FROM tag_postings")
+        conn.execute("DROP TABLE tag_postings")
+        conn.execute("ALTER TABLE old_postings RENAME TO tag_postings")
+    accessor.close()
+    accessor = Accessor.from_url(url)
+    assert (accessor.tags.find_series(["host=web1"]), accessor.tags.find_series(["dc=us", "name=cpu"]),
+            accessor.tags.list_values("host")) == expected
+    columns = [row[1] for row in accessor.store._conn.execute("PRAGMA table_info(tag_postings)")]
+    assert columns == ["chunk", "value_id", "series_id"]
+    assert accessor.tags.index.repair() == {"postings_without_series": 0, "series_without_postings": 0,
+                                            "counts_fixed": 0}
+    accessor.close()
+
+
+def test_names_with_json_and_unicode_special_characters_index_once(accessor):
+    names = ["m;é=ü", 'm;a=b"c\\d', "m;k=😀;z=\u2028x", "m2;a=1=2"]
+    tags = accessor.tags
+    assert tags.tag_series(names) == names
+    assert tags.tag_series(names) == names  # again: already indexed, nothing counted twice
+    assert tags.find_series(["name=m"]) == sorted(names[:3])
+    assert tags.find_series(["a=1=2"]) == ["m2;a=1=2"] and tags.find_series(['a=b"c\\d']) == [names[1]]
+    assert tags.list_values("k") == [("😀", 1)] and tags.list_values("z") == [("\u2028x", 1)]
+    assert tags.index.counts() == {"tagged_series": 4, "tags": 5, "tag_values": 7}

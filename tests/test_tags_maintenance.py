@@ -53,6 +53,23 @@ def _bgl(url, *argv):
     return code, out.getvalue(), err.getvalue()
 
 
+def test_bgl_du_counts_tagged_series_and_the_tag_index(accessor, store_url):
+    _fill(accessor)
+    code, out, _ = _bgl(store_url, "du", "--format", "json")
+    document = json.loads(out)
+    assert document["tag_index"] == {"tagged_series": 3, "tags": 3, "tag_values": 6}
+    assert [(e["name"], e["metrics"], e["tagged"]) for e in document["entries"]] == [
+        ("cpu;dc=eu;host=b", 1, 1), ("cpu;dc=us;host=a", 1, 1), ("disk", 1, 1), ("plain", 1, 0)]
+    assert (document["total"]["metrics"], document["total"]["tagged"]) == (4, 3)
+    code, out, _ = _bgl(store_url, "du", "disk.*")
+    lines = out.splitlines()
+    assert lines[1].split()[1:] == ["1", "1440", "disk.used;host=a"]
+    assert lines[3].split() == ["1", "of", "which", "tagged", "series;", "the", "store's", "tag", "index:", "3",
+                                "series,", "3", "tags,", "6", "tag", "values"]
+    accessor.delete_metrics(["cpu;dc=eu;host=b", "cpu;dc=us;host=a", "disk.used;host=a"])
+    assert "tagged" not in _bgl(store_url, "du")[1]  # no tagged series: no line about them
+
+
 def test_bgl_tags_find_and_list(accessor, store_url):
     _fill(accessor)
     assert _bgl(store_url, "tags", "find", "host=a") == (0, "cpu;dc=us;host=a\ndisk.used;host=a\n", "")

@@ -14,7 +14,7 @@ import pytest
 from biggraphite_like.errors import InvalidMetricName, InvalidTag, InvalidTagExpression
 from biggraphite_like import names
 from biggraphite_like.tags.expressions import TagQuery, parse_term
-from biggraphite_like.tags.series import TaggedSeries, is_tagged, tags_of_path
+from biggraphite_like.tags.series import TaggedSeries, canonical_path, is_canonical, is_tagged, tags_of_path
 from tests.graphite_env import configure
 
 configure()
@@ -27,6 +27,9 @@ NAMES = [
     "m;k=v;k=w", "m;a=~b", "m;a=b~", "m;a!=b", "m;^a=b", "m;a=", "m;=b", "m;", "m;;a=b", ";a=b", "~;a=b",
     "m;a", "m;a=b;", 'm{a="b",c="d"}', 'm{a="b"}', 'm{a="b\\"q"}', 'm{a="b",c=d}', '{a="b"}', 'm{a="b"}}',
     'm{a="b"{c="d"}', 'm{a="~b"}', 'm{a;x="b"}', "m;é=ü", "m;a=b c", "plain.name", "m;a=b;c=d;e=f;g=h",
+    # already canonical or nearly (the parser's fast path must accept only the first two)
+    "m;a.b=c;a=b", "m;a=b;a.b=c", "m;a=b;b=~c", "m;a=b;b!=c", "m;a=b;name=x", "m;a=b;a=b", "~m;a=b;c=d",
+    "m;a=b;c=", "m;a=b=c;d=e", "m{x;a=b", "m;a=b;c^=d",
 ]
 
 
@@ -49,6 +52,18 @@ def ours_parse(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_parse_and_canonical_path_equal_graphite(name):
     assert ours_parse(name) == graphite_parse(name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_canonical_path_and_its_shortcut_equal_graphite(name):
+    expected = graphite_parse(name)
+    if expected[0] == "ok":
+        assert canonical_path(name) == expected[1]
+        assert is_canonical(name) == (name == expected[1] and is_tagged(name))
+    else:
+        with pytest.raises(InvalidTag):
+            canonical_path(name)
+        assert not is_canonical(name)
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if graphite_parse(n)[0] == "ok"])

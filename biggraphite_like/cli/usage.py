@@ -25,10 +25,11 @@ def cmd_du(args: argparse.Namespace, io: Streams) -> int:
     accessor = open_accessor(args)
     rows, total = disk_usage(accessor, args.glob)
     on_disk = store_disk_usage(accessor)
+    tags = accessor.tags.index.counts()  # the whole store's tag index
     if args.format == "json":
         document = {"entries": [dataclasses.asdict(r) for r in rows], "total": dataclasses.asdict(total),
                     "bytes_meaning": "whisper-equivalent: the size whisper files of these retentions would take",
-                    "store_on_disk": dataclasses.asdict(on_disk)}
+                    "store_on_disk": dataclasses.asdict(on_disk), "tag_index": tags}
         io.out.write(json.dumps(document, indent=2) + "\n")
         return 0
     io.out.write(f"{'WSP-BYTES':>10} {'METRICS':>9} {'POINTS':>12}  NAME"
@@ -36,6 +37,9 @@ def cmd_du(args: argparse.Namespace, io: Streams) -> int:
     for row in [*rows, total]:
         name = row.name + ("/" if row.kind == "directory" else "")
         io.out.write(f"{_human_bytes(row.bytes):>10} {row.metrics:>9} {row.points:>12}  {name}\n")
+    if tags["tagged_series"] or total.tagged:
+        io.out.write(f"{'':>10} {total.tagged:>9} {'':>12}    of which tagged series; the store's tag index:"
+                     f" {tags['tagged_series']} series, {tags['tags']} tags, {tags['tag_values']} tag values\n")
     size = "unknown" if on_disk.bytes is None else _human_bytes(on_disk.bytes)
     io.out.write(f"{size:>10} {'':>9} {'':>12}  on disk: {on_disk.what}\n")
     for part, count in on_disk.parts.items():

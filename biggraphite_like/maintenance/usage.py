@@ -9,6 +9,8 @@ measured for the whole store and per table with its indexes, a stage table per s
 (`store_disk_usage`; SQLite: dbstat, Cassandra: system_views.disk_usage): SQLite keeps
 many metrics in a page and Cassandra spreads them over SSTables, so a per-metric figure
 would be a guess.
+Each row also counts the tagged series among its metrics; the tag index's own counts
+(series, tags, tag=value pairs) are the whole store's (`TagIndex.counts`).
 
 `stats` adds to the store's own facts (`Store.stats()`) the counts found by scanning:
 metrics, metric rows whose metadata cannot be read, directories, metrics by time since
@@ -26,6 +28,7 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.maintenance.progress import Progress
 from biggraphite_like.metric import Metric
 from biggraphite_like.retention import Retention
+from biggraphite_like.tags.series import is_tagged
 
 MAX_NAMES = 10_000_000  # names `du` may gather (above the interactive glob limit)
 WHISPER_HEADER_BYTES = 16
@@ -54,11 +57,13 @@ class Usage:
     metrics: int = 0
     points: int = 0
     bytes: int = 0
+    tagged: int = 0  # of the metrics, the Graphite tagged series (`name;tag=value`)
 
     def add(self, metric: Metric) -> None:
         self.metrics += 1
         self.points += capacity(metric.retention)
         self.bytes += whisper_bytes(metric.retention)
+        self.tagged += is_tagged(metric.name)
 
 
 def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usage]:

@@ -4,7 +4,8 @@ Planner: among the terms that require a value, `=` terms are one count lookup ea
 terms with a literal prefix are a range over that tag's values, other value-requiring
 terms (`=~` without prefix, `!=` with an empty spec, `!=~`) read every value of their tag.
 The cheapest class present drives (`=`, then prefix, then the rest); within it, the term
-whose matching values cover the fewest series. Its postings give the candidates, every
+whose matching values cover the fewest series. Its postings give the candidates (an `=`
+driver's are intersected with the other `=` terms' postings, index.postings_of_all), every
 term then filters them on the tags of their path. A query with an `=` term never reads
 the values of another tag, and no query scans every series.
 
@@ -77,20 +78,26 @@ class TagDatabase:
     def find_series(self, expressions: Sequence[str]) -> list[str]:
         """Sorted canonical paths of the series matching every expression."""
         query = TagQuery.parse(expressions)
-        term, values = self._plan(query)
+        term, values, also = self._plan(query)
         if not values:
             return []
-        paths = self.index.postings(term.tag, values)
+        if also:  # several = terms: intersect their postings, the rarest driving
+            paths = self.index.postings_of_all([(term.tag, term.spec), *((t.tag, t.spec) for t in also)])
+        else:
+            paths = self.index.postings(term.tag, values)
         return sorted(p for p in set(paths) if query.matches(tags_of_path(p)))
 
-    def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str]]:
-        """The driving term and its matching values (see module docstring)."""
+    def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm]]:
+        """The driving term, its matching values and, when it is an = term, the other =
+        terms by increasing count, whose postings the driver's are intersected with (see
+        module docstring)."""
         drivers = [t for t in query.terms if t.requires_value]
         classes = ([t for t in drivers if t.operator == "="],
                    [t for t in drivers if t.operator == "=~" and t.literal_prefix],
                    drivers)
         candidates = next(c for c in classes if c)
         best: tuple[int, TagTerm, list[str]] | None = None
+        sized: list[tuple[int, TagTerm]] = []
         for term in candidates:
             if term.operator == "=":
                 count = self.index.value_count(term.tag, term.spec)
@@ -98,19 +105,21 @@ class TagDatabase:
             else:
                 matched = [(v, c) for v, c in self._values(term.tag, term.literal_prefix, term.text) if term.matches(v)]
                 count, values = sum(c for _, c in matched), [v for v, _ in matched]
+            sized.append((count, term))
             if best is None or count < best[0]:
                 best = (count, term, values)
             if count == 0:
                 break
         assert best is not None
         count, term, values = best
+        also = [t for _, t in sorted(sized, key=lambda s: s[0]) if t is not term] if term.operator == "=" else []
         if count > self.max_series:
             raise TooManyResults(
                 f"tag query {[t.text for t in query.terms]!r}: its most selective term {term.text!r} matches"
                 f" {count} series, more than the limit {self.max_series} (setting BG_MAX_TAG_SERIES):"
                 " add a more selective expression"
             )
-        return term, values
+        return term, values, also
 
     def _values(self, tag: str, prefix: str, what: str, page_size: int = _PAGE) -> Iterable[tuple[str, int]]:
         """Every (value, count) of tag starting with prefix, at most max_values."""
@@ -160,7 +169,9 @@ class TagDatabase:
                            limit: int = DEFAULT_AUTOCOMPLETE_LIMIT) -> list[str]:
         """Tags of the series matching expressions (all tags without), as graphite's base TagDB."""
         limit = int(limit)
-        if not expressions:
+        if not expressions and limit > 0:  # graphite filters with ^(prefix): one range read
+            return self.index.tags(prefix or "", None, limit)
+        if not expressions:  # no limit (graphite's 0)
             return self.list_tags("^(" + re.escape(prefix) + ")" if prefix else None, limit)
         searched = {t.tag for t in TagQuery.parse(expressions).terms}
         found: set[str] = set()
@@ -172,6 +183,8 @@ class TagDatabase:
                              limit: int = DEFAULT_AUTOCOMPLETE_LIMIT) -> list[str]:
         """Values of tag among the series matching expressions (all values without)."""
         limit = int(limit)
+        if not expressions and limit > 0:
+            return [v for v, _ in self.index.values(tag, prefix or "", None, limit)]
         if not expressions:
             return [v for v, _ in self.list_values(tag, "^(" + re.escape(prefix) + ")" if prefix else None, limit)]
         found: set[str] = set()

@@ -66,6 +66,13 @@ class TagIndex(abc.ABC):
     def postings(self, tag: str, values: Sequence[str]) -> list[str]:
         """Paths of the series having tag=v for some v in values."""
 
+    def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """Paths of the series having every tag=value of pairs (at least one), the first
+        pair the rarest: its postings drive. Stores that can probe a posting list by series
+        intersect them; this default returns the driving postings, a superset that the
+        planner's filter reduces (every term is checked on the path anyway)."""
+        return self.postings(pairs[0][0], [pairs[0][1]])
+
     @abc.abstractmethod
     def scan_series(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
         """(path, time of last write) of indexed series in path order after `after`."""

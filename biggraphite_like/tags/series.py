@@ -19,6 +19,10 @@ from biggraphite_like.errors import InvalidTag
 PROHIBITED_TAG_CHARACTERS = ";!^="
 NAME_TAG = "name"
 _OPENMETRICS_SEGMENT = re.compile(r'([^=]+)="((?:[\\]["\\]|[^"\\])+)"(:?,|$)')
+# A name whose every tag is valid (what validate_tag checks) and whose metric does not start
+# with '~': when its tags are also sorted, unique and without `name`, it is canonical.
+_VALID_TAGGED = re.compile(r"[^;~][^;]*(?:;[^;!^=]+=[^;~][^;]*)+")
+_ADJACENT_SAME_TAG = re.compile(r";([^;=]+)=[^;]*;\1=")
 
 
 def is_tagged(name: str) -> bool:
@@ -67,6 +71,9 @@ class TaggedSeries:
             raise InvalidTag(f"series name must be a string, got {type(path).__name__}")
         if path[-2:] == '"}' and "{" in path:
             return cls._parse_openmetrics(path)
+        canonical = _parse_canonical(path)
+        if canonical is not None:
+            return canonical
         segments = path.split(";")
         metric = segments[0]
         if not metric:
@@ -102,14 +109,46 @@ class TaggedSeries:
         return cls(metric, tags)
 
 
+def _parse_canonical(path: str) -> TaggedSeries | None:
+    """The series of an already canonical, valid path (what the stores hold and carbon
+    sends), parsed without per-tag validation; None for any other name (the full parser
+    then says what is wrong or normalises it). Indexing a batch is mostly this."""
+    if _VALID_TAGGED.fullmatch(path) is None:
+        return None
+    segments = path.split(";")
+    pairs = segments[1:]
+    if pairs != sorted(pairs):
+        return None
+    tags = dict(pair.split("=", 1) for pair in pairs)
+    if len(tags) != len(pairs) or NAME_TAG in tags:
+        return None
+    tags[NAME_TAG] = segments[0]
+    series = TaggedSeries(segments[0], tags)
+    series.__dict__["path"] = path  # the cached_property's slot: the path is already canonical
+    return series
+
+
 def format_path(tags: Mapping[str, str]) -> str:
     """The canonical path of tags (graphite's TaggedSeries.format)."""
     return tags.get(NAME_TAG, "") + "".join(sorted(f";{t}={v}" for t, v in tags.items() if t != NAME_TAG))
 
 
 def canonical_path(name: str) -> str:
-    """The canonical path of a tagged series name (InvalidTag if graphite refuses it)."""
+    """The canonical path of a tagged series name (InvalidTag if graphite refuses it).
+    A name already canonical (what carbon sends and the stores hold) is only checked."""
+    if is_canonical(name):
+        return name
     return TaggedSeries.parse(name).path
+
+
+def is_canonical(path: str) -> bool:
+    """Whether path is a valid tagged series name in canonical form: valid tags sorted,
+    each once, no `name` tag, a metric not starting with '~' (nor in the `{...}` form)."""
+    if _VALID_TAGGED.fullmatch(path) is None or ";name=" in path or path[-2:] == '"}':
+        return False
+    pairs = path.split(";")
+    del pairs[0]
+    return pairs == sorted(pairs) and _ADJACENT_SAME_TAG.search(path) is None
 
 
 def tags_of_path(path: str) -> dict[str, str]:

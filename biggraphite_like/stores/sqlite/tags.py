@@ -2,14 +2,22 @@
 
 Tables (schema/sqlite.sql): `tag_names` interns tag names with their series count,
 `tag_values` interns each tag=value pair (id, tag id, value) with its series count,
-`tag_postings` (value id, series id) lists the series of each pair, `tagged_series`
+`tag_postings` (chunk, value id, series id) lists the series of each pair, `tagged_series`
 holds the canonical paths with their time of last write. `=` is one index lookup, a
 prefix is a range over (tag id, value), autocomplete a range with a limit. Rows of names
 and values whose count fell to 0 stay (their ids are reused) and are never listed.
+
+Postings lead with the chunk of their series id (series id >> 16): series get increasing
+ids, so a batch of new series appends its postings to one region of the B-tree instead
+of one page per tag=value pair it touches (with (value id, series id) keys, a batch of
+10,000 series rewrote most of the table's pages: write-ahead-log traffic grew with the
+index). Reading a pair's postings is one seek per chunk (16 for a million series).
+Stores written with the earlier (value id, series id) layout are converted on first use.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+import json
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from biggraphite_like.tags.index import SeriesEntry, TagIndex, range_conditions
 from biggraphite_like.tags.series import tags_of_path
@@ -18,7 +26,19 @@ if TYPE_CHECKING:
     from biggraphite_like.stores.sqlite import SQLiteStore
 
 _CHUNK = 500
+CHUNK_BITS = 16  # series per postings chunk: 65,536
+_BATCH = 50_000  # series per bulk round of add_series (its temporary tables stay a few MB)
 
+# Per-connection scratch tables of add_series (temp_store = MEMORY), emptied after each batch.
+_TEMP_SQL = [
+    "CREATE TEMP TABLE IF NOT EXISTS tag_batch (series_id INTEGER, tag TEXT, value TEXT, tag_id INTEGER)",
+    "CREATE TEMP TABLE IF NOT EXISTS tag_batch_postings (chunk INTEGER, value_id INTEGER, series_id INTEGER,"
+    " PRIMARY KEY (chunk, value_id, series_id)) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS tag_batch_counts (value_id INTEGER PRIMARY KEY, n INTEGER)",
+]
+
+POSTINGS_SQL = ("CREATE TABLE IF NOT EXISTS tag_postings (\n  chunk INTEGER NOT NULL,\n  value_id INTEGER NOT NULL,\n"
+                "  series_id INTEGER NOT NULL,\n  PRIMARY KEY (chunk, value_id, series_id)\n) WITHOUT ROWID;")
 SCHEMA_SQL = [
     "-- Graphite tags (biggraphite_like.stores.sqlite.tags): interned tag names and tag=value",
     "-- pairs with their series counts, postings per pair, tagged series by canonical path.",
@@ -26,8 +46,7 @@ SCHEMA_SQL = [
     "  series INTEGER NOT NULL DEFAULT 0\n);",
     "CREATE TABLE IF NOT EXISTS tag_values (\n  id INTEGER PRIMARY KEY,\n  tag_id INTEGER NOT NULL,\n"
     "  value TEXT NOT NULL,\n  series INTEGER NOT NULL DEFAULT 0,\n  UNIQUE (tag_id, value)\n);",
-    "CREATE TABLE IF NOT EXISTS tag_postings (\n  value_id INTEGER NOT NULL,\n  series_id INTEGER NOT NULL,\n"
-    "  PRIMARY KEY (value_id, series_id)\n) WITHOUT ROWID;",
+    POSTINGS_SQL,
     "CREATE TABLE IF NOT EXISTS tagged_series (\n  id INTEGER PRIMARY KEY,\n  path TEXT NOT NULL UNIQUE,\n"
     "  updated_on INTEGER NOT NULL\n);",
 ]
@@ -44,9 +63,33 @@ class SQLiteTagIndex(TagIndex):
 
     def __init__(self, store: "SQLiteStore"):
         self.store = store
+        self._layout_checked = False
+
+    def _ready(self) -> None:
+        """The schema exists and the postings have the chunked layout (converted once)."""
+        self.store._check_schema()
+        if self._layout_checked:
+            return
+        with self.store._errors("check the tag postings layout"):
+            conn = self.store._conn
+            if not conn.execute("SELECT 1 FROM pragma_table_info('tag_postings') WHERE name = 'chunk'").fetchone():
+                with self.store.write_batch():
+                    if not conn.execute("SELECT 1 FROM pragma_table_info('tag_postings')"
+                                        " WHERE name = 'chunk'").fetchone():
+                        conn.execute("ALTER TABLE tag_postings RENAME TO tag_postings_unchunked")
+                        conn.execute(POSTINGS_SQL)
+                        conn.execute(f"INSERT INTO tag_postings (chunk, value_id, series_id) SELECT series_id >>"
+                                     f" {CHUNK_BITS}, value_id, series_id FROM tag_postings_unchunked ORDER BY 1, 2, 3")
+                        conn.execute("DROP TABLE tag_postings_unchunked")
+        self._layout_checked = True
+
+    def _chunks(self) -> str:
+        """JSON list of the postings chunks in use (bound to `chunk IN json_each(?)`)."""
+        top = self._query("read tagged series", "SELECT coalesce(max(id), 0) FROM tagged_series")[0][0]
+        return json.dumps(list(range((top >> CHUNK_BITS) + 1)))
 
     def _query(self, what: str, sql: str, params: Sequence = ()) -> list[tuple]:
-        self.store._check_schema()
+        self._ready()
         with self.store._errors(what):
             return self.store._conn.execute(sql, params).fetchall()
 
@@ -56,67 +99,74 @@ class SQLiteTagIndex(TagIndex):
 
     # -- writes ------------------------------------------------------------------------
     def add_series(self, series: Sequence[SeriesEntry], now: int) -> int:
+        """Bulk: per batch of _BATCH series a fixed number of statements whatever its size
+        (paths and tags travel as JSON read by json_each; interning, postings and counts
+        are INSERT/UPDATE ... SELECT over a temporary table), no per-series round trip."""
         if not series:
             return 0
-        self.store._check_schema()
+        self._ready()
         new = 0
         with self.store.write_batch(), self.store._errors("index tagged series"):
             conn = self.store._conn
-            for start in range(0, len(series), _CHUNK):
-                chunk = series[start:start + _CHUNK]
-                paths = [s.path for s in chunk]
-                existing = dict(conn.execute(
-                    f"SELECT path, id FROM tagged_series WHERE path IN ({', '.join('?' * len(paths))})", paths))
-                conn.executemany("UPDATE tagged_series SET updated_on = ? WHERE id = ?",
-                                 [(now, existing[p]) for p in paths if p in existing])
-                fresh = [s for s in chunk if s.path not in existing]
-                if not fresh:
-                    continue
-                new += len(fresh)
-                tags = sorted({t for s in fresh for t in s.tags})
-                conn.executemany("INSERT OR IGNORE INTO tag_names (tag) VALUES (?)", [(t,) for t in tags])
-                tag_ids = dict(conn.execute(
-                    f"SELECT tag, id FROM tag_names WHERE tag IN ({', '.join('?' * len(tags))})", tags))
-                by_tag: dict[int, set[str]] = {}
-                for entry in fresh:
-                    for tag, value in entry.tags.items():
-                        by_tag.setdefault(tag_ids[tag], set()).add(value)
-                conn.executemany("INSERT OR IGNORE INTO tag_values (tag_id, value) VALUES (?, ?)",
-                                 [(t, v) for t, values in by_tag.items() for v in values])
-                value_ids = {}
-                for tag_id, values in by_tag.items():
-                    ordered = sorted(values)
-                    for at in range(0, len(ordered), _CHUNK):
-                        part = ordered[at:at + _CHUNK]
-                        value_ids.update(((tag_id, v), i) for v, i in conn.execute(
-                            f"SELECT value, id FROM tag_values WHERE tag_id = ? AND value IN ({', '.join('?' * len(part))})",
-                            [tag_id, *part]))
-                conn.executemany("INSERT INTO tagged_series (path, updated_on) VALUES (?, ?)",
-                                 [(e.path, now) for e in fresh])
-                series_ids = dict(conn.execute(
-                    f"SELECT path, id FROM tagged_series WHERE path IN ({', '.join('?' * len(fresh))})",
-                    [e.path for e in fresh]))
-                postings, per_value, per_tag = [], {}, {}
-                for entry in fresh:
-                    series_id = series_ids[entry.path]
-                    for tag, value in entry.tags.items():
-                        tag_id = tag_ids[tag]
-                        value_id = value_ids[(tag_id, value)]
-                        postings.append((value_id, series_id))
-                        per_value[value_id] = per_value.get(value_id, 0) + 1
-                        per_tag[tag_id] = per_tag.get(tag_id, 0) + 1
-                postings.sort()  # in key order: appends to the B-tree pages instead of random inserts
-                conn.executemany("INSERT INTO tag_postings (value_id, series_id) VALUES (?, ?)", postings)
-                conn.executemany("UPDATE tag_values SET series = series + ? WHERE id = ?",
-                                 [(c, i) for i, c in per_value.items()])
-                conn.executemany("UPDATE tag_names SET series = series + ? WHERE id = ?",
-                                 [(c, i) for i, c in per_tag.items()])
+            for statement in _TEMP_SQL:
+                conn.execute(statement)
+            for start in range(0, len(series), _BATCH):
+                new += self._add_batch(conn, {s.path: s.tags for s in series[start:start + _BATCH]}, now)
         return new
+
+    @staticmethod
+    def _add_batch(conn, tags_by_path: dict[str, Mapping[str, str]], now: int) -> int:
+        paths = json.dumps(list(tags_by_path))
+        existing = [row[0] for row in conn.execute(
+            "SELECT s.path FROM json_each(?) j JOIN tagged_series s ON s.path = j.value", (paths,))]
+        if existing:
+            conn.execute("UPDATE tagged_series SET updated_on = ? WHERE path IN (SELECT value FROM json_each(?))",
+                         (now, json.dumps(existing)))
+            for path in existing:
+                del tags_by_path[path]
+            if not tags_by_path:
+                return 0
+            paths = json.dumps(list(tags_by_path))
+        # The writer lock is held (write_batch): ids from max(id) + 1 are ours to give.
+        first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tagged_series").fetchone()[0]
+        conn.execute("INSERT INTO tagged_series (id, path, updated_on) SELECT ? + key, value, ? FROM json_each(?)",
+                     (first, now, paths))
+        batch = conn.execute(
+            "INSERT INTO temp.tag_batch (series_id, tag, value, tag_id) SELECT ? + s.key, t.key, t.value, n.id"
+            " FROM json_each(?) s, json_each(s.value) t LEFT JOIN tag_names n ON n.tag = t.key",
+            (first, json.dumps(list(tags_by_path.values())))).rowcount
+        if conn.execute("SELECT 1 FROM temp.tag_batch WHERE tag_id IS NULL LIMIT 1").fetchone():  # a new tag
+            conn.execute("INSERT OR IGNORE INTO tag_names (tag) SELECT tag FROM temp.tag_batch WHERE tag_id IS NULL")
+            conn.execute("UPDATE temp.tag_batch SET tag_id = (SELECT id FROM tag_names n WHERE n.tag = tag_batch.tag)"
+                         " WHERE tag_id IS NULL")
+        # In key order: the batch's postings are appended to its chunk's region.
+        found = conn.execute(
+            f"INSERT INTO temp.tag_batch_postings (chunk, value_id, series_id) SELECT b.series_id >> {CHUNK_BITS},"
+            " v.id, b.series_id FROM temp.tag_batch b JOIN tag_values v ON v.tag_id = b.tag_id AND v.value = b.value"
+        ).rowcount
+        if found < batch:  # new tag=value pairs: intern them, then their postings
+            conn.execute("INSERT OR IGNORE INTO tag_values (tag_id, value) SELECT tag_id, value FROM temp.tag_batch")
+            conn.execute(f"INSERT OR IGNORE INTO temp.tag_batch_postings (chunk, value_id, series_id) SELECT"
+                         f" b.series_id >> {CHUNK_BITS}, v.id, b.series_id FROM temp.tag_batch b JOIN tag_values v"
+                         " ON v.tag_id = b.tag_id AND v.value = b.value")
+        conn.execute("INSERT INTO tag_postings (chunk, value_id, series_id) SELECT chunk, value_id, series_id"
+                     " FROM temp.tag_batch_postings")
+        conn.execute("INSERT INTO temp.tag_batch_counts (value_id, n) SELECT value_id, count(*)"
+                     " FROM temp.tag_batch_postings GROUP BY value_id")
+        # Written so that the batch's rows drive (UPDATE ... FROM would scan tag_values).
+        conn.execute("UPDATE tag_values SET series = series + (SELECT n FROM temp.tag_batch_counts c"
+                     " WHERE c.value_id = tag_values.id) WHERE id IN (SELECT value_id FROM temp.tag_batch_counts)")
+        conn.execute("UPDATE tag_names SET series = series + c.n FROM (SELECT v.tag_id, sum(b.n) AS n"
+                     " FROM temp.tag_batch_counts b CROSS JOIN tag_values v ON v.id = b.value_id GROUP BY v.tag_id) c"
+                     " WHERE tag_names.id = c.tag_id")
+        for table in ("tag_batch", "tag_batch_postings", "tag_batch_counts"):
+            conn.execute(f"DELETE FROM temp.{table}")
+        return len(tags_by_path)
 
     def remove_series(self, paths: Sequence[str]) -> int:
         if not paths:
             return 0
-        self.store._check_schema()
+        self._ready()
         removed = 0
         with self.store.write_batch(), self.store._errors("remove tagged series"):
             conn = self.store._conn
@@ -126,8 +176,8 @@ class SQLiteTagIndex(TagIndex):
                     continue
                 series_id = row[0]
                 for value_id, tag_id in self._value_ids_of(path):
-                    deleted = conn.execute("DELETE FROM tag_postings WHERE value_id = ? AND series_id = ?",
-                                           (value_id, series_id)).rowcount
+                    deleted = conn.execute("DELETE FROM tag_postings WHERE chunk = ? AND value_id = ?"
+                                           " AND series_id = ?", (series_id >> CHUNK_BITS, value_id, series_id)).rowcount
                     if deleted:
                         conn.execute("UPDATE tag_values SET series = series - 1 WHERE id = ?", (value_id,))
                         conn.execute("UPDATE tag_names SET series = series - 1 WHERE id = ?", (tag_id,))
@@ -177,10 +227,23 @@ class SQLiteTagIndex(TagIndex):
             chunk = values[start:start + _CHUNK]
             paths.extend(r[0] for r in self._query(
                 "read tag postings",
-                "SELECT s.path FROM tag_names n JOIN tag_values v ON v.tag_id = n.id"
-                " JOIN tag_postings p ON p.value_id = v.id JOIN tagged_series s ON s.id = p.series_id"
-                f" WHERE n.tag = ? AND v.value IN ({', '.join('?' * len(chunk))})", [tag, *chunk]))
+                # CROSS JOIN: this order (tag, its values, their postings), whatever the statistics
+                "SELECT s.path FROM tag_names n CROSS JOIN tag_values v ON v.tag_id = n.id CROSS JOIN tag_postings p"
+                " ON p.chunk IN (SELECT value FROM json_each(?)) AND p.value_id = v.id"
+                " JOIN tagged_series s ON s.id = p.series_id"
+                f" WHERE n.tag = ? AND v.value IN ({', '.join('?' * len(chunk))})", [self._chunks(), tag, *chunk]))
         return paths
+
+    def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The rarest pair's postings, each probed (primary key lookups) in the others'."""
+        value_id = "(SELECT v.id FROM tag_values v JOIN tag_names n ON n.id = v.tag_id WHERE n.tag = ? AND v.value = ?)"
+        joins = "".join(f" JOIN tag_postings p{i} ON p{i}.chunk = p0.chunk AND p{i}.value_id = {value_id}"
+                        f" AND p{i}.series_id = p0.series_id" for i in range(1, len(pairs)))
+        params = [part for pair in pairs[1:] for part in pair] + [self._chunks(), *pairs[0]]
+        return [row[0] for row in self._query(
+            "intersect tag postings", f"SELECT s.path FROM tag_postings p0{joins}"
+            " JOIN tagged_series s ON s.id = p0.series_id"
+            f" WHERE p0.chunk IN (SELECT value FROM json_each(?)) AND p0.value_id = {value_id}", params)]
 
     def scan_series(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
         return self._query("scan tagged series", "SELECT path, updated_on FROM tagged_series WHERE path > ?"
@@ -194,17 +257,14 @@ class SQLiteTagIndex(TagIndex):
 
     # -- repair ------------------------------------------------------------------------
     def repair(self, dry_run: bool = False) -> dict[str, int]:
-        self.store._check_schema()
+        self._ready()
         with self.store.write_batch(), self.store._errors("repair the tag index"):
             conn = self.store._conn
             orphans = conn.execute("SELECT count(*) FROM tag_postings WHERE series_id NOT IN"
                                    " (SELECT id FROM tagged_series)").fetchone()[0]
-            missing = []
-            for series_id, path in conn.execute("SELECT id, path FROM tagged_series").fetchall():
-                tags = tags_of_path(path)
-                have = conn.execute("SELECT count(*) FROM tag_postings WHERE series_id = ?", (series_id,)).fetchone()[0]
-                if have != len(tags):
-                    missing.append((series_id, path))
+            have = dict(conn.execute("SELECT series_id, count(*) FROM tag_postings GROUP BY series_id"))
+            missing = [(series_id, path) for series_id, path in conn.execute("SELECT id, path FROM tagged_series")
+                       if have.get(series_id, 0) != len(tags_of_path(path))]
             before = conn.execute("SELECT id, series FROM tag_values").fetchall()
             if not dry_run:
                 conn.execute("DELETE FROM tag_postings WHERE series_id NOT IN (SELECT id FROM tagged_series)")
@@ -213,14 +273,15 @@ class SQLiteTagIndex(TagIndex):
                         conn.execute("INSERT OR IGNORE INTO tag_names (tag) VALUES (?)", (tag,))
                         tag_id = self._tag_id(tag)
                         conn.execute("INSERT OR IGNORE INTO tag_values (tag_id, value) VALUES (?, ?)", (tag_id, value))
-                        conn.execute("INSERT OR IGNORE INTO tag_postings (value_id, series_id) SELECT id, ? FROM"
-                                     " tag_values WHERE tag_id = ? AND value = ?", (series_id, tag_id, value))
-                conn.execute("UPDATE tag_values SET series = (SELECT count(*) FROM tag_postings p"
-                             " WHERE p.value_id = tag_values.id)")
-                conn.execute("UPDATE tag_names SET series = (SELECT count(*) FROM tag_postings p JOIN tag_values v"
-                             " ON v.id = p.value_id WHERE v.tag_id = tag_names.id)")
-                after = dict(conn.execute("SELECT id, series FROM tag_values").fetchall())
-                fixed = sum(1 for i, c in before if after.get(i) != c)
+                        conn.execute("INSERT OR IGNORE INTO tag_postings (chunk, value_id, series_id) SELECT ?, id, ?"
+                                     " FROM tag_values WHERE tag_id = ? AND value = ?",
+                                     (series_id >> CHUNK_BITS, series_id, tag_id, value))
+                counted = dict(conn.execute("SELECT value_id, count(*) FROM tag_postings GROUP BY value_id"))
+                wrong = [(counted.get(i, 0), i) for i, c in before if counted.get(i, 0) != c]
+                conn.executemany("UPDATE tag_values SET series = ? WHERE id = ?", wrong)
+                conn.execute("UPDATE tag_names SET series = (SELECT coalesce(sum(v.series), 0) FROM tag_values v"
+                             " WHERE v.tag_id = tag_names.id)")
+                fixed = len(wrong)
             else:
                 fixed = 0
         return {"postings_without_series": orphans, "series_without_postings": len(missing), "counts_fixed": fixed}
