@@ -181,7 +181,7 @@ def test_concurrent_writers_count_every_series_once(accessor, store_url):
 
 
 def test_bulk_indexing_counts_new_series_once_across_batches(accessor, monkeypatch):
-    from biggraphite_like.stores import sqlite_tags
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
 
     monkeypatch.setattr(sqlite_tags, "_BATCH", 7)  # several bulk rounds in one call on SQLite
     tags = accessor.tags
