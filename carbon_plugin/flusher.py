@@ -1,26 +1,33 @@
 """The flusher thread: writes buffered points to the store in batches, with retries.
 
-Each flush takes every buffered point and writes it with `Accessor.insert_points`, many
-metrics per call, at most BG_FLUSH_SIZE points per call. Points of metrics carbon has just
-created travel with their metadata: insert_points creates those metrics in the same
-transaction as their first points (a metric the store already has keeps its metadata), so
-a point is never dropped because its metric's creation is still in progress. Failed batches
+Each flush takes every buffered point as flat arrays (buffer.py) and writes them with
+`Accessor.insert_columns`, many metrics per call (each metric's points together), at most
+about BG_FLUSH_SIZE points per call (a metric's points are never split between calls).
+Each metric travels with the metadata carbon created it with: insert_columns creates the
+batch's unknown metrics in the same transaction as their first points (a metric the store
+already has keeps its metadata), so a point is never dropped because its metric's creation
+is still in progress. Metrics whose metadata this process does not know go in calls of
+their own, without metadata (the store refuses their points if it lacks them). Failed batches
 are retried (BG_RETRIES, exponential backoff from BG_RETRY_DELAY), then logged, counted as
-droppedPoints and in carbon's `errors`. Points the accessor refuses (NaN or infinite
-values, timestamps outside 1..2^32-1, invalid names) are logged with the reason and counted
-as rejectedPoints.
+droppedPoints and in carbon's `errors`. Points refused (invalid names, by the buffer; NaN
+or infinite values and timestamps outside 1..2^32-1, by the accessor) are logged with the
+reason and counted as rejectedPoints.
 """
 from __future__ import annotations
 
 import queue
 import threading
 import time
+
+import numpy as np
 from carbon import log
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.errors import InvalidMetricName
 from biggraphite_like.metric import MetricMetadata
-from carbon_plugin.buffer import Points, WriteBuffer
+from biggraphite_like.receiver.buffer import Batch
+from biggraphite_like.receiver.points import Refusals
+from carbon_plugin.buffer import WriteBuffer
 from carbon_plugin.known import KnownMetrics
 from carbon_plugin.options import PluginOptions
 from carbon_plugin.retry import GaveUp, with_retries
@@ -103,9 +110,12 @@ class Flusher:
             self._busy = True
         try:
             self._apply_metadata_updates()
-            batch = self._buffer.take()
-            if batch:
-                self._flush(batch)
+            refusals = Refusals()
+            batch, spellings = self._buffer.take(refusals)
+            if refusals.count:
+                self._refused(refusals.count, [f"{why}: {name}" for why, name in refusals.samples])
+            if batch is not None:
+                self._flush(batch, spellings)
         finally:
             with self._idle:
                 self._busy = False
@@ -130,63 +140,96 @@ class Flusher:
                 log.msg(f"biggraphite_like: {exc}: the change stays in memory only")
                 count_carbon_error()
 
-    def _flush(self, batch: dict[str, Points]) -> None:
-        """Write one taken buffer: grouped by creation metadata, chunked by BG_FLUSH_SIZE points."""
-        groups: dict[int, tuple[MetricMetadata | None, list[str]]] = {}
-        for name in batch:
-            metadata = self._known.get(name)
-            group = groups.get(id(metadata))
-            if group is None:
-                group = groups[id(metadata)] = (metadata, [])
-            group[1].append(name)
+    def _flush(self, batch: Batch, spellings: list[str]) -> None:
+        """Write one taken buffer (`spellings`: each point's name as carbon gave it): in
+        calls of about BG_FLUSH_SIZE points at most, metrics without known metadata apart."""
+        metadata = [self._known.get(name) for name in batch.names]
+        if None in metadata:
+            metadata = self._spelled_metadata(batch.names, metadata, spellings)
+        counts = np.bincount(batch.owner, minlength=len(batch.names)).tolist()
         limit = self._options.flush_size
-        for metadata, names in groups.values():
-            chunk: dict[str, Points] = {}
-            size = 0
-            for name in names:
-                points = batch[name]
-                chunk[name] = points
-                size += len(points)
-                if size >= limit:
-                    self._write(chunk, size, metadata)
-                    chunk, size = {}, 0
-            if chunk:
-                self._write(chunk, size, metadata)
+        call_of_name: list[int] = []  # which call writes each name
+        calls = [0, 1]  # current call of the names with metadata, of those without
+        sizes = [0, 0]
+        for meta, count in zip(metadata, counts):
+            kind = int(meta is None)
+            if sizes[kind] and sizes[kind] + count > limit:
+                calls[kind] = max(calls) + 1
+                sizes[kind] = 0
+            sizes[kind] += count
+            call_of_name.append(calls[kind])
+        if len(set(call_of_name)) == 1:  # the usual case: one call, the batch as it is
+            self._write(batch.names, batch.owner, batch.timestamps, batch.values,
+                        None if metadata[0] is None else metadata)
+            return
+        call_of_name_array = np.asarray(call_of_name, np.int64)
+        call_of_point = call_of_name_array[batch.owner]
+        order = np.argsort(call_of_point, kind="stable")  # each metric's points stay in arrival order
+        bounds = np.searchsorted(call_of_point[order], np.unique(call_of_point), side="right").tolist()
+        start = 0
+        for end in bounds:
+            points = order[start:end]
+            start = end
+            keep = np.zeros(len(batch.names), dtype=bool)
+            keep[batch.owner[points]] = True
+            names = [n for n, kept in zip(batch.names, keep.tolist()) if kept]
+            owner = (np.cumsum(keep) - 1)[batch.owner[points]]
+            create = [m for m, kept in zip(metadata, keep.tolist()) if kept]
+            self._write(names, owner, batch.timestamps[points], batch.values[points],
+                        None if create[0] is None else create)
 
-    def _write(self, chunk: dict[str, Points], size: int, metadata: MetricMetadata | None) -> None:
+    def _spelled_metadata(self, names: list[str], metadata: list, spellings: list[str]) -> list:
+        """Metadata of names carbon gave (and created) in another spelling than the normalised one."""
+        missing = {name for name, meta in zip(names, metadata) if meta is None}
+        found = {}
+        for raw in dict.fromkeys(spellings):
+            if raw in missing or self._known.get(raw) is None:
+                continue
+            try:
+                canonical = names_mod.normalize(raw)
+            except InvalidMetricName:
+                continue
+            if canonical in missing:
+                found[canonical] = self._known.get(raw)
+        return [meta if meta is not None else found.get(name) for name, meta in zip(names, metadata)]
+
+    def _write(self, names: list[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
+               create: list[MetricMetadata] | None) -> None:
+        size = len(owner)
         started = time.perf_counter()
         try:
-            result = with_retries(lambda: self._writer.insert_points(chunk, int(time.time()), metadata),
-                                  f"write of {size} points of {len(chunk)} metrics ({_sample(chunk)})",
-                                  self._options, self._stats)
+            result = with_retries(
+                lambda: self._writer.insert_columns(names, owner, timestamps, values, int(time.time()), create),
+                f"write of {size} points of {len(names)} metrics ({_sample(names)})", self._options, self._stats)
         except GaveUp as exc:
             self._stats.increment("droppedPoints", size)
             count_carbon_error()
-            log.msg(f"biggraphite_like: dropped {size} points of {len(chunk)} metrics ({_sample(chunk)}): {exc}")
+            log.msg(f"biggraphite_like: dropped {size} points of {len(names)} metrics ({_sample(names)}): {exc}")
             return
         elapsed = time.perf_counter() - started
         self._stats.increment("flushes")
         self._stats.increment("flushMilliseconds", int(elapsed * 1000))
         self._stats.increment("storedPoints", result.stored)
         if self._options.log_flushes:
-            log.msg(f"biggraphite_like: wrote {result.stored} points of {len(chunk)} metrics in {elapsed:.3f}s")
+            log.msg(f"biggraphite_like: wrote {result.stored} points of {len(names)} metrics in {elapsed:.3f}s")
         if result.too_old:
             self._stats.increment("tooOldPoints", result.too_old)
         if result.rejected:
-            self._stats.increment("rejectedPoints", result.rejected)
-            shown = result.errors[: self._options.max_logged_errors]
-            for message in shown:
-                log.msg(f"biggraphite_like: refused point(s): {message}")
-            if result.rejected > len(shown):
-                log.msg(f"biggraphite_like: {result.rejected} points refused in this batch"
-                        f" ({result.rejected - len(shown)} not logged)")
+            self._refused(result.rejected, result.errors)
+
+    def _refused(self, count: int, errors: list[str]) -> None:
+        """Count refused points and log a few of the reasons."""
+        self._stats.increment("rejectedPoints", count)
+        shown = errors[: self._options.max_logged_errors]
+        for message in shown:
+            log.msg(f"biggraphite_like: refused point(s): {message}")
+        if count > len(shown):
+            log.msg(f"biggraphite_like: {count} points refused in this batch ({count - len(shown)} not logged)")
 
 
-def _sample(names, count: int = 5) -> str:
-    """The first names of a batch, for log lines."""
-    shown = []
-    for name in names:
-        if len(shown) == count:
-            return ", ".join(shown) + ", ..."
-        shown.append(name)
-    return ", ".join(shown)
+def _sample(names: list[str], first: int = 3, last: int = 2) -> str:
+    """The first and last names of a batch, for log lines (a batch's names are in the order
+    the buffer first saw them: the last ones are the newest metrics)."""
+    if len(names) <= first + last:
+        return ", ".join(names)
+    return ", ".join(names[:first]) + ", ..., " + ", ".join(names[-last:])

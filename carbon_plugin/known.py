@@ -72,7 +72,7 @@ class KnownMetrics:
 
         A failing store is retried; if it keeps failing the names stay unknown, carbon then
         calls `create` with the storage rules, and the first flush creates the metric only
-        if the store still does not have it (insert_points never replaces stored metadata).
+        if the store still does not have it (insert_columns never replaces stored metadata).
         """
         with self._lock:
             wanted = [n for n in names if n not in self._metadata and n not in self._absent]

@@ -4,7 +4,9 @@ carbon-cache receives, decodes and caches points on its reactor thread and drain
 on its writer thread, all under one GIL. Writing to the store (downsampling, SQLite) in a
 third thread of the same process slows all three down; in a child process it runs on
 another core. The plugin's flusher thread sends a batch down a pipe and waits (without
-holding the GIL) for the result. `BG_WRITER_PROCESS = false` keeps the writes in-process.
+holding the GIL) for the result. A batch is flat arrays (`Accessor.insert_columns`): the
+pipe carries the names once each and the owner, timestamp and value arrays as raw bytes,
+never a Python object per point. `BG_WRITER_PROCESS = false` keeps the writes in-process.
 
 The child is started on first use (after carbon's daemon fork) with the `spawn` method (a
 fresh interpreter: no copy of Twisted's state), ignores SIGINT/SIGTERM (carbon's shutdown
@@ -17,7 +19,9 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import threading
-from typing import Mapping, Sequence
+from typing import Sequence
+
+import numpy as np
 
 from biggraphite_like.accessor import Accessor, WriteResult
 from biggraphite_like.errors import BglError, MetricNotFound, StoreError, StoreUnavailable
@@ -34,14 +38,23 @@ class InProcessWriter:
     def __init__(self, accessor):
         self._accessor = accessor  # () -> Accessor
 
-    def insert_points(self, points: Mapping[str, Sequence], now: int, create: MetricMetadata | None) -> WriteResult:
-        return self._accessor().insert_points(points, now=now, create=create)
+    def insert_columns(self, names: Sequence[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
+                       now: int, create: Sequence[MetricMetadata] | None) -> WriteResult:
+        return _insert_columns(self._accessor(), names, owner, timestamps, values, now, create)
 
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
         _update_metadata(self._accessor(), name, metadata)
 
     def close(self) -> None:
         pass
+
+
+def _insert_columns(accessor: Accessor, names: Sequence[str], owner: np.ndarray, timestamps: np.ndarray,
+                    values: np.ndarray, now: int, create: Sequence[MetricMetadata] | None) -> WriteResult:
+    """Point i is (timestamps[i], values[i]) of names[owner[i]]; create[j] is the metadata
+    names[j] is created with if the store does not have it (None: unknown metrics are refused)."""
+    by_name = None if create is None else dict(zip(names, create)).__getitem__
+    return accessor.insert_columns(names, owner, timestamps, values, now=now, create=by_name)
 
 
 def _update_metadata(accessor: Accessor, name: str, metadata: MetricMetadata) -> None:
@@ -60,8 +73,12 @@ class ProcessWriter:
         self._process = None
         self._conn = None
 
-    def insert_points(self, points: Mapping[str, Sequence], now: int, create: MetricMetadata | None) -> WriteResult:
-        return self._call("insert_points", points, now, create)
+    def insert_columns(self, names: Sequence[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
+                       now: int, create: Sequence[MetricMetadata] | None) -> WriteResult:
+        arrays = (np.ascontiguousarray(owner, np.int64).tobytes(),
+                  np.ascontiguousarray(timestamps, np.float64).tobytes(),
+                  np.ascontiguousarray(values, np.float64).tobytes())
+        return self._call("insert_columns", list(names), *arrays, now, None if create is None else list(create))
 
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
         self._call("update_metadata", name, metadata)
@@ -134,9 +151,11 @@ def _child_main(conn, store_url: str) -> None:
             if method == "exit":
                 return
             try:
-                if method == "insert_points":
-                    points, now, create = args
-                    reply = ("ok", accessor.insert_points(points, now=now, create=create))
+                if method == "insert_columns":
+                    names, owner, timestamps, values, now, create = args
+                    reply = ("ok", _insert_columns(accessor, names, np.frombuffer(owner, np.int64),
+                                                   np.frombuffer(timestamps, np.float64),
+                                                   np.frombuffer(values, np.float64), now, create))
                 elif method == "update_metadata":
                     _update_metadata(accessor, *args)
                     reply = ("ok", None)

@@ -354,15 +354,23 @@ def test_writer_process_is_replaced_when_it_dies(tmp_path):
     now = int(time.time())
     writer = ProcessWriter(url)
     try:
-        result = writer.insert_points({"proc.a": [(now - 120, 1.0)]}, now, metadata)
-        assert result.stored == 1
+        # flat arrays over the pipe: point i is (timestamps[i], values[i]) of names[owner[i]]
+        result = writer.insert_columns(["proc.a", "proc.c"], np.array([0, 1, 1]),
+                                       np.array([now - 120, now - 180, now - 120], dtype=np.float64),
+                                       np.array([1.0, 3.5, -4.25]), now, [metadata, metadata])
+        assert (result.stored, result.created) == (3, 2)
         first = writer._process
         first.kill()
         first.join()
-        result = writer.insert_points({"proc.b": [(now - 60, 2.0)]}, now, metadata)  # a new child
+        result = writer.insert_columns(["proc.b"], np.array([0]), np.array([now - 60.0]), np.array([2.0]),
+                                       now, [metadata])  # a new child
         assert result.stored == 1 and writer._process.pid != first.pid
+        result = writer.insert_columns(["proc.unknown"], np.array([0]), np.array([now - 60.0]), np.array([2.0]),
+                                       now, None)  # no metadata: an unknown metric is refused, not created
+        assert (result.stored, result.rejected) == (0, 1) and "does not exist" in result.errors[0]
     finally:
         writer.close()
     assert writer._process is None
-    values = stored_values(Accessor.from_url(url), ["proc.a", "proc.b"], now - 600, now)
-    assert values == {"proc.a": {now - 120 - (now - 120) % 60: 1.0}, "proc.b": {now - 60 - (now - 60) % 60: 2.0}}
+    values = stored_values(Accessor.from_url(url), ["proc.a", "proc.b", "proc.c"], now - 600, now)
+    assert values == {"proc.a": {now - 120 - (now - 120) % 60: 1.0}, "proc.b": {now - 60 - (now - 60) % 60: 2.0},
+                      "proc.c": {now - 180 - (now - 180) % 60: 3.5, now - 120 - (now - 120) % 60: -4.25}}
