@@ -305,10 +305,10 @@ def test_a_fetch_of_more_than_one_query_of_series_is_one_snapshot(tmp_path):
     Regression: each SELECT used to run in autocommit mode, so a batch committed between two of
     them was visible for some series of one fetch only.
     """
-    from biggraphite_like.stores import sqlite as sqlite_module
+    from biggraphite_like.stores.sqlite import schema as sqlite_schema
 
     path = tmp_path / "bgl.db"
-    names = [f"big.m{i:05d}" for i in range(sqlite_module._REQUESTS_PER_QUERY + 1)]
+    names = [f"big.m{i:05d}" for i in range(sqlite_schema._REQUESTS_PER_QUERY + 1)]
     writer = _new_store(path)
     writer.insert_points(_batch(names, 0), now=NOW, create=_meta())
     reader = Accessor.from_url(_url(path))

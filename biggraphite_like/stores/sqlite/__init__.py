@@ -37,7 +37,6 @@ from biggraphite_like.stores.sqlite.glob_planner import GlobMixin
 from biggraphite_like.stores.sqlite.metadata import MetadataMixin
 from biggraphite_like.stores.sqlite.points import PointsMixin
 from biggraphite_like.stores.sqlite.schema import (  # noqa: F401 - the store's public constants
-    _REQUESTS_PER_QUERY,  # read by a test that builds a fetch of more than one query
     DEFAULT_TIMEOUT,
     WAL_LIMIT_BYTES,
     WINDOW_SLOTS,
