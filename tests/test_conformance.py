@@ -447,3 +447,107 @@ def test_directory_operations(accessor):
     assert store.existing_directories(["x1", "x1.x2", "x1.x2.x3"]) == {"x1"}
     assert accessor.glob_directories("x1.*") == []
     assert accessor.glob_directories("d1.*") == ["d1.d2"]
+
+
+# -- sealed windows (bgl seal: chunks on Cassandra; SQLite seals as it writes) ---------------------------
+SEAL_RANGES = [(NOW - 600, NOW), (NOW - 3600, NOW), (NOW - 86400, NOW), (NOW - 1000, NOW - 400)]
+
+
+def _seal(accessor, now=NOW):
+    from biggraphite_like.maintenance.seal import seal
+
+    return seal(accessor, now=now, grace=0, settle=0)
+
+
+def _reads(accessor, names_):
+    return {(start, until): {n: s.values_list() if s is not None else None
+                             for n, s in accessor.fetch(names_, start, until, NOW).items()}
+            for start, until in SEAL_RANGES}
+
+
+def _fill_for_sealing(accessor):
+    rng = np.random.default_rng(16)
+    accessor.create_metrics([("seal.a", META), ("seal.b", META)], now=NOW - 86400)
+    for name in ("seal.a", "seal.b"):
+        # a day of 5-minute points (the 300s stage), then the last hour at 10s (every stage)
+        old = [(NOW - 86400 + 300 * k, float(np.round(rng.normal(50, 10), 2))) for k in range(276)]
+        accessor.insert_points({name: old}, now=NOW - 3600)
+        recent = [(NOW - 3600 + 10 * k, float(np.round(rng.normal(50, 10), 2))) for k in range(360)]
+        recent[-20] = (recent[-20][0], -0.0)
+        accessor.insert_points({name: recent}, now=NOW)
+
+
+def _is_cassandra(accessor):
+    return accessor.store.url.startswith("cassandra:")
+
+
+def test_sealed_windows_read_as_before(accessor):
+    _fill_for_sealing(accessor)
+    before = _reads(accessor, ["seal.a", "seal.b"])
+    assert sum(v is not None for r in before.values() for s in r.values() for v in s) > 400
+    report = _seal(accessor)
+    if _is_cassandra(accessor):
+        assert report.windows_sealed > 0 and report.points_sealed > 100
+        assert report.rows_deleted >= report.points_sealed
+    after = _reads(accessor, ["seal.a", "seal.b"])
+    assert after == before
+    # -0.0 kept as such through the chunk
+    recent = accessor.fetch(["seal.a"], NOW - 600, NOW, NOW)["seal.a"].values_list()
+    assert any(v == 0.0 and str(v) == "-0.0" for v in recent if v is not None)
+
+
+def test_late_point_into_a_sealed_window_replaces_its_slot(accessor):
+    _fill_for_sealing(accessor)
+    _seal(accessor)
+    # one point in a sealed window of the 10s stage, one in a sealed window of the 60s stage
+    for late, value in [(NOW - 300 - (NOW - 300) % 10, 12345.5), (NOW - 900 - (NOW - 900) % 60, 777.25)]:
+        accessor.insert_points({"seal.a": [(late, value)]}, now=NOW)
+        window = accessor.fetch(["seal.a"], late - 60, late + 60, NOW)["seal.a"]
+        values = window.values_list()
+        assert values[(late - window.start) // window.step] == value
+        assert values.count(value) == 1
+    expected = _reads(accessor, ["seal.a", "seal.b"])
+    report = _seal(accessor)
+    if _is_cassandra(accessor):
+        assert report.windows_resealed >= 1 and report.rows_deleted >= 1
+    assert _reads(accessor, ["seal.a", "seal.b"]) == expected
+
+
+def test_sealing_twice_changes_nothing(accessor):
+    _fill_for_sealing(accessor)
+    first = _seal(accessor)
+    expected = _reads(accessor, ["seal.a", "seal.b"])
+    second = _seal(accessor)
+    assert (second.windows_sealed, second.rows_deleted) == (0, 0)
+    if _is_cassandra(accessor):
+        assert first.windows_sealed > 0
+    assert _reads(accessor, ["seal.a", "seal.b"]) == expected
+
+
+def test_sealed_windows_expire_with_their_stage(accessor):
+    _fill_for_sealing(accessor)
+    _seal(accessor)
+    assert accessor.fetch(["seal.a"], NOW - 10 * 86400, NOW - 2 * 86400, NOW)["seal.a"] is None
+    later = NOW + 2 * 86400
+    assert accessor.fetch(["seal.a"], later - 86400, later, later)["seal.a"].values_list().count(None) == 288
+    if not _is_cassandra(accessor):
+        assert accessor.expire(later) > 0
+        return
+    # Cassandra: each chunk lives as long as its window's last point would have (TTL)
+    from biggraphite_like.stores.base import StageTable
+    from biggraphite_like.stores.cassandra import schema
+
+    store = accessor.store
+    key = store._metric_ids(["seal.a"], False)["seal.a"]
+    metric = accessor.get_metric("seal.a")
+    seen = 0
+    for index, stage in enumerate(metric.retention.stages):
+        table = StageTable.of(metric, index)
+        span = schema.window_steps(stage, schema.CHUNK_WINDOW_STEPS) * stage.precision
+        for start in range(NOW - 86400 - span - NOW % span, NOW, span):
+            rows = store._execute(f"SELECT TTL(data) FROM {store.keyspace}.{schema.chunk_table_name(table)}"
+                                  " WHERE metric = ? AND window_start = ?", [key, start], "data_read", "ttl")
+            for (ttl,) in rows:
+                seen += 1
+                assert 0 < ttl <= start + span + schema.ttl_seconds(stage) - NOW
+    assert seen > 0

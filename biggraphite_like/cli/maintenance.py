@@ -1,4 +1,4 @@
-"""`bgl clean`, `delete`, `repair` and `import-whisper`: the jobs that change what is stored."""
+"""`bgl clean`, `seal`, `delete`, `repair` and `import-whisper`: the jobs that change what is stored."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +11,9 @@ from biggraphite_like.maintenance.clean import clean
 from biggraphite_like.maintenance.delete import delete
 from biggraphite_like.maintenance.import_whisper import import_whisper
 from biggraphite_like.maintenance.repair import repair
+from biggraphite_like.maintenance.seal import GRACE
+from biggraphite_like.maintenance.seal import HELP as SEAL_HELP
+from biggraphite_like.maintenance.seal import seal
 from biggraphite_like.retention import parse_duration
 
 
@@ -20,6 +23,15 @@ def cmd_clean(args: argparse.Namespace, io: Streams) -> int:
     report = clean(accessor, max_age=max_age, shard=args.shard, nshards=args.nshards, dry_run=args.dry_run,
                    progress_stream=io.err)
     finish_job(args, "clean", report.counters(), io.out, CLEAN_HELP)
+    return 0
+
+
+def cmd_seal(args: argparse.Namespace, io: Streams) -> int:
+    grace = parse_duration(args.grace, "grace") if args.grace is not None else GRACE
+    accessor = open_accessor(args)
+    report = seal(accessor, grace=grace, settle=args.settle, shard=args.shard, nshards=args.nshards,
+                  progress_stream=io.err)
+    finish_job(args, "seal", report.counters(), io.out, SEAL_HELP)
     return 0
 
 
@@ -72,6 +84,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_metrics_file_option(p)
     add_format_option(p)
     p.set_defaults(handler=cmd_clean)
+
+    p = sub.add_parser("seal", help="encode past windows of points into compressed chunks (Cassandra)")
+    p.add_argument("--grace", metavar="DURATION",
+                   help=f"seal windows that ended at least this long ago, like 2h (default: {GRACE}s)")
+    p.add_argument("--settle", type=float, metavar="SECONDS",
+                   help="wait after announcing a new horizon, before deleting rows (default: the store's timeout)")
+    add_shard_options(p)
+    add_metrics_file_option(p)
+    add_format_option(p)
+    p.set_defaults(handler=cmd_seal)
 
     p = sub.add_parser("delete", help="delete metrics matching a glob, their points, and directories left empty")
     p.add_argument("--recursive", action="store_true", help="also delete everything beneath matching directories")

@@ -53,6 +53,21 @@ class PointReads:
         return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
 
+@dataclasses.dataclass
+class SealCounts:
+    """What sealing windows into chunks did (see Store.seal_points)."""
+
+    windows_sealed: int = 0
+    windows_resealed: int = 0  # sealed again: a point arrived after the window was first sealed
+    points_sealed: int = 0
+    rows_deleted: int = 0
+    rows_past_retention: int = 0  # per-point rows of windows already past retention: left to expire
+
+    def add(self, other: "SealCounts") -> None:
+        for field in dataclasses.fields(other):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
 T = TypeVar("T")
 
 
@@ -263,3 +278,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def expire_points(self, now: int) -> int:
         """Remove points older than their stage's duration; returns how many were removed."""
+
+    def announce_seal(self, horizon: int) -> bool:
+        """Let readers know windows ending by horizon may be sealed from now on; True when that
+        is news (the sealing job then waits for reads started before to end). Stores that seal
+        as they write (SQLite) have nothing to announce."""
+        return False
+
+    def seal_points(self, metrics: Sequence[Metric], horizon: int, now: int) -> SealCounts:
+        """Encode the windows of metrics' stages that end by horizon into chunks (Cassandra:
+        per-point rows become one chunk a window); reads give the same points before and after.
+        Stores that seal as they write (SQLite) have nothing to do."""
+        return SealCounts()

@@ -100,6 +100,9 @@ class ConnectionMixin:
         self._tables: set[str] = set()
         self._ids: dict[str, uuid.UUID] = {}
         self._deletions_seen: str | None = None
+        # store_settings `sealed` and `chunk_window`, read with the deletion marker (points.py)
+        self._sealed_horizon: int | None = None
+        self._chunk_width = 0
         self._local = threading.local()
         levels = ConsistencyLevel.name_to_value
         self._levels = {kind: levels[getattr(options, kind)]

@@ -25,6 +25,9 @@ from biggraphite_like.stores.cassandra.requests import (
 _METRIC_SELECT = "name, " + ", ".join(schema.METRIC_COLUMNS)
 
 
+_MARKERS = ("deletions", "sealed", "chunk_window")  # store_settings rows read once a batch or snapshot
+
+
 class MetadataMixin:
     """Metrics and directories: create, read, touch, delete, scan, count."""
 
@@ -192,9 +195,12 @@ class MetadataMixin:
             self._check_schema()
         except SchemaMissing:
             return  # the batch's first statement says so
-        rows = self._execute(f"SELECT value FROM {self.metadata_keyspace}.{schema.SETTINGS_TABLE} WHERE name = ?",
-                             ["deletions"], "metadata_read", "read the deletion marker")
-        marker = rows[0][0] if rows else None
+        # one statement also reads how far `bgl seal` may have sealed windows (points.py)
+        rows = dict(self._execute(f"SELECT name, value FROM {self.metadata_keyspace}.{schema.SETTINGS_TABLE}"
+                                  " WHERE name IN ?", [list(_MARKERS)], "metadata_read", "read the deletion marker"))
+        marker = rows.get("deletions")
+        self._sealed_horizon = int(rows["sealed"]) if rows.get("sealed") else None
+        self._chunk_width = int(rows.get("chunk_window") or 0)
         if marker != self._deletions_seen:
             self._ids.clear()
             self._deletions_seen = marker

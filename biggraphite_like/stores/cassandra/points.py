@@ -1,6 +1,8 @@
-"""The Cassandra store's points: one partition per metric, stage and time window
-(BigGraphite's layout, see schema.py), written in unlogged single-partition batches, read
-with bounded concurrency; Cassandra expires them (TTL)."""
+"""The Cassandra store's points: per-point rows in one partition per metric, stage and block
+of ring slots (BigGraphite's layout, see schema.py), written in unlogged single-partition
+batches; sealed windows as chunks (sealing.py). A read runs, with bounded concurrency, one
+statement per partition of per-point rows and, once `bgl seal` ran, one per series for its
+chunks; Cassandra expires both (TTL)."""
 from __future__ import annotations
 
 import itertools
@@ -9,6 +11,7 @@ from typing import Any
 import numpy as np
 from cassandra.query import BatchStatement, BatchType
 
+from biggraphite_like import chunks
 from biggraphite_like.errors import SchemaMissing
 from biggraphite_like.stores.base import PointReads, StageTable
 from biggraphite_like.stores.cassandra import schema
@@ -17,6 +20,22 @@ from biggraphite_like.stores.cassandra.requests import (
 )
 
 MAX_BATCH = 256  # statements per unlogged (single-partition) batch
+
+
+def partition_requests(statement: Any, params: list[tuple], level: int) -> list[tuple[Any, Any]]:
+    """Requests running statement with each of params, all of one partition: unlogged
+    batches of up to MAX_BATCH (one partition: a batch is one mutation), a lone one alone."""
+    requests: list[tuple[Any, Any]] = []
+    for first in range(0, len(params), MAX_BATCH):
+        part = params[first:first + MAX_BATCH]
+        if len(part) == 1:
+            requests.append((statement, part[0]))
+            continue
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=level)
+        for p in part:
+            batch.add(statement, p)
+        requests.append((batch, None))
+    return requests
 
 
 class PointsMixin:
@@ -61,25 +80,22 @@ class PointsMixin:
             # two points of one slot (turns of the ring apart): the last given wins, as in a whisper file;
             # in one batch both would get the same write time and Cassandra would keep the larger value
             group = list({offsets_l[i]: i for i in group}.values())
-            for first in range(0, len(group), MAX_BATCH):
-                params = [
-                    (owners[i], blocks[i], offsets_l[i], shard, ts_l[i], values_l[i], counts_l[i])
-                    if counts_l is not None else (owners[i], blocks[i], offsets_l[i], ts_l[i], values_l[i])
-                    for i in group[first:first + MAX_BATCH]
-                ]
-                if len(params) == 1:
-                    requests.append((statement, params[0]))
-                else:  # one partition: an unlogged batch is one mutation
-                    batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._levels["data_write"])
-                    for p in params:
-                        batch.add(statement, p)
-                    requests.append((batch, None))
+            requests += partition_requests(statement, [
+                (owners[i], blocks[i], offsets_l[i], shard, ts_l[i], values_l[i], counts_l[i])
+                if counts_l is not None else (owners[i], blocks[i], offsets_l[i], ts_l[i], values_l[i])
+                for i in group], self._levels["data_write"])
         kind = "aggregated" if table.aggregated else "raw"
         self._run(requests, f"write {len(timestamps)} {kind} points to {self.keyspace}.{table.name}")
 
     def read_points(self, table, names, starts, ends) -> PointReads:
         if not len(names):
             return PointReads.empty()
+        with self.read_snapshot():  # the sealed horizon is read with the deletion marker, once a snapshot
+            return self._read_points(table, names, starts, ends)
+
+    def _read_points(self, table: StageTable, names, starts: np.ndarray, ends: np.ndarray) -> PointReads:
+        """Per-point rows of the windows' slots, plus the chunks of sealed windows they overlap
+        (one statement a series, `window_start IN ?`), merged as whisper would read them."""
         self._check_schema()
         ids = self._metric_ids(names, missing_ok=True)
         columns = "ts, value, count, writetime(value)" if table.aggregated else "ts, value"
@@ -91,8 +107,12 @@ class PointsMixin:
             if is_missing_table(exc.__cause__ or exc):
                 return PointReads.empty()  # no metric ever used this stage
             raise
+        chunk_statement = self._chunk_read_statement(table)
         requests: list[tuple[Any, Any]] = []
         owners: list[int] = []
+        chunk_requests: list[tuple[Any, Any]] = []
+        chunk_owners: list[int] = []
+        span = schema.window_steps(table.stage, self._chunk_width) * table.stage.precision
         for index, (name, start, end) in enumerate(zip(names, starts.tolist(), ends.tolist())):
             key = ids.get(name)
             if key is None:
@@ -100,21 +120,38 @@ class PointsMixin:
             for block, low, high in schema.slot_ranges(table.stage, start, end):
                 requests.append((statement, (key, block, low, high)))
                 owners.append(index)
-        results = self._run(requests, f"read points of {len(names)} metrics from {self.keyspace}.{table.name}")
-        sizes = [len(rows) for rows in results]
-        if not sum(sizes):
+            if chunk_statement is not None:
+                windows = list(range(start - start % span, min(end, self._sealed_horizon - span + 1), span))
+                if windows:
+                    chunk_requests.append((chunk_statement, (key, windows)))
+                    chunk_owners.append(index)
+        results = self._run(requests + chunk_requests,
+                            f"read points of {len(names)} metrics from {self.keyspace}.{table.name}")
+        rows = _flat(results[:len(requests)], owners, 4 if table.aggregated else 2)
+        sealed = _sealed_points(results[len(requests):], chunk_owners, table.aggregated)
+        if not len(rows[0]) and not len(sealed[0]):
             return PointReads.empty()
-        request = np.repeat(np.array(owners, dtype=np.int64), sizes)
-        columns_data = list(zip(*(r for rows in results for r in rows)))
-        timestamps = np.array(columns_data[0], dtype=np.int64)
-        values = np.array(columns_data[1], dtype=np.float64)
+        request, timestamps, values = rows[0], rows[1], rows[2]
+        if table.aggregated:
+            counts, written = rows[3], rows[4]
+            # chunk points are rows like the others (their count, their chunk's write time)
+            request, timestamps, values, counts, written = (
+                np.concatenate(pair) for pair in zip((request, timestamps, values, counts, written), sealed))
+        elif len(sealed[0]):
+            # a per-point row shadows the chunk's point of its slot (written later: whisper's replacement)
+            stage = table.stage
+            slots = request * stage.points + (timestamps // stage.precision) % stage.points
+            chunk_slots = sealed[0] * stage.points + (sealed[1] // stage.precision) % stage.points
+            keep = ~np.isin(chunk_slots, slots)
+            request = np.concatenate([request, sealed[0][keep]])
+            timestamps = np.concatenate([timestamps, sealed[1][keep]])
+            values = np.concatenate([values, sealed[2][keep]])
         # a slot may hold a point of another turn of the ring: keep those inside the window, as whisper
         inside = (timestamps >= starts[request]) & (timestamps < ends[request])
         request, timestamps, values = request[inside], timestamps[inside], values[inside]
         if table.aggregated and len(request):
             # per timestamp, the shard row with the largest count, ties by the latest write
-            counts = np.array([c or 0 for c in columns_data[2]], dtype=np.int64)[inside]
-            written = np.array([w or 0 for w in columns_data[3]], dtype=np.int64)[inside]
+            counts, written = counts[inside], written[inside]
             order = np.lexsort((written, counts, timestamps, request))
             request, timestamps, values = request[order], timestamps[order], values[order]
             last = np.ones(len(order), dtype=bool)
@@ -122,9 +159,62 @@ class PointsMixin:
             request, timestamps, values = request[last], timestamps[last], values[last]
         return PointReads(request, timestamps, values)
 
+    def _chunk_read_statement(self, table: StageTable):
+        """The read of a series' chunks, or None when no window can have been sealed yet (no
+        `bgl seal` ran: store_settings has no `sealed` horizon) or the chunk table is missing."""
+        if self._sealed_horizon is None or not self._chunk_width:
+            return None
+        try:
+            return self._prepare(f"SELECT chunk, data, writetime(data) FROM {self.keyspace}."
+                                 f"{schema.chunk_table_name(table)} WHERE metric = ? AND window_start IN ?",
+                                 "data_read")
+        except SchemaMissing as exc:
+            if is_missing_table(exc.__cause__ or exc):
+                return None  # a store written before chunks, not yet synced: nothing sealed in this stage
+            raise
+
     def expire_points(self, now: int) -> int:
         """0: Cassandra expires points itself (each stage table's default_time_to_live)."""
         self._check_schema()
         return 0
 
 
+
+
+def _flat(results: list[list[tuple]], owners: list[int], width: int) -> tuple[np.ndarray, ...]:
+    """(request, ts, value[, count, write time]) arrays of per-point rows, one result per owner."""
+    sizes = [len(rows) for rows in results]
+    request = np.repeat(np.array(owners, dtype=np.int64), sizes)
+    columns = list(zip(*(r for rows in results for r in rows))) or [()] * width
+    out = [request, np.array(columns[0], dtype=np.int64), np.array(columns[1], dtype=np.float64)]
+    if width == 4:
+        out.append(np.array([c or 0 for c in columns[2]], dtype=np.int64))
+        out.append(np.array([w or 0 for w in columns[3]], dtype=np.int64))
+    return tuple(out)
+
+
+def _sealed_points(results: list[list[tuple]], owners: list[int], aggregated: bool) -> tuple[np.ndarray, ...]:
+    """(request, ts, value, count, write time) of the chunks read; for a raw stage only the
+    newest chunk's point of each timestamp (a window sealed again holds every point)."""
+    blobs, owner, chunk, written = [], [], [], []
+    for index, rows in zip(owners, results):
+        for chunk_id, data, when in rows:
+            blobs.append(data)
+            owner.append(index)
+            chunk.append(chunk_id)
+            written.append(when or 0)
+    if not blobs:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(0, np.float64), empty, empty
+    which, timestamps, values, counts = chunks.decode_many(blobs)
+    request = np.array(owner, np.int64)[which]
+    order = np.array(chunk, np.int64)[which]
+    when = np.array(written, np.int64)[which]
+    counts = counts if counts is not None else np.ones(len(which), np.int64)
+    if not aggregated and len(blobs) > 1:
+        keep = np.lexsort((order, timestamps, request))
+        request, timestamps, values, counts, when = (a[keep] for a in (request, timestamps, values, counts, when))
+        last = np.ones(len(keep), dtype=bool)
+        last[:-1] = (request[1:] != request[:-1]) | (timestamps[1:] != timestamps[:-1])
+        request, timestamps, values, counts, when = (a[last] for a in (request, timestamps, values, counts, when))
+    return request, timestamps, values, counts, when

@@ -25,6 +25,18 @@ timestamp, as whisper's). So a row is keyed by its slot, not its timestamp:
   between writers and the read window's alignment): a slot nobody rewrites expires
   without a job; time-window compaction in about TWCS_WINDOWS windows per TTL, so
   SSTables whose cells all expired are dropped whole.
+- `chunks_<points>p_<precision>s_<0|aggr>` (one per stage table, FiloDB's layout): sealed
+  windows. A window is `window_steps(stage)` consecutive steps of absolute time
+  (CHUNK_WINDOW_STEPS, recorded once per store in store_settings `chunk_window`, capped
+  at the stage's points so a window never spans two turns of the ring); partition
+  (metric, window_start), clustering `chunk` (the sealing time in microseconds, newest
+  first), column `data` (biggraphite_like.chunks bytes: every point of the window).
+  `bgl seal` encodes windows whose end is past into one chunk and then deletes their
+  per-point rows; a point written later into a sealed window is a per-point row again and
+  shadows the chunk's slot on reads until the window is sealed again. Each chunk is
+  written with the TTL its window's last point would have had (window end + stage TTL -
+  now), TWCS as the stage table. store_settings `sealed` is the horizon: windows ending at
+  or before it may have chunks; readers look for chunks only there (see points.py).
 Metric `metric` uuids are the metric's data id: uuid5 of its name, or of name and
 generation after a deletion (see cassandra.py), so a metric written again starts empty.
 
@@ -52,6 +64,7 @@ TWCS_WINDOWS = 30  # time windows per TTL
 SASI_CLASS = "org.apache.cassandra.index.sasi.SASIIndex"
 METRIC_COLUMNS = ("id", "retention", "aggregator", "xfilesfactor", "created_on", "updated_on", "read_on")
 SETTINGS_TABLE = "store_settings"
+CHUNK_WINDOW_STEPS = 720  # steps per sealed window (as SQLite's windows): recorded in store_settings
 
 
 def ttl_seconds(stage: Stage) -> int:
@@ -81,6 +94,29 @@ def stage_table_cql(keyspace: str, table: StageTable) -> str:
     return (
         f"CREATE TABLE IF NOT EXISTS {keyspace}.{table.name} (\n{columns}) WITH CLUSTERING ORDER BY ({order})\n"
         f"  AND default_time_to_live = {ttl_seconds(stage)}\n"
+        "  AND compaction = {'class': 'TimeWindowCompactionStrategy',"
+        f" 'compaction_window_unit': '{unit}', 'compaction_window_size': '{size}'}};"
+    )
+
+
+def chunk_table_name(table: StageTable) -> str:
+    """The chunk table of a stage table: chunks_<points>p_<precision>s_<0|aggr>."""
+    return "chunks_" + table.name.removeprefix("datapoints_")
+
+
+def window_steps(stage: Stage, width: int) -> int:
+    """Steps per sealed window of a stage: the store's width, at most the stage's points (one turn)."""
+    return max(1, min(width, stage.points))
+
+
+def chunk_table_cql(keyspace: str, table: StageTable) -> str:
+    """DDL of one chunk table (sealed windows of a stage table)."""
+    unit, size = compaction_window(table.stage)
+    return (
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{chunk_table_name(table)} (\n  metric uuid,\n  window_start bigint,\n"
+        "  chunk bigint,\n  data blob,\n  PRIMARY KEY ((metric, window_start), chunk)\n)"
+        " WITH CLUSTERING ORDER BY (chunk DESC)\n"
+        f"  AND default_time_to_live = {ttl_seconds(table.stage)}\n"
         "  AND compaction = {'class': 'TimeWindowCompactionStrategy',"
         f" 'compaction_window_unit': '{unit}', 'compaction_window_size': '{size}'}};"
     )
@@ -146,11 +182,14 @@ def header(options: CassandraOptions, kind: str) -> str:
 
 def stage_table_comment(keyspace: str) -> str:
     example = [stage_table_cql(keyspace, StageTable(Stage(60, 1440), False)),
-               stage_table_cql(keyspace, StageTable(Stage(3600, 17520), True))]
+               stage_table_cql(keyspace, StageTable(Stage(3600, 17520), True)),
+               chunk_table_cql(keyspace, StageTable(Stage(60, 1440), False))]
     return (
         "-- One datapoints table per stage, created with the first metric that uses it. A stage is a ring of\n"
         f"-- `points` slots (slot = ts / precision % points); a partition holds {ROW_POINTS} consecutive slots;\n"
-        "-- TTL: the stage's duration + 3600 s + one step. Examples (1440*60s, 17520*3600s):\n"
+        "-- TTL: the stage's duration + 3600 s + one step. Each has a chunk table for its sealed windows\n"
+        f"-- ({CHUNK_WINDOW_STEPS} steps, at most the stage's points; `bgl seal`). Examples (1440*60s, 17520*3600s,\n"
+        "-- the chunks of 1440*60s):\n"
         + "\n".join("-- " + line for text in example for line in text.splitlines())
     )
 
@@ -171,6 +210,8 @@ def schema_statements(options: CassandraOptions, kind: str) -> list[str]:
         + index_statements(meta, kind)
         + cassandra_tags.schema_statements(meta)
         + [f"INSERT INTO {meta}.{SETTINGS_TABLE} (name, value) VALUES ('index', '{kind}');",
+           f"INSERT INTO {meta}.{SETTINGS_TABLE} (name, value) VALUES ('chunk_window', '{CHUNK_WINDOW_STEPS}')"
+           " IF NOT EXISTS;",
            stage_table_comment(ks)]
     )
 

@@ -1,11 +1,15 @@
 """The Cassandra store's schema methods: syncdb (keyspaces, tables, the index mode chosen
-and recorded once), schema checks, stage tables created on first use."""
+and recorded once, the chunk table of every stage table there is), schema checks, stage
+tables created on first use (their chunk tables by the first `bgl seal` that needs them)."""
 from __future__ import annotations
+
+import re
 
 from cassandra import InvalidRequest, RequestValidationException
 from cassandra.query import SimpleStatement
 
 from biggraphite_like.errors import SchemaMissing, StoreError
+from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.cassandra import schema
 from biggraphite_like.stores.cassandra.connection import DDL_TIMEOUT
@@ -14,6 +18,9 @@ from biggraphite_like.stores.cassandra.requests import (
     translate,
 )
 from biggraphite_like.stores.cassandra.tags import CassandraTagIndex
+
+
+_STAGE_TABLE = re.compile(r"datapoints_(\d+)p_(\d+)s_(0|aggr)")
 
 
 class SchemaMixin:
@@ -59,6 +66,20 @@ class SchemaMixin:
         for statement in statements[first_index:]:
             self._ddl(statement)
         self._index_kind = kind
+        for table in self._existing_stage_tables():
+            self._ddl(schema.chunk_table_cql(self.keyspace, table))
+
+    def _existing_stage_tables(self) -> list[StageTable]:
+        """The stage tables of the data keyspace (from system_schema)."""
+        rows = self._execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?", [self.keyspace],
+                             "metadata_read", "list the stage tables")
+        tables = []
+        for (name,) in rows:
+            match = _STAGE_TABLE.fullmatch(name)
+            if match:
+                stage = Stage(int(match.group(2)), int(match.group(1)))
+                tables.append(StageTable(stage, match.group(3) == "aggr"))
+        return tables
 
     def _index_fallback(self, kind: str, stored: str | None, exc: Exception) -> str:
         """The index kind to use after the cluster refused the first index of `kind`."""

@@ -15,7 +15,8 @@ from biggraphite_like.stores.cassandra.globs import GlobMixin  # noqa: E402
 from biggraphite_like.stores.cassandra.metadata import MetadataMixin  # noqa: E402
 from biggraphite_like.stores.cassandra.points import PointsMixin  # noqa: E402
 from biggraphite_like.stores.cassandra.schema_sync import SchemaMixin  # noqa: E402
+from biggraphite_like.stores.cassandra.sealing import SealingMixin  # noqa: E402
 
 
-class CassandraStore(MetadataMixin, GlobMixin, PointsMixin, SchemaMixin, ConnectionMixin, Store):
+class CassandraStore(MetadataMixin, GlobMixin, PointsMixin, SealingMixin, SchemaMixin, ConnectionMixin, Store):
     """Metrics and points in two Cassandra keyspaces (see the package docstring)."""
