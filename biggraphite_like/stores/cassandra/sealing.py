@@ -24,6 +24,7 @@ import uuid
 from typing import Any, Sequence
 
 import numpy as np
+
 from biggraphite_like import chunks
 from biggraphite_like.errors import SchemaMissing
 from biggraphite_like.metric import Metric
