@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cassandra path: CQL requests per find, fetch and write batch, counted by the CQL test
 server (tests/cqlserver) that the real cassandra-driver talks to over TCP; with --real,
-also operations per second on a real Cassandra node (SASI and SAI stores) beside SQLite.
+also operations per second on a real Cassandra node (SASI and SAI stores) beside SQLite;
+with --capacity, a day of writes, then `bgl seal`, and what the tables hold before and after.
 
     python bench/cassandra_bench.py [--real] [--json]
 
@@ -27,12 +28,17 @@ import tempfile
 import time
 from typing import Iterator
 
+import numpy as np
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
 from biggraphite_like.accessor import Accessor  # noqa: E402
+from biggraphite_like.maintenance import seal as seal_mod  # noqa: E402
+from biggraphite_like.maintenance.seal import seal  # noqa: E402
 from biggraphite_like.metric import MetricMetadata  # noqa: E402
+from biggraphite_like.stores.base import StageTable  # noqa: E402
 from tests.cqlserver import CQLTestServer  # noqa: E402
 
 RETENTION = "60s:1d,1h:30d"
@@ -94,19 +100,25 @@ DAY_MINUTES = 1440
 
 
 def table_contents(server: CQLTestServer, keyspace: str) -> dict[str, dict[str, int]]:
-    """Partitions, rows and logical bytes (partition key, clustering and cell values, no
-    per-cell overhead or compression) of each table of a keyspace of the test server."""
+    """Live partitions, rows and logical bytes (partition key, clustering and cell values, no
+    per-cell overhead or compression) of each table of a keyspace of the test server: what is
+    held once compaction dropped deleted rows (tombstones left out)."""
     contents = {}
     with server.engine.lock:
+        now = server.engine.now_seconds()
         for name, table in server.engine.keyspaces[keyspace].tables.items():
             partitions = rows = size = 0
             for partition in table.partitions.values():
-                partitions += 1
-                size += sum(len(c) for c in partition.components)
+                held = 0
                 for clustering, row in partition.rows.items():
+                    cells = row.live_cells(partition.deleted_at, now)
+                    if cells is None:
+                        continue
                     rows += 1
-                    size += sum(len(c) for c in clustering)
-                    size += sum(len(cell[0]) for cell in row.cells.values() if cell[0] is not None)
+                    held += sum(len(c) for c in clustering) + sum(len(cell[0]) for cell in cells.values())
+                if held:
+                    partitions += 1
+                    size += held + sum(len(c) for c in partition.components)
             contents[name] = {"partitions": partitions, "rows": rows, "logical_bytes": size}
     return contents
 
@@ -126,26 +138,63 @@ def measure_capacity(metrics: int = CAPACITY_METRICS) -> dict:
         server.reset_counts()
         kinds: collections.Counter = collections.Counter()
         accessor.store._conn.session.add_request_init_listener(lambda future: kinds.update(statement_kinds(future.query)))
+        # gauges with two decimals (a random walk per metric): what most carbon metrics look like
+        walks = np.round(50 + np.cumsum(np.random.default_rng(16).normal(0, 1, (DAY_MINUTES, metrics)), axis=0), 2)
         for minute in range(DAY_MINUTES):
             ts = start + 60 * minute
-            accessor.insert_points({name: [(ts, float(minute % 97))] for name in names}, now=ts + 30)
+            accessor.insert_points({name: [(ts, float(walks[minute, i]))] for i, name in enumerate(names)},
+                                   now=ts + 30)
         day = {**count_since_reset(server, prepares=False), "reads": kinds["SELECT"],
                "writes": kinds["INSERT"] + kinds["UPDATE"] + kinds["DELETE"] + kinds["BATCHED_WRITE"]}
         data = table_contents(server, "capacity")
         metadata_tables = table_contents(server, "capacity_metadata")
+        end = start + 86400
+        fetch = lambda: accessor.fetch(names, end - 86400, end, end)  # noqa: E731
+        fetches = {"before_sealing": count(server, fetch)}
+        # bgl seal once the day is over (default grace): every window of the day becomes a chunk
+        server.reset_counts()
+        kinds.clear()
+        sealed = seal(accessor, now=end + seal_mod.GRACE, settle=0)
+        sealing = {**count_since_reset(server, prepares=False), "reads": kinds["SELECT"],
+                   "writes": kinds["INSERT"] + kinds["UPDATE"] + kinds["DELETE"] + kinds["BATCHED_WRITE"]}
+        data_sealed = table_contents(server, "capacity")
+        fetches["after_sealing"] = count(server, fetch)
+    points = {table: metrics * min(DAY_MINUTES * 60 // stage.precision, stage.points)
+              for table, stage in stage_tables(CAPACITY_RETENTION).items()}
     scale = 1_000_000 / metrics
     return {
         "metrics": metrics, "retention": CAPACITY_RETENTION, "write_batches": DAY_MINUTES,
         "per_million_metrics": {
             "creation": {key: value * scale for key, value in creation.items() if key != "by_opcode"},
             "one_day_of_writes": {key: value * scale for key, value in day.items() if key != "by_opcode"},
+            "sealing_one_day": {key: value * scale for key, value in sealing.items() if key != "by_opcode"},
+            "tables_after_sealing": {name: {k: v * scale for k, v in figures.items()}
+                                     for name, figures in data_sealed.items() if figures["rows"]},
             "tables_after_one_day": {name: {k: v * scale for k, v in figures.items()}
                                      for name, figures in {**data, **{f"metadata.{n}": f for n, f in
                                                                       metadata_tables.items()}}.items()
                                      if figures["rows"] and not name.endswith("store_settings")},  # one row a store
         },
-        "by_opcode": {"creation": creation["by_opcode"], "one_day_of_writes": day["by_opcode"]},
+        "by_opcode": {"creation": creation["by_opcode"], "one_day_of_writes": day["by_opcode"],
+                      "sealing_one_day": sealing["by_opcode"]},
+        "sealed": sealed.counters(),
+        # requests to fetch one day of every series (one read snapshot), per series
+        "fetch_one_day_per_series": {when: figures["requests"] / metrics for when, figures in fetches.items()},
+        # logical bytes of a stage's per-point rows and chunks per point it holds, before and after sealing
+        "bytes_per_point": {
+            table: {"before_sealing": (data.get(table, {}).get("logical_bytes", 0)
+                                       + data.get(chunk_table, {}).get("logical_bytes", 0)) / count,
+                    "after_sealing": (data_sealed.get(table, {}).get("logical_bytes", 0)
+                                      + data_sealed.get(chunk_table, {}).get("logical_bytes", 0)) / count}
+            for table, count in points.items() if count
+            for chunk_table in ["chunks_" + table.removeprefix("datapoints_")]},
     }
+
+
+def stage_tables(retention: str) -> dict:
+    """Stage table name -> stage, of a retention."""
+    stages = MetricMetadata.create(retention, "average", 0.5).retention.stages
+    return {StageTable(stage, index > 0).name: stage for index, stage in enumerate(stages)}
 
 
 def statement_kinds(query) -> collections.Counter:
@@ -258,13 +307,20 @@ def main(argv: list[str] | None = None) -> int:
         figures = capacity["per_million_metrics"]
         print(f"per million metrics ({capacity['retention']}; measured on {capacity['metrics']} metrics,"
               f" one day at 60 s in {capacity['write_batches']} write batches):")
-        for what in ("creation", "one_day_of_writes"):
+        for what in ("creation", "one_day_of_writes", "sealing_one_day"):
             print(f"  {what:55} {figures[what]['requests']:13,.0f} requests {figures[what]['statements']:13,.0f}"
                   " statements" + (f" ({figures[what]['reads']:,.0f} reads, {figures[what]['writes']:,.0f} writes)"
                                    if "reads" in figures[what] else ""))
-        for table, held in figures["tables_after_one_day"].items():
-            print(f"  {table:55} {held['partitions']:13,.0f} partitions {held['rows']:15,.0f} rows"
-                  f" {held['logical_bytes'] / 1e9:9.2f} GB logical")
+        for when in ("tables_after_one_day", "tables_after_sealing"):
+            print(f"  {when}:")
+            for table, held in figures[when].items():
+                print(f"    {table:53} {held['partitions']:13,.0f} partitions {held['rows']:15,.0f} rows"
+                      f" {held['logical_bytes'] / 1e9:9.2f} GB logical")
+        print("  requests per series to fetch its day: " + ", ".join(
+            f"{n:.1f} {when.replace('_', ' ')}" for when, n in capacity["fetch_one_day_per_series"].items()))
+        for table, sizes in capacity["bytes_per_point"].items():
+            print(f"  logical bytes per point held, {table:24} {sizes['before_sealing']:8.2f} before sealing"
+                  f" {sizes['after_sealing']:8.2f} after")
     real = report.get("real")
     if real:
         print(f"operations per second, same {report['names']:,} names: " + " / ".join(real["stores"])

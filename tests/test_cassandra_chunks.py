@@ -138,3 +138,12 @@ def test_bgl_seal_prints_its_counters(chunk_accessor, tmp_path):
     bad = subprocess.run(command + ["--store", accessor.store.url, "seal", "--grace", "soon"],
                          env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "grace" in bad.stderr and "soon" in bad.stderr
+
+
+def test_deleted_ranges_never_cover_another_windows_row():
+    from biggraphite_like.stores.cassandra.sealing import _runs
+
+    assert _runs([0, 1, 2, 5, 6, 9], []) == [(0, 9)]
+    assert _runs([0, 1, 2, 5, 6, 9], [3, 8]) == [(0, 2), (5, 6), (9, 9)]
+    assert _runs([4], [0, 9]) == [(4, 4)]
+    assert _runs([], [1]) == []

@@ -98,6 +98,7 @@ class ConnectionMixin:
         self._lock_pid = os.getpid()
         self._index_kind: str | None = None  # read from store_settings (or chosen by syncdb)
         self._tables: set[str] = set()
+        self._chunk_tables: set[str] = set()  # chunk tables this process made sure exist (sealing.py)
         self._ids: dict[str, uuid.UUID] = {}
         self._deletions_seen: str | None = None
         # store_settings `sealed` and `chunk_window`, read with the deletion marker (points.py)

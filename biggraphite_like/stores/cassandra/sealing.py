@@ -7,8 +7,10 @@ before the horizon and is still within retention:
 1. the window's points (those of an existing chunk, replaced by the per-point rows: a
    point written after a window was sealed wins, as whisper's later write) are encoded
    into one new chunk, written with the TTL its window's last point would have;
-2. then older chunks of the window and the per-point rows just sealed are deleted, each
-   row `USING TIMESTAMP` of its own write time, so a point written meanwhile stays.
+2. then older chunks of the window and its per-point rows are deleted `USING TIMESTAMP`
+   of the latest write sealed, so a point written since the scan (a later write time)
+   stays: one range of offsets (a range tombstone, not one per row) for each run of the
+   window's rows that no other row of the partition interrupts.
 A crash between the two leaves rows and a chunk holding the same values: reads give the
 same answer, and the next run seals the window again. Before any deletion, the horizon is
 announced in store_settings (`sealed`); readers look for chunks only in windows ending by
@@ -18,6 +20,7 @@ before it deletes anything.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import time
 import uuid
@@ -30,7 +33,6 @@ from biggraphite_like.errors import SchemaMissing
 from biggraphite_like.metric import Metric
 from biggraphite_like.stores.base import SealCounts, StageTable
 from biggraphite_like.stores.cassandra import schema
-from biggraphite_like.stores.cassandra.points import partition_requests
 from biggraphite_like.stores.cassandra.requests import is_missing_table
 
 
@@ -42,6 +44,7 @@ class _Window:
     table: StageTable
     start: int
     rows: list[tuple] = dataclasses.field(default_factory=list)  # (slot_start, offset, shard, ts, value, count, wt)
+    foreign: dict[int, set[int]] = dataclasses.field(default_factory=dict)  # slot_start -> offsets holding other rows
 
 
 class SealingMixin:
@@ -117,18 +120,23 @@ class SealingMixin:
             if is_missing_table(exc.__cause__ or exc):
                 return  # no metric ever wrote this stage
             raise
-        self._ddl(schema.chunk_table_cql(self.keyspace, table))  # a store written before chunks
+        if table.name not in self._chunk_tables:  # a store written before chunks, not synced since
+            self._ddl(schema.chunk_table_cql(self.keyspace, table))
+            self._chunk_tables.add(table.name)
         blocks = range(0, stage.points, schema.ROW_POINTS)
         requests = [(select, (key, block)) for key in keyed for block in blocks]
         results = self._run(requests, f"read the per-point rows of {len(keyed)} metrics in {table.name}")
         span = schema.window_steps(stage, width) * stage.precision
         for (_, (key, block)), rows in zip(requests, results):
+            held: dict[int, set[int]] = {}  # offset -> windows of its rows (shards may differ)
+            sealing: list[_Window] = []
             for row in rows:
                 if table.aggregated:
                     offset, shard, ts, value, count, written = row
                 else:
                     (offset, ts, value, written), shard, count = row, None, None
                 start = ts - ts % span
+                held.setdefault(offset, set()).add(start)
                 if start + span > horizon:
                     continue  # the open window (or a later one): per-point rows
                 if start + span + schema.ttl_seconds(stage) <= now:
@@ -136,23 +144,48 @@ class SealingMixin:
                     continue
                 window = windows.setdefault((key, table, start), _Window(key, table, start))
                 window.rows.append((block, offset, shard, ts, value, count, written))
+                sealing.append(window)
+            for window in {id(w): w for w in sealing}.values():
+                window.foreign[block] = {o for o, starts in held.items() if starts != {window.start}}
 
     def _chunk_statement(self, table: StageTable, query: str) -> Any:
         return self._prepare(query.format(t=f"{self.keyspace}.{schema.chunk_table_name(table)}"),
                              "data_read" if query.startswith("SELECT") else "data_write")
 
     def _row_deletes(self, window: _Window) -> list[tuple[Any, Any]]:
-        """Deletions of a window's sealed rows, each at its own write time, in single-partition batches."""
+        """Deletions of a window's per-point rows `USING TIMESTAMP` of the latest write sealed (a
+        point written since the scan, later, stays): a range of offsets (one range tombstone)
+        for each run of its rows that no other row interrupts, a row deletion for a row
+        sharing its offset with another window's row (another shard of an aggregated stage)."""
         table = window.table
-        where = "metric = ? AND slot_start = ? AND offset = ?" + (" AND shard = ?" if table.aggregated else "")
-        delete = self._prepare(f"DELETE FROM {self.keyspace}.{table.name} USING TIMESTAMP ? WHERE {where}",
-                               "data_write")
+        ranged = self._prepare(f"DELETE FROM {self.keyspace}.{table.name} USING TIMESTAMP ?"
+                               " WHERE metric = ? AND slot_start = ? AND offset >= ? AND offset <= ?", "data_write")
+        latest = max(row[6] for row in window.rows)
+        requests: list[tuple[Any, Any]] = []
         by_block: dict[int, list[tuple]] = {}
-        for block, offset, shard, _, _, _, written in window.rows:
-            params = (written, window.key, block, offset) + ((shard,) if table.aggregated else ())
-            by_block.setdefault(block, []).append(params)
-        return [request for group in by_block.values()
-                for request in partition_requests(delete, group, self._levels["data_write"])]
+        for row in window.rows:
+            by_block.setdefault(row[0], []).append(row)
+        for block, rows in by_block.items():
+            foreign = sorted(window.foreign.get(block, ()))
+            mixed = [row for row in rows if row[1] in window.foreign.get(block, ())]
+            for low, high in _runs(sorted({row[1] for row in rows} - set(foreign)), foreign):
+                requests.append((ranged, (latest, window.key, block, low, high)))
+            if mixed:
+                single = self._prepare(f"DELETE FROM {self.keyspace}.{table.name} USING TIMESTAMP ? WHERE metric = ?"
+                                       " AND slot_start = ? AND offset = ? AND shard = ?", "data_write")
+                requests += [(single, (row[6], window.key, block, row[1], row[2])) for row in mixed]
+        return requests
+
+
+def _runs(offsets: list[int], foreign: list[int]) -> list[tuple[int, int]]:
+    """(first, last) of the runs of sorted offsets that no foreign offset falls between."""
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and bisect.bisect_left(foreign, runs[-1][1]) == bisect.bisect_left(foreign, offset):
+            runs[-1] = (runs[-1][0], offset)
+        else:
+            runs.append((offset, offset))
+    return runs
 
 
 def _by_table(metrics: Sequence[Metric], ids: dict[str, uuid.UUID]) -> dict[StageTable, list[uuid.UUID]]:
