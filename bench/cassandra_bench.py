@@ -111,7 +111,8 @@ def table_contents(server: CQLTestServer, keyspace: str) -> dict[str, dict[str, 
             for partition in table.partitions.values():
                 held = 0
                 for clustering, row in partition.rows.items():
-                    cells = row.live_cells(partition.deleted_at, now)
+                    deleted = partition.deletion_for(table.ck_sort_key(clustering))  # range tombstones too
+                    cells = row.live_cells(deleted, now)
                     if cells is None:
                         continue
                     rows += 1

@@ -128,24 +128,14 @@ class PointsMixin:
         results = self._run(requests + chunk_requests,
                             f"read points of {len(names)} metrics from {self.keyspace}.{table.name}")
         rows = _flat(results[:len(requests)], owners, 4 if table.aggregated else 2)
-        sealed = _sealed_points(results[len(requests):], chunk_owners, table.aggregated)
+        sealed = _sealed_points(results[len(requests):], chunk_owners)
         if not len(rows[0]) and not len(sealed[0]):
             return PointReads.empty()
         request, timestamps, values = rows[0], rows[1], rows[2]
-        if table.aggregated:
-            counts, written = rows[3], rows[4]
-            # chunk points are rows like the others (their count, their chunk's write time)
-            request, timestamps, values, counts, written = (
-                np.concatenate(pair) for pair in zip((request, timestamps, values, counts, written), sealed))
-        elif len(sealed[0]):
-            # a per-point row shadows the chunk's point of its slot (written later: whisper's replacement)
-            stage = table.stage
-            slots = request * stage.points + (timestamps // stage.precision) % stage.points
-            chunk_slots = sealed[0] * stage.points + (sealed[1] // stage.precision) % stage.points
-            keep = ~np.isin(chunk_slots, slots)
-            request = np.concatenate([request, sealed[0][keep]])
-            timestamps = np.concatenate([timestamps, sealed[1][keep]])
-            values = np.concatenate([values, sealed[2][keep]])
+        counts, written = (rows[3], rows[4]) if table.aggregated else (None, None)
+        if len(sealed[0]):
+            request, timestamps, values, counts, written = _shadow(
+                table, starts, ends, (request, timestamps, values, counts, written), sealed)
         # a slot may hold a point of another turn of the ring: keep those inside the window, as whisper
         inside = (timestamps >= starts[request]) & (timestamps < ends[request])
         request, timestamps, values = request[inside], timestamps[inside], values[inside]
@@ -193,9 +183,43 @@ def _flat(results: list[list[tuple]], owners: list[int], width: int) -> tuple[np
     return tuple(out)
 
 
-def _sealed_points(results: list[list[tuple]], owners: list[int], aggregated: bool) -> tuple[np.ndarray, ...]:
-    """(request, ts, value, count, write time) of the chunks read; for a raw stage only the
-    newest chunk's point of each timestamp (a window sealed again holds every point)."""
+def _shadow(table: StageTable, starts: np.ndarray, ends: np.ndarray, rows: tuple, sealed: tuple) -> tuple:
+    """Per-point rows and the chunks' points inside the windows, as one set of rows.
+
+    A per-point row written after its window's chunk replaces the chunk's point of its slot
+    (whisper's later write; raw rows are never older than the chunk of their window but for
+    the copies a crash of `bgl seal` leaves, which hold the chunk's values); an aggregated
+    row written before the chunk is one the chunk already holds, and is left out, so the
+    largest-count rule only ever compares rows newer than the chunk."""
+    request, timestamps, values, counts, written = rows
+    points = table.stage.points
+    c_request, c_ts, c_values, c_counts, c_written = sealed
+    inside = (c_ts >= starts[c_request]) & (c_ts < ends[c_request])
+    c_request, c_ts, c_values, c_counts, c_written = (a[inside] for a in sealed)
+    slots = request * points + (timestamps // table.stage.precision) % points
+    chunk_slots = c_request * points + (c_ts // table.stage.precision) % points  # unique: one turn a window
+    if table.aggregated:
+        order = np.argsort(chunk_slots)
+        at = np.minimum(np.searchsorted(chunk_slots[order], slots), max(len(order) - 1, 0))
+        covered = (chunk_slots[order][at] == slots) if len(order) else np.zeros(len(slots), bool)
+        newer = ~covered | (written > c_written[order][at] if len(order) else True)
+        keep_rows, replaced = newer, slots[covered & newer]
+    else:
+        keep_rows, replaced = np.ones(len(slots), bool), slots
+    keep = ~np.isin(chunk_slots, replaced)
+    out = [np.concatenate([a[keep_rows], b[keep]]) for a, b in
+           zip((request, timestamps, values), (c_request, c_ts, c_values))]
+    if table.aggregated:
+        out += [np.concatenate([counts[keep_rows], c_counts[keep]]), np.concatenate([written[keep_rows], c_written[keep]])]
+    else:
+        out += [None, None]
+    return tuple(out)
+
+
+def _sealed_points(results: list[list[tuple]], owners: list[int]) -> tuple[np.ndarray, ...]:
+    """(request, ts, value, count, write time) of the chunks read; only the newest chunk's
+    point of each timestamp (a window sealed again holds every point: an older chunk is left
+    only by a crash of `bgl seal` before it deleted it)."""
     blobs, owner, chunk, written = [], [], [], []
     for index, rows in zip(owners, results):
         for chunk_id, data, when in rows:
@@ -211,7 +235,7 @@ def _sealed_points(results: list[list[tuple]], owners: list[int], aggregated: bo
     order = np.array(chunk, np.int64)[which]
     when = np.array(written, np.int64)[which]
     counts = counts if counts is not None else np.ones(len(which), np.int64)
-    if not aggregated and len(blobs) > 1:
+    if len(blobs) > 1:
         keep = np.lexsort((order, timestamps, request))
         request, timestamps, values, counts, when = (a[keep] for a in (request, timestamps, values, counts, when))
         last = np.ones(len(keep), dtype=bool)

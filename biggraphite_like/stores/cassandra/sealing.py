@@ -200,19 +200,26 @@ def _by_table(metrics: Sequence[Metric], ids: dict[str, uuid.UUID]) -> dict[Stag
 
 
 def _merge(window: _Window, existing: list[tuple]) -> chunks.Points:
-    """The window's points: the newest chunk's, then each per-point row (raw: a row replaces its
-    timestamp's point; aggregated: per timestamp the largest count, ties to the latest write)."""
+    """The window's points: the newest chunk's, each replaced by the per-point rows of its
+    timestamp written after that chunk (rows written before it are in it already); between
+    rows of one timestamp (aggregated: shards), the largest count, ties to the latest write."""
     best: dict[int, tuple] = {}  # ts -> (count, written, value)
+    sealed_at = -1
     if existing:
-        chunk_id, data, written = max(existing, key=lambda r: r[0])
+        _, data, sealed_at = max(existing, key=lambda r: r[0])
+        sealed_at = sealed_at or 0
         old = chunks.decode(data)
         counts = old.counts if old.counts is not None else np.ones(len(old), np.int64)
         for ts, value, count in zip(old.timestamps.tolist(), old.values.tolist(), counts.tolist()):
-            best[ts] = (count, written or 0, value)
+            best[ts] = (count, sealed_at, value)
+    replaced: set[int] = set()
     for _, _, _, ts, value, count, written in sorted(window.rows, key=lambda r: r[6]):
+        if existing and window.table.aggregated and written <= sealed_at:
+            continue  # a row the chunk holds (left by a crash before its deletion)
         candidate = (count or 0, written, value)
-        if not window.table.aggregated or ts not in best or candidate[:2] >= best[ts][:2]:
+        if ts not in replaced or not window.table.aggregated or candidate[:2] >= best[ts][:2]:
             best[ts] = candidate
+        replaced.add(ts)
     order = sorted(best)
     return chunks.Points(
         np.array(order, np.int64), np.array([best[t][2] for t in order], np.float64),
