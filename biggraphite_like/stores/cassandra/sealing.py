@@ -6,7 +6,10 @@ statement per partition), groups them by window and seals every window that ends
 before the horizon and is still within retention:
 1. the window's points (those of an existing chunk, replaced by the per-point rows: a
    point written after a window was sealed wins, as whisper's later write) are encoded
-   into one new chunk, written with the TTL its window's last point would have;
+   into one new chunk, written with the TTL its window's last point would have and the
+   write time of the latest row it holds plus one (so a row written since the scan is
+   newer than the chunk, which is how reads tell rows that replace a chunk's points from
+   rows the chunk holds);
 2. then older chunks of the window and its per-point rows are deleted `USING TIMESTAMP`
    of the latest write sealed, so a point written since the scan (a later write time)
    stays: one range of offsets (a range tombstone, not one per row) for each run of the
@@ -91,9 +94,12 @@ class SealingMixin:
             stage = window.table.stage
             expires = window.start + schema.window_steps(stage, width) * stage.precision + schema.ttl_seconds(stage)
             points = _merge(window, existing)
+            # written at the time of the latest row it holds (+1): a row written since the scan is newer
+            written = max(row[6] for row in window.rows) + 1
             writes.append((self._chunk_statement(window.table, "INSERT INTO {t} (metric, window_start, chunk, data)"
-                                                 " VALUES (?, ?, ?, ?) USING TTL ?"),
-                           (window.key, window.start, sealed_at, chunks.encode(points), max(1, expires - now))))
+                                                 " VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?"),
+                           (window.key, window.start, sealed_at, chunks.encode(points), max(1, expires - now),
+                            written)))
             if existing:
                 deletes.append((self._chunk_statement(window.table, "DELETE FROM {t} WHERE metric = ? AND"
                                                       " window_start = ? AND chunk < ?"),
