@@ -147,3 +147,22 @@ def test_deleted_ranges_never_cover_another_windows_row():
     assert _runs([0, 1, 2, 5, 6, 9], [3, 8]) == [(0, 2), (5, 6), (9, 9)]
     assert _runs([4], [0, 9]) == [(4, 4)]
     assert _runs([], [1]) == []
+
+
+def test_a_point_written_while_its_window_is_sealed_is_kept(chunk_accessor):
+    """A writer racing `bgl seal` (its point lands after the scan, before the chunk and the
+    deletions): the range deletion must not cover it, and reads must prefer it to the
+    chunk, in the raw stage and in the aggregate it rewrites."""
+    accessor = chunk_accessor
+    _fill(accessor, ["race.m"])
+    late = NOW - 400  # in the sealed window [NOW - 800, NOW - 200) of the 10s stage
+    older = NOW - 900 - (NOW - 900) % 60  # past the 10s stage: in the sealed window [NOW - 4400, NOW - 800) of the 60s one
+    store = accessor.store
+    store.announce_seal(NOW)
+    report = store.seal_points([accessor.get_metric("race.m")], NOW, NOW, race_hook=lambda: accessor.insert_points(
+        {"race.m": [(late, 5000.0), (older, 7000.0)]}, now=NOW))
+    assert report.windows_sealed >= 2
+    raw = accessor.fetch(["race.m"], NOW - 600, NOW, NOW)["race.m"]
+    assert raw.values_list()[(late - raw.start) // raw.step] == 5000.0
+    minutes = accessor.fetch(["race.m"], NOW - 3600, NOW, NOW)["race.m"]  # the 60s stage
+    assert minutes.values_list()[(older - minutes.start) // minutes.step] == 7000.0

@@ -27,7 +27,7 @@ import bisect
 import dataclasses
 import time
 import uuid
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -74,8 +74,12 @@ class SealingMixin:
                                 f" chunks): run `bgl --store {self._display_url} syncdb`, then seal")
         return int(rows[0][0])
 
-    def seal_points(self, metrics: Sequence[Metric], horizon: int, now: int) -> SealCounts:
-        """Seal the windows of metrics ending at or before horizon (see the module docstring)."""
+    def seal_points(self, metrics: Sequence[Metric], horizon: int, now: int,
+                    race_hook: Callable[[], None] | None = None) -> SealCounts:
+        """Seal the windows of metrics ending at or before horizon (see the module docstring).
+
+        race_hook (tests) runs between the scan and the chunk writes: where another writer's
+        point would race the job."""
         self._check_schema()
         counts = SealCounts()
         width = self._window_width()
@@ -85,6 +89,8 @@ class SealingMixin:
             self._seal_scan(table, keyed, width, horizon, now, windows, counts)
         if not windows:
             return counts
+        if race_hook is not None:
+            race_hook()
         chunk_rows = self._run([(self._chunk_statement(w.table, "SELECT chunk, data, writetime(data) FROM {t}"
                                                        " WHERE metric = ? AND window_start = ?"), (w.key, w.start))
                                 for w in windows.values()], f"read the chunks of {len(windows)} windows")
