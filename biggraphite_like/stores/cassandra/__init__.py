@@ -1,7 +1,8 @@
 """The Cassandra store: metadata and datapoints on an Apache Cassandra cluster (3.11, 4.x, 5.0).
 
 Modules: options (URL), connection, requests, schema (CQL) and schema_sync (syncdb),
-metadata, glob_planner (plans) and globs (their execution), points, tags.
+metadata, glob_planner (plans) and globs (their execution), points, sealing (`bgl seal`:
+past windows of per-point rows become compressed chunks), tags.
 
 - One driver Session per process (protocol v4, token-aware and DC-aware routing), opened
   on first use and opened again in a forked child (carbon forks after loading plugins).
