@@ -164,6 +164,9 @@ def _run_race(store_url: str, rounds: int, per_round: int, protocol: bool, seed:
     return cleaner_restored, creator_restored, orphans
 
 
+# the real node in one index mode each (the race is the metadata's, not the index's; the
+# conformance suite covers both modes' globs): a race run costs ~25 s on the real node
+@pytest.mark.parametrize("store_url", ["sqlite", "cassandra", "real-sai"], indirect=True)
 def test_creation_and_cleanup_race_in_threads(store_url, accessor):
     cleaner_restored, creator_restored, orphans = _run_race(store_url, rounds=6, per_round=25, protocol=True, seed=1)
     assert orphans == []
@@ -213,6 +216,9 @@ def _process_cleaner(store_url: str, stop, seed: int, barrier, queue) -> None:
     accessor.close()
 
 
+# the real node in one index mode each (the race is the metadata's, not the index's; the
+# conformance suite covers both modes' globs): a race run costs ~25 s on the real node
+@pytest.mark.parametrize("store_url", ["sqlite", "cassandra", "real-sasi"], indirect=True)
 def test_creation_and_cleanup_race_in_processes(store_url, accessor):
     context = multiprocessing.get_context("spawn")
     stop, queue, barrier = context.Event(), context.Queue(), context.Barrier(5)
