@@ -34,7 +34,7 @@ class FlushPolicy:
     retries: int = 10  # attempts after a failed batch
     retry_delay: float = 0.2
     retry_max_delay: float = 10.0
-    max_batch_points: int = 100_000  # points per accessor batch at most (--flush-size)
+    max_batch_points: int = 500_000  # points per accessor batch at most (--flush-size)
 
 
 class Flusher:
