@@ -46,8 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="plaintext over UDP (off unless given; carbon's is 2003)")
     p.add_argument("--flush-interval", type=float, default=1.0, metavar="SECONDS",
                    help="seconds between two store batches (default 1): SIGKILL loses at most this much")
-    p.add_argument("--flush-size", type=int, default=100_000, metavar="N",
-                   help="points per store batch at most (default 100,000): a backlog is written in several"
+    p.add_argument("--flush-size", type=int, default=500_000, metavar="N",
+                   help="points per store batch at most (default 500,000): a backlog is written in several"
                         " batches, bounding the store's memory")
     p.add_argument("--max-buffered-points", type=int, default=1_000_000, metavar="N",
                    help="points held in memory at most (default 1,000,000): TCP reads stop before, UDP drops"

@@ -42,10 +42,11 @@ class PointBuffer:
     """Thread-safe: the I/O thread adds, the flusher takes, CarbonLink reads."""
 
     def __init__(self) -> None:
-        self._ids: dict[str, int] = {}  # name as received -> id (or INVALID)
+        # name as received, and each canonical name -> id (or INVALID); one dict for both, as
+        # most names arrive in their canonical spelling (100,000 names: a dict less, ~5 MiB)
+        self._ids: dict[str, int] = {}
         self._invalid: dict[str, str] = {}  # refused name -> why
         self._canonical: list[str] = []  # id -> normalised name
-        self._canonical_ids: dict[str, int] = {}
         self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending = 0
         self._in_flight: Batch | None = None
@@ -99,9 +100,9 @@ class PointBuffer:
             self._invalid[name] = str(exc)
             self._ids[name] = INVALID
             return INVALID
-        index = self._canonical_ids.get(canonical)
+        index = self._ids.get(canonical)  # a canonical name is valid: never INVALID here
         if index is None:
-            index = self._canonical_ids[canonical] = len(self._canonical)
+            index = self._ids[canonical] = len(self._canonical)
             self._canonical.append(canonical)
         self._ids[name] = index
         return index
@@ -146,7 +147,7 @@ class PointBuffer:
                 canonical = names_mod.normalize(name)
             except InvalidMetricName:
                 continue
-            index = self._canonical_ids.get(canonical)
+            index = self._ids.get(canonical)
             if index is not None:
                 wanted[index] = name
         result: dict[str, list[tuple[int, float]]] = {name: [] for name in names}

@@ -44,6 +44,7 @@ class StorageRules:
         self._schemas = schemas or []
         self._aggregations = aggregations or []
         self._cache: dict[tuple[Retention, str, float], MetricMetadata] = {}
+        self._by_sections: dict[tuple[int, int], MetricMetadata] = {}
 
     @classmethod
     def load(cls, schemas_path: str | Path | None, aggregation_path: str | Path | None) -> "StorageRules":
@@ -53,12 +54,30 @@ class StorageRules:
         return cls(schemas, aggregations)
 
     def metadata_for(self, name: str) -> MetricMetadata:
-        """What carbon would create `name` with."""
-        retention = next((r.value for r in self._schemas if r.regex.search(name)), DEFAULT_RETENTION)
-        xff, method = next((r.value for r in self._aggregations if r.regex.search(name)), (None, None))
+        """What carbon would create `name` with (called once per new metric: kept cheap,
+        the metadata is looked up by the indexes of the matching sections)."""
+        schema = aggregation = -1
+        for index, rule in enumerate(self._schemas):
+            if rule.regex.search(name):
+                schema = index
+                break
+        for index, rule in enumerate(self._aggregations):
+            if rule.regex.search(name):
+                aggregation = index
+                break
+        metadata = self._by_sections.get((schema, aggregation))
+        if metadata is None:
+            metadata = self._by_sections[(schema, aggregation)] = self._metadata(schema, aggregation)
+        return metadata
+
+    def _metadata(self, schema: int, aggregation: int) -> MetricMetadata:
+        """The metadata of a (schema, aggregation) pair of sections (-1: the default), one
+        object per distinct metadata: shared, so the accessor groups metrics cheaply."""
+        retention = self._schemas[schema].value if schema >= 0 else DEFAULT_RETENTION
+        xff, method = self._aggregations[aggregation].value if aggregation >= 0 else (None, None)
         key = (retention, method or "", xff if xff is not None else -1.0)
         metadata = self._cache.get(key)
-        if metadata is None:  # a few distinct ones: shared, so the accessor groups them cheaply
+        if metadata is None:
             metadata = self._cache[key] = MetricMetadata(retention, Aggregator.parse(method), parse_xfilesfactor(xff))
         return metadata
 

@@ -43,7 +43,7 @@ class ReceiverOptions:
     carbonlink_port: int | None = 7002
     udp_port: int | None = None  # off unless asked, as carbon's ENABLE_UDP_LISTENER
     flush_interval: float = 1.0
-    flush_size: int = 100_000  # points per store batch at most
+    flush_size: int = 500_000  # points per store batch at most (a metric's points in one batch cost about one's)
     max_buffered_points: int = 1_000_000
     storage_schemas: str | None = None
     storage_aggregation: str | None = None

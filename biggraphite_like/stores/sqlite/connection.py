@@ -73,7 +73,10 @@ class ConnectionMixin:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA temp_store = MEMORY")
-                conn.execute("PRAGMA cache_size = -65536")
+                # 16 MiB of page cache per connection (it was 64): the receiver's flusher held
+                # about 50 MiB more at 100,000 metrics with no CPU-time gain; reads beyond it come
+                # from the OS page cache
+                conn.execute("PRAGMA cache_size = -16384")
                 conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
