@@ -30,25 +30,28 @@ _ROWS_PER_INSERT = 500  # rows of one INSERT ... VALUES (bound parameters: at mo
 
 
 @functools.lru_cache(maxsize=64)
-def _named_insert_sql(verb: str, table: str, columns: tuple[str, ...], depth: int, rows: int, conflict: str) -> str:
+def _named_insert_sql(verb: str, table: str, columns: tuple[str, ...], depth: int, rows: int, conflict: str,
+                      returning: str) -> str:
     names = [*columns, "name", "parent", *_COMPONENT_COLUMNS[:depth]]
     row = f"({', '.join(['?'] * len(names))})"
-    return f"{verb} {table} ({', '.join(names)}) VALUES {', '.join([row] * rows)}{conflict}"
+    tail = f" RETURNING {returning}" if returning else ""
+    return f"{verb} {table} ({', '.join(names)}) VALUES {', '.join([row] * rows)}{conflict}{tail}"
 
 
 class MetadataMixin:
     """Metrics and directories: create, read, touch, delete, scan, count."""
 
     def _insert_named(self, verb: str, table: str, rows: Iterable[tuple[str, Sequence]],
-                      columns: tuple[str, ...] = (), conflict: str = "") -> None:
+                      columns: tuple[str, ...] = (), conflict: str = "", returning: str = "") -> list[tuple]:
         """Insert rows (name, values of columns) into a metrics or directories table with
         their parent and component ids (name_strings), hundreds of rows a statement: each
         statement opens the cursors of the 66 indexes again, and executemany runs one
-        statement a row (it made creation three times slower)."""
+        statement a row (it made creation three times slower). Returns the `returning`
+        columns of the rows written (none without it)."""
         conn = self._conn
         split = [(values, name, name.rpartition(".")[0], name.split(".")) for name, values in rows]
         if not split:
-            return
+            return []
         strings = {parent for _, _, parent, _ in split}
         for _, _, _, parts in split:
             strings.update(parts)
@@ -64,10 +67,12 @@ class MetadataMixin:
         width = len(columns) + 2 + depth
         per_statement = min(_ROWS_PER_INSERT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width)
         padding = {size: (None,) * (width - size) for size in {len(r) for r in records}}
+        written: list[tuple] = []
         for start in range(0, len(records), per_statement):
             chunk = records[start:start + per_statement]
-            conn.execute(_named_insert_sql(verb, table, columns, depth, len(chunk), conflict),
-                         [value for record in chunk for value in record + padding[len(record)]])
+            written += conn.execute(_named_insert_sql(verb, table, columns, depth, len(chunk), conflict, returning),
+                                    [value for record in chunk for value in record + padding[len(record)]]).fetchall()
+        return written
 
     def create_metrics(self, metrics: Sequence[Metric]) -> None:
         if not metrics:
@@ -87,13 +92,16 @@ class MetadataMixin:
             for name, old in existing.items():
                 if old.retention != wanted[name]:
                     self._drop_points(name, old.retention, keep=wanted[name])
-            self._insert_named(
+            # the keys come back with the rows: the first write of each new metric needs no lookup
+            # (a rollback forgets them, see write_batch)
+            self._keys.update(self._insert_named(
                 "INSERT INTO", "metrics",
                 ((m.name, (*fields[id(m.metadata)], m.created_on, m.updated_on, m.read_on)) for m in metrics),
                 _METADATA_COLUMNS,
                 " ON CONFLICT(name) DO UPDATE SET retention = excluded.retention, aggregator = excluded.aggregator,"
                 " xfilesfactor = excluded.xfilesfactor, updated_on = excluded.updated_on",
-            )
+                returning="name, key",
+            ))
             self._insert_named("INSERT OR IGNORE INTO", "directories", ((d, ()) for d in directories))
 
     def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
