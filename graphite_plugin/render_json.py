@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 from typing import Any, Sequence
 
 import numpy as np
@@ -63,9 +64,13 @@ class _Points:
         self.head, self.values, self.timestamps = head, values, timestamps
 
 
-def float_values(values: list) -> np.ndarray | None:
+def float_values(values: list, fetched: tuple[list, np.ndarray] | None = None) -> np.ndarray | None:
     """The values as float64 (NaN for None) when each is a float or None; else None
-    (json.dumps writes ints, bools and anything else its own way)."""
+    (json.dumps writes ints, bools and anything else its own way). `fetched` is the
+    (values, array) pair the finder read for the series' name: its array serves when the
+    series still holds the very same objects (a graphite function changed nothing)."""
+    if fetched is not None and len(fetched[0]) == len(values) and all(map(operator.is_, values, fetched[0])):
+        return fetched[1]
     kinds = set(map(type, values))
     if not kinds <= {float, type(None)}:
         return None
@@ -100,8 +105,10 @@ def _head(series) -> str:
     return graphite_replace(text[:-2])  # without `]}`
 
 
-def encode(series_list: Sequence, options: dict[str, Any]) -> str:
-    """renderViewJson's output text for these series and request options (without jsonp)."""
+def encode(series_list: Sequence, options: dict[str, Any], fetched: dict | None = None) -> str:
+    """renderViewJson's output text for these series and request options (without jsonp);
+    `fetched`: the arrays graphite_plugin.Finder read, by series name (see float_values)."""
+    fetched = fetched or {}
     if options.get("pretty"):
         raise ValueError("pretty output is left to graphite-web's renderViewJson")
     pieces: list[Any] = []
@@ -111,7 +118,7 @@ def encode(series_list: Sequence, options: dict[str, Any]) -> str:
         for series in series_list:
             timestamps = range(int(series.start), int(series.end) + 1, int(series.step * series.valuesPerPoint))
             values = list(series) if series.valuesPerPoint > 1 else series
-            floats = float_values(values) if timestamps.step > 0 else None
+            floats = float_values(values, fetched.get(series.name)) if timestamps.step > 0 else None
             if floats is None:  # json.dumps' own encoding of this series
                 datapoints = list(zip(values, timestamps))
                 if no_nulls:

@@ -23,6 +23,7 @@ from graphite.render.evaluator import evaluateTarget
 from graphite.render.hashing import hashData, hashRequest
 from graphite.render.views import parseOptions, renderView
 
+from graphite_plugin.reader import FETCHED_ARRAYS
 from graphite_plugin.render_json import encode
 
 
@@ -31,19 +32,11 @@ def handles(options: dict) -> bool:
     return options.get("format") == "json" and options["graphType"] == "line" and not options.get("pretty")
 
 
-@handleInputParameterError
-def render_json(request) -> HttpResponse | None:
-    """renderView's answer to a JSON line render, or None for graphite's view to answer."""
-    start = time()
-    try:
-        _, options = parseOptions(request)
-    except Exception:  # graphite's view answers (400 with its message)
-        return None
-    if not handles(options):
-        return None
-    use_cache = "noCache" not in options
-    cache_timeout = options["cacheTimeout"]
-    context = {
+def request_context(options: dict) -> dict:
+    """renderView's requestContext for parsed request options, with a dict the finder fills
+    with the arrays it read (graphite_plugin.reader.FETCHED_ARRAYS; shared by the
+    context's copies that graphite functions make)."""
+    return {
         "startTime": options["startTime"],
         "endTime": options["endTime"],
         "now": options["now"],
@@ -58,7 +51,23 @@ def render_json(request) -> HttpResponse | None:
         "maxDataPoints": options.get("maxDataPoints", None),
         "targets": options["targets"],
         "maxStep": options.get("maxStep", None),
+        FETCHED_ARRAYS: {},
     }
+
+
+@handleInputParameterError
+def render_json(request) -> HttpResponse | None:
+    """renderView's answer to a JSON line render, or None for graphite's view to answer."""
+    start = time()
+    try:
+        _, options = parseOptions(request)
+    except Exception:  # graphite's view answers (400 with its message)
+        return None
+    if not handles(options):
+        return None
+    use_cache = "noCache" not in options
+    cache_timeout = options["cacheTimeout"]
+    context = request_context(options)
     data = context["data"]
     if use_cache:
         request_key = hashRequest(request)
@@ -80,7 +89,7 @@ def render_json(request) -> HttpResponse | None:
         if use_cache:
             cache.add(data_key, data, cache_timeout)
     render_start = time()
-    output = encode(data, options)
+    output = encode(data, options, context[FETCHED_ARRAYS])
     if "jsonp" in options:
         response = HttpResponse(content="%s(%s)" % (options["jsonp"], output), content_type="text/javascript")
     else:

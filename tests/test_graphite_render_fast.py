@@ -226,3 +226,39 @@ def test_the_middleware_answers_json_renders(store_url):
         theirs = Client().get("/render", params)
     assert ours.status_code == theirs.status_code == 200
     assert ours.content == theirs.content and ours["Content-Type"] == theirs["Content-Type"] == "text/javascript"
+
+
+def test_fetched_arrays_serve_only_unchanged_series():
+    """The finder's float64 array stands for a series only while it holds the very objects
+    read: a value replaced by an equal one (0.0 for -0.0) is converted again."""
+    import numpy as np
+
+    from graphite_plugin.reader import graphite_values
+    from graphite_plugin.render_json import float_values
+
+    array = np.array([1.5, np.nan, -0.0, 2.0])
+    read = graphite_values(type("Series", (), {"values": array})())
+    assert float_values(list(read), (read, array)) is array
+    changed = list(read)
+    changed[2] = 0.0
+    converted = float_values(changed, (read, array))
+    assert converted is not array and not np.signbit(converted[2])
+    assert float_values(read[:3], (read, array)) is not array
+
+
+def test_render_json_reads_the_finders_arrays(store_url):
+    """A render through render_json hands its context to the finder, which records each
+    series' array there."""
+    from graphite.render.evaluator import evaluateTarget
+    from graphite.render.views import parseOptions
+
+    from graphite_plugin.reader import FETCHED_ARRAYS
+    from graphite_plugin.render_view import request_context
+
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url):
+        context = request_context(parseOptions(_request({"target": "fast.web1.*", "from": "-10min"}))[1])
+        data = evaluateTarget(context, ["fast.web1.*"])
+    assert sorted(context[FETCHED_ARRAYS]) == sorted(s.name for s in data) == ["fast.web1.cpu", "fast.web1.requests"]
+    for s in data:
+        values, array = context[FETCHED_ARRAYS][s.name]
+        assert list(s) == values and len(array) == len(values)
