@@ -62,6 +62,10 @@ class Backend:
 
         return self.globs.get("nodes", pattern, compute)
 
+    def cached_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]] | None:
+        """glob_nodes' answer when the glob cache holds it, else None (nothing is computed)."""
+        return self.globs.peek("nodes", pattern)
+
 
 def store_url() -> str:
     """BG_STORE from graphite-web's settings, else $BGL_STORE, else the CLI's default file."""

@@ -1,9 +1,9 @@
 """`/render?format=json` answered with graphite_plugin.render_json's encoder.
 
-JsonRenderMiddleware (in MIDDLEWARE through graphite_plugin.settings) uses Django's
-`process_view` hook: when URL routing picked graphite-web's `renderView`, it answers
-with `render_json` instead, which follows renderView's steps for a line graph in JSON
-with graphite's own functions (parseOptions, hashRequest and hashData with Django's
+graphite_plugin.middleware.ViewShortcutMiddleware (in MIDDLEWARE through
+graphite_plugin.settings) uses Django's `process_view` hook: when URL routing picked
+graphite-web's `renderView`, it asks `render_json` first, which follows renderView's
+steps for a line graph in JSON with graphite's own functions (parseOptions, hashRequest and hashData with Django's
 cache, evaluateTarget, the cache headers, handleInputParameterError for a 400) and only
 encodes the series differently, to the same bytes. Every other request (another format
 or graph type, `pretty=1`, options graphite cannot parse: graphite answers its own
@@ -12,7 +12,6 @@ error) goes to graphite's view. graphite-web's files and modules are left as the
 from __future__ import annotations
 
 from time import time
-from typing import Callable
 
 from django.core.cache import cache
 from django.http import HttpResponse
@@ -21,7 +20,7 @@ from graphite.errors import handleInputParameterError
 from graphite.logger import log
 from graphite.render.evaluator import evaluateTarget
 from graphite.render.hashing import hashData, hashRequest
-from graphite.render.views import parseOptions, renderView
+from graphite.render.views import parseOptions
 
 from graphite_plugin.reader import FETCHED_ARRAYS
 from graphite_plugin.render_json import encode
@@ -102,18 +101,3 @@ def render_json(request) -> HttpResponse | None:
     log.rendering("json rendering time %6f" % (time() - render_start))
     log.rendering("Total request processing time %6f" % (time() - start))
     return response
-
-
-class JsonRenderMiddleware:
-    """Answers graphite's renderView requests in JSON with render_json (see the module docstring)."""
-
-    def __init__(self, get_response: Callable):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        return self.get_response(request)
-
-    def process_view(self, request, view_func, view_args, view_kwargs):
-        if view_func is not renderView or view_args or view_kwargs:
-            return None
-        return render_json(request)

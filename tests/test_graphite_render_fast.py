@@ -85,8 +85,8 @@ def test_encoder_writes_renderViewJson_bytes(graphite_app, options):
     assert outcome(lambda: encode(copy.deepcopy(data), dict(options)).encode()) == expected
     # graphite fails on series too short for maxDataPoints' nudge (IndexError) or empty with
     # maxDataPoints=1 (a step of 0): so does the encoder. Then series long enough:
-    data = [series(s.name, [s[i % len(s)] for i in range(600 * 60 // s.step if s else 0)], start=NOW - 36000, step=s.step,
-                   tags=dict(s.tags)) for s in data if s or "maxDataPoints" not in options]
+    data = [series(s.name, [s[i % len(s)] for i in range(600 * 60 // s.step if s else 0)], start=NOW - 36000,
+                   step=s.step, tags=dict(s.tags)) for s in data if s or "maxDataPoints" not in options]
     expected = renderViewJson(dict(options), copy.deepcopy(data)).content
     assert encode(copy.deepcopy(data), dict(options)).encode() == expected
     if not options:  # the cases are there: the answer has every special value
@@ -102,7 +102,8 @@ def test_encoder_on_empty_answers(graphite_app, options):
     from graphite_plugin.render_json import encode
 
     for data in ([], [series("empty", [])], [series("empty", []), series("none", [None])]):
-        assert encode(copy.deepcopy(data), dict(options)).encode() == renderViewJson(dict(options), copy.deepcopy(data)).content
+        expected = renderViewJson(dict(options), copy.deepcopy(data)).content
+        assert encode(copy.deepcopy(data), dict(options)).encode() == expected
 
 
 def test_timestamp_texts_are_python_ints():
@@ -209,16 +210,16 @@ def test_the_middleware_answers_json_renders(store_url):
     from graphite.render.views import renderView
 
     import graphite_plugin.settings as plugin_settings
-    from graphite_plugin.render_view import JsonRenderMiddleware
+    from graphite_plugin.middleware import ViewShortcutMiddleware
 
     assert resolve("/render").func is renderView and resolve("/render/").func is renderView
-    assert "graphite_plugin.render_view.JsonRenderMiddleware" in plugin_settings.MIDDLEWARE
+    assert "graphite_plugin.middleware.ViewShortcutMiddleware" in plugin_settings.MIDDLEWARE
     params = {"target": ["fast.web1.cpu", "sumSeries(fast.*.cpu)"], "format": "json", "now": str(NOW),
               "maxDataPoints": "200", "jsonp": "cb"}
     with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, MIDDLEWARE=plugin_settings.MIDDLEWARE,
                      BG_SELF_METRICS_INTERVAL=0):
         ours = Client().get("/render", params)
-        middleware = JsonRenderMiddleware(lambda request: None)
+        middleware = ViewShortcutMiddleware(lambda request: None)
         direct = middleware.process_view(_request(params), renderView, (), {})
         assert direct is not None and direct.content == ours.content
         assert middleware.process_view(_request(params), lambda request: None, (), {}) is None
