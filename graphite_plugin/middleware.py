@@ -26,6 +26,7 @@ from django.http import HttpResponseBadRequest, HttpResponseForbidden
 
 from graphite_plugin.errors import PatternRefused
 
+GRAPHITE_EXCEPTION_LOGGER = "graphite.middleware.LogExceptionsMiddleware"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Endpoints that change something whatever the method (graphite's GET /composer/mygraph saves
 # and deletes; dashboard save/delete, tag writes, the URL shortener, posting events)
@@ -62,6 +63,8 @@ class ViewShortcutMiddleware:
 
         self.get_response = get_response
         self.shortcuts = {renderView: render_json, find_view: find_tree}
+        # an exception raised here skips the process_exception hooks: log it as graphite's would
+        self.log_exceptions = GRAPHITE_EXCEPTION_LOGGER in settings.MIDDLEWARE
 
     def __call__(self, request):
         return self.get_response(request)
@@ -70,7 +73,14 @@ class ViewShortcutMiddleware:
         shortcut = self.shortcuts.get(view_func)
         if shortcut is None or view_args or view_kwargs:
             return None
-        return shortcut(request)
+        try:
+            return shortcut(request)
+        except Exception:
+            if self.log_exceptions:
+                from graphite.logger import log
+
+                log.exception(f"Exception encountered in <{request.method} {request.build_absolute_uri()}>")
+            raise
 
 
 def app_path(request) -> str:

@@ -263,3 +263,23 @@ def test_render_json_reads_the_finders_arrays(store_url):
     for s in data:
         values, array = context[FETCHED_ARRAYS][s.name]
         assert list(s) == values and len(array) == len(values)
+
+
+def test_a_failing_render_fails_as_graphites(store_url, tmp_path, caplog):
+    """An unreachable store: 500 with graphite's error page either way, and graphite's
+    exception log line (LogExceptionsMiddleware's) written for the shortcut too."""
+    from django.test import Client
+
+    import graphite_plugin.settings as plugin_settings
+
+    params = {"target": "fast.web1.cpu", "format": "json", "now": str(NOW), "from": "-10min"}
+    missing = f"sqlite://{tmp_path / 'missing.db'}"
+    answers = {}
+    for side, middleware in (("ours", plugin_settings.MIDDLEWARE), ("graphite", None)):
+        overrides = {"MIDDLEWARE": middleware, "BG_SELF_METRICS_INTERVAL": 0} if middleware else {}
+        caplog.clear()
+        with use_finders(["graphite_plugin.Finder"], BG_STORE=missing, **overrides):
+            response = Client(raise_request_exception=False).get("/render", params)
+        answers[side] = response.status_code, b"does not exist" in response.content
+        assert any("Exception encountered in <GET http://testserver/render?" in r.getMessage() for r in caplog.records)
+    assert answers["ours"] == answers["graphite"] == (500, True)
