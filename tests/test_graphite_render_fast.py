@@ -283,3 +283,20 @@ def test_a_failing_render_fails_as_graphites(store_url, tmp_path, caplog):
         answers[side] = response.status_code, b"does not exist" in response.content
         assert any("Exception encountered in <GET http://testserver/render?" in r.getMessage() for r in caplog.records)
     assert answers["ours"] == answers["graphite"] == (500, True)
+
+
+def test_encoder_on_many_distinct_values(graphite_app):
+    """More distinct values than one block of the token table (render_json.TABLE_BLOCK), of
+    every magnitude, as renderViewJson writes them."""
+    import random
+
+    from graphite.render.views import renderViewJson
+
+    from graphite_plugin import render_json
+
+    rng = random.Random(3)
+    values = [rng.uniform(-1, 1) * 10.0 ** rng.randint(-320, 308) if i % 97 else None
+              for i in range(render_json.TABLE_BLOCK + 5000)]
+    data = [series("many", values), series("few", [round(v, 2) if v is not None else v for v in values[:3000]])]
+    expected = renderViewJson({}, copy.deepcopy(data)).content
+    assert render_json.encode(copy.deepcopy(data), {}).encode() == expected
