@@ -85,9 +85,9 @@ def float_values(values: list, fetched: tuple[list, np.ndarray] | None = None) -
 
 @functools.lru_cache(maxsize=64)
 def stamp_texts(start: int, step: int, count: int) -> np.ndarray:
-    """The decimal text of `count` timestamps from `start` by `step`, one row each, right
-    after each other, padded with zero bytes (series of one answer usually
-    share their timestamps: kept for the next ones; read-only)."""
+    """The decimal digits of `count` timestamps from `start` by `step`, one row of bytes
+    each, padded with zero bytes (dropped when written). Read-only and kept: the series of
+    one answer usually share their timestamps."""
     stamps = np.arange(start, start + count * step, step, dtype=np.int64)[:count]
     if count == 0:
         return np.zeros((0, 1), dtype=np.uint8)
