@@ -10,8 +10,9 @@ float; json's C encoder writes them all at once), digit rows for the timestamps,
 fixed-width byte matrix per series whose padding is dropped. Writing a float costs
 Python's `repr` (up to ~1 us for 17 significant digits): values with few digits or that
 repeat (gauges with two decimals, integer counts) are several times faster to encode
-than with renderViewJson, values of full precision (averages, rates) hardly faster. A series whose values are not all floats or
-None (an int from `transformNull(x, 0)`, a bool...) is encoded by `json.dumps` itself;
+than with renderViewJson, values of full precision (averages, rates) hardly faster. A
+series whose values are not all floats or None (an int from `transformNull(x, 0)`, a
+bool...) is encoded by `json.dumps` itself;
 names and tags always are. What renderViewJson does before encoding (maxDataPoints'
 consolidation, which changes the series in place, noNullPoints) is done with the same
 code, on the same objects. tests/test_graphite_render_fast.py compares both byte for byte.
