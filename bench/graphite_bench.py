@@ -5,12 +5,16 @@
     python bench/graphite_bench.py --series 200 --names 20000 --runs 3   # quick
     python bench/graphite_bench.py --profile              # cProfile of our fetch and finds
 
-Two measurements, each on the same data on both sides, interleaved (ours, theirs, ours,
+Three measurements, each on the same data on both sides, interleaved (ours, theirs, ours,
 ...) and reported as medians and ratios, because the machine is shared and noisy:
 
 * fetch: `finder.fetch([pattern], now - 1 day, now, now)` of every series (`--series`,
   default 1,000) holding one day of 60 s points, as graphite-web's render calls it.
   StandardFinder's fetch is BaseFinder's: find, then one whisper.fetch per leaf.
+* render: graphite-web's `/render?format=json` of those series through its Django app
+  in-process (Django's test client, our finder on both sides), answered by
+  graphite_plugin's ViewShortcutMiddleware against graphite's own view; the answers must
+  be the same bytes.
 * find: `finder.find_nodes(FindQuery(pattern))` for wildcard patterns over a tree of
   `--names` metric names (default 100,000). The whisper tree holds empty `.wsp` files:
   StandardFinder's find only looks at names.
@@ -44,6 +48,7 @@ from biggraphite_like.accessor import Accessor  # noqa: E402
 from biggraphite_like.metric import MetricMetadata  # noqa: E402
 from tests.graphite_env import configure  # noqa: E402
 
+SHORTCUT = "graphite_plugin.middleware.ViewShortcutMiddleware"
 FETCH_RETENTION = "60s:1d"
 FETCH_ARCHIVES = [(60, 1440)]
 # (pattern, what it exercises): over 1,000,000 names, tree.dcN holds 10,000 hosts
@@ -151,6 +156,34 @@ def bench_fetch(url: str, whisper_dir: str, names: list[str], now: int, runs: in
         result.update(series=len(names), points_per_series=len(a[0]["values"]))
         if profile:
             result["profile"] = profiled(run_ours)
+    return result
+
+
+def bench_render(url: str, names: list[str], now: int, runs: int) -> dict:
+    from django.conf import settings
+    from django.test import Client, override_settings
+
+    from tests.graphite_env import setup_graphite_app, use_finders
+
+    setup_graphite_app()
+    params = {"target": "fetch.*.*", "from": str(now - 86400), "until": str(now), "format": "json", "noCache": "1"}
+    plain = tuple(m for m in settings.MIDDLEWARE if m != SHORTCUT)
+    clients = {}
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=url):
+        for side, middleware in (("ours", plain + (SHORTCUT,)), ("standard", plain)):
+            with override_settings(MIDDLEWARE=middleware):
+                clients[side] = Client()  # its middleware chain is built at its first request
+                clients[side].get("/render", params)
+
+        def render(side: str) -> bytes:
+            response = clients[side].get("/render", params)
+            assert response.status_code == 200, response.content[:300]
+            return response.content
+
+        body = render("ours")
+        assert body == render("standard"), "answers differ"
+        result = side_by_side(lambda: render("ours"), lambda: render("standard"), runs)
+    result.update(series=len(names), bytes=len(body))
     return result
 
 
@@ -292,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         url, whisper_dir, names = build_fetch_data(workdir, args.series, now)
         log(f"  {time.perf_counter() - started:.1f} s; fetching ...")
         report["fetch"] = bench_fetch(url, whisper_dir, names, now, args.runs, args.profile)
+        log("rendering (JSON, in-process) ...")
+        report["render"] = bench_render(url, names, now, args.runs)
         log(f"creating {args.names:,} names in the store and as empty whisper files ...")
         started = time.perf_counter()
         url, whisper_dir = build_find_data(workdir, args.names)
@@ -312,6 +347,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  graphite_plugin.Finder.fetch   {fetch['ours_s'] * 1000:9.1f} ms")
     print(f"  StandardFinder.fetch (whisper) {fetch['standard_s'] * 1000:9.1f} ms")
     print(f"  ratio (standard / ours)        {fetch['ratio']:9.1f} x   (aim >= 5 x)")
+    render = report["render"]
+    print(f"\n/render?format=json of the same series through graphite-web's Django app ({render['bytes']:,} bytes),"
+          f" median of {args.runs}:")
+    print(f"  with ViewShortcutMiddleware    {render['ours_s'] * 1000:9.1f} ms")
+    print(f"  graphite-web's renderView      {render['standard_s'] * 1000:9.1f} ms")
+    print(f"  ratio (graphite / ours)        {render['ratio']:9.1f} x")
     print(f"\nfind_nodes over {args.names:,} names, median and 99th percentile:")
     print("  cold: glob cache off (every find queries the store); hot: pattern answered before")
     print(f"  {'pattern':32} {'nodes':>6} {'cold p50':>9} {'cold p99':>9} {'hot p50':>8} {'std p50':>9}"

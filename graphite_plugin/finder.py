@@ -30,7 +30,7 @@ from biggraphite_like.settings import default_store_url
 from graphite_plugin.errors import DeferredError, PatternRefused, RenderTooLarge
 from graphite_plugin.glob_cache import GlobCache
 from graphite_plugin.options import ACCESSOR_ARGUMENTS, OPTION_DEFAULTS
-from graphite_plugin.reader import MetadataBatch, ReadLimits, Reader, read_series
+from graphite_plugin.reader import FETCHED_ARRAYS, MetadataBatch, ReadLimits, Reader, read_series
 
 REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob, InvalidTagExpression)
 TAG_CALL = "seriesByTag("
@@ -61,6 +61,10 @@ class Backend:
             return tuple(self.accessor.glob_metrics(p)), tuple(self.accessor.glob_directories(p))
 
         return self.globs.get("nodes", pattern, compute)
+
+    def cached_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]] | None:
+        """glob_nodes' answer when the glob cache holds it, else None (nothing is computed)."""
+        return self.globs.peek("nodes", pattern)
 
 
 def store_url() -> str:
@@ -159,7 +163,8 @@ class Finder(BaseFinder):
                 " BG_MAX_RENDER_SERIES); narrow the targets or raise the setting"))
         max_points = int(getattr(settings, "BG_MAX_RENDER_POINTS", OPTION_DEFAULTS["BG_MAX_RENDER_POINTS"]))
         try:
-            series = read_series(backend.accessor, names, start_time, end_time, now, ReadLimits(max_points, deadline))
+            series = read_series(backend.accessor, names, start_time, end_time, now, ReadLimits(max_points, deadline),
+                                 (requestContext or {}).get(FETCHED_ARRAYS))
         except RenderTooLarge as exc:
             return DeferredError(exc)
         results = []

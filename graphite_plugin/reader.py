@@ -28,6 +28,9 @@ def graphite_values(series: TimeSeries) -> list:
     return values.tolist()
 
 
+# requestContext key of a dict the finder's fetch fills with each series' float64 array
+# (graphite_plugin.render_view sets it; graphite-web ignores keys it does not know)
+FETCHED_ARRAYS = "graphite_plugin.fetched_arrays"
 FETCH_CHUNK = 1000  # series read at once; a fetch past its deadline stops between two chunks
 
 
@@ -42,7 +45,7 @@ class ReadLimits:
 
 def read_series(
     accessor: Accessor, names: Sequence[str], start: float, end: float, now: float | None = None,
-    limits: ReadLimits = ReadLimits(),
+    limits: ReadLimits = ReadLimits(), arrays: dict | None = None,
 ) -> dict[str, GraphiteSeries | None]:
     """((start, end, step), values) per name, as graphite's WhisperReader.fetch returns them.
 
@@ -51,6 +54,10 @@ def read_series(
     each series is completed with carbon-cache's unwritten points, asked for all series
     at once (graphite_plugin.carbonlink) and merged by graphite's own `merge_with_cache`
     (same aggregation method and raw step as whisper's reader).
+
+    `arrays`, when given, receives `name: (values, float64 array)` for each series read
+    (NaN for None; not for series completed from carbon-cache): the JSON encoder
+    (graphite_plugin.render_json) uses the array for a series still holding these values.
     """
     metrics = accessor.get_metrics(names)
     present = [n for n in names if n in metrics]  # deleted since the glob: nothing to read
@@ -76,6 +83,8 @@ def read_series(
             results[name] = None
             continue
         values = graphite_values(series)
+        if arrays is not None and not (cached is not None and cached.get(name)):
+            arrays[name] = (values, series.values)
         if cached is not None and cached.get(name):
             metric = metrics[name]
             values = merge_with_cache(

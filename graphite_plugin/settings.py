@@ -19,8 +19,9 @@ Importing it:
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
   and adds `graphite_plugin.profiles`' DefaultProfileMiddleware (the default user's
   profile read every 10 s, not twice a find request), `graphite_plugin.middleware`'s
-  CrossSiteWriteMiddleware (a browser's write from another origin is refused) and
-  PatternRefusedMiddleware to MIDDLEWARE, and
+  CrossSiteWriteMiddleware (a browser's write from another origin is refused),
+  ViewShortcutMiddleware (`/render?format=json` encoded with numpy, cached tree finds
+  without graphite's worker pool; same bytes) and PatternRefusedMiddleware to MIDDLEWARE, and
   `graphite_plugin.self_metrics`' RequestTimingMiddleware first (graphite-web's find and
   render times, written into the store every BG_SELF_METRICS_INTERVAL seconds: default
   $BGL_SELF_METRICS_INTERVAL, else 60; 0 turns them off).
@@ -72,6 +73,7 @@ def _app_settings() -> dict:
                             *values["MIDDLEWARE"],
                             "graphite_plugin.profiles.DefaultProfileMiddleware",
                             "graphite_plugin.middleware.CrossSiteWriteMiddleware",
+                            "graphite_plugin.middleware.ViewShortcutMiddleware",
                             "graphite_plugin.middleware.PatternRefusedMiddleware")
     values["GRAPHITE_WEB_APP_SETTINGS_LOADED"] = True  # graphite.settings must not load them again
     return values
