@@ -707,6 +707,39 @@ def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path):
         assert got == expected, f"round {round_}"
 
 
+def _row_kinds(path, table: str) -> dict[int, set[str]]:
+    """{window: kinds of its rows} of every window of table ('sealed', 'open', 'tail'), by the documented ids."""
+    with sqlite3.connect(path) as conn:
+        ids = [i for (i,) in conn.execute(f"SELECT id FROM {table}")]
+    kinds: dict[int, set[str]] = {}
+    for id_ in ids:
+        kind = "tail" if id_ & 1 else "open" if id_ >> 62 else "sealed"
+        kinds.setdefault((id_ & (2**62 - 1)) >> 32, set()).add(kind)
+    return kinds
+
+
+def test_a_window_seals_when_its_last_slot_is_written_and_stays_sealed(tmp_path):
+    """Carbon's shape (a point a second, in order): windows whose last slot is written become
+    sealed chunks, the window being written stays open (chunk and tail); a late point into a
+    sealed window replaces its slot there (whisper's ring), and the window stays sealed."""
+    path = tmp_path / "bgl.db"
+    names = ["seal.a", "seal.b"]
+    store = _ring_store(path, names)
+    start = BASE - BASE % 400  # slot 0: windows [0, 150), [150, 300), [300, 400)
+    for ts in range(start, start + 390):  # window 2: a tail merged at 1 KiB, then a tail again
+        store.write_points(RING, names, np.full(2, ts), np.array([ts % 97 + 0.25, -ts]))
+    assert _row_kinds(path, RING.name) == {0: {"sealed"}, 1: {"sealed"}, 2: {"open", "tail"}}
+    store.write_points(RING, ["seal.a"], np.array([start + 10]), np.array([-7.5]))  # late, into window 0
+    store.write_points(RING, ["seal.a"] * 100, start + 20 + np.arange(100), np.full(100, 3.0))  # a tail's worth
+    assert _row_kinds(path, RING.name)[0] == {"sealed"}  # merged back into the sealed chunk
+    reads = store.read_points(RING, names, np.full(2, start), np.full(2, start + 390))
+    got = {(int(r), int(t)): v for r, t, v in zip(reads.request, reads.timestamps, reads.values)}
+    expected = {(0, t): (-7.5 if t == start + 10 else 3.0 if 20 <= t - start < 120 else t % 97 + 0.25)
+                for t in range(start, start + 390)}
+    expected.update({(1, t): float(-t) for t in range(start, start + 390)})
+    assert got == expected
+
+
 def test_a_bad_timestamp_is_refused_and_writes_nothing(tmp_path):
     store = _ring_store(tmp_path / "bgl.db", ["bad.ts"])
     for bad in (0, -5, 2**32):
