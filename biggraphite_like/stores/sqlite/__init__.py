@@ -25,7 +25,7 @@ Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it
   first, sealed rows apart from open ones, so sealed chunks fill whole pages. A tail is
   merged into its chunk when the window's last slot is written or the tail reaches
   merge_bytes (schema.py), so the tail stays inside a page and a young metric pays for
-  the points it has, not for a whole ring; a window given merge_bytes of points in one
+  the points it has, not for a whole ring; a window given DIRECT_BYTES of points in one
   write is merged directly (no tail written).
   Reads fetch the rows of the windows a batch of requests covers in one query and decode
   them with numpy, keeping the points whose timestamp is in the request, as whisper does.

@@ -23,6 +23,7 @@ from biggraphite_like.stores.sqlite.schema import (
     _MAX_TIMESTAMP,
     _REQUESTS_PER_QUERY,
     _table_stage,
+    DIRECT_BYTES,
     merge_bytes,
 )
 from biggraphite_like.stores.sqlite.windows import (
@@ -112,8 +113,9 @@ class PointsMixin:
         data = memoryview(records.tobytes())
         item = records.dtype.itemsize
         limit = merge_bytes(table)
-        # a window given a tail's worth of points at once is merged into its chunk directly
-        direct = (ends - starts) * item >= limit if not seal else np.ones(len(ids), dtype=bool)
+        # a window given DIRECT_BYTES of records at once (a backfill, a big flush) is merged into its chunk
+        # directly: they would cost more as a tail than merging costs
+        direct = (ends - starts) * item >= min(limit, DIRECT_BYTES) if not seal else np.ones(len(ids), dtype=bool)
         blobs = [data[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())]
         if direct.any():
             chosen = np.flatnonzero(direct)

@@ -58,6 +58,7 @@ def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
 WINDOW_SLOTS = 720  # a new stage table's windows hold at most this many slots of the ring
 _MERGE_BYTES = 1024  # an open tail of a raw stage this long is merged into its window's chunk
 _MERGE_BYTES_AGGREGATED = 256  # the same for a coarser stage (a point an hour: a tail would stay for days)
+DIRECT_BYTES = 256  # a window given this many bytes of records in one write is merged directly, no tail
 
 
 def merge_bytes(table: StageTable) -> int:
