@@ -141,6 +141,8 @@ def test_syncdb_upgrades_the_points_of_a_release_in_place(tmp_path, env, release
     table = next(iter(written["points"]))
     with pytest.raises(SchemaMissing, match=refusal):
         before.read_points(_stage_table(table), ["release.r0.m0"], np.array([0]), np.array([2**32]))
+    with pytest.raises(SchemaMissing, match=refusal):  # maintenance too: no query against the old columns
+        before.expire_points(written["now"])
     before.close()
 
     syncdb(path, env)

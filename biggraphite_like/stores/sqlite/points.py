@@ -49,7 +49,7 @@ class PointsMixin:
         key = self._key(name)
         kept = {StageTable(s, i > 0).name for i, s in enumerate(keep.stages)} if keep else set()
         if retention is None:
-            tables = [_stage_table(t) for t in self.stage_tables()]
+            tables = [self._stage_table(t) for t in self.stage_tables()]
         else:
             tables = [t for t in (StageTable(s, i > 0) for i, s in enumerate(retention.stages))
                       if self._table_exists(t)]
@@ -115,7 +115,7 @@ class PointsMixin:
         limit = merge_bytes(table)
         # a window given DIRECT_BYTES of records at once (a backfill, a big flush) is merged into its chunk
         # directly: they would cost more as a tail than merging costs
-        direct = (ends - starts) * item >= min(limit, DIRECT_BYTES) if not seal else np.ones(len(ids), dtype=bool)
+        direct = (ends - starts) * item >= DIRECT_BYTES if not seal else np.ones(len(ids), dtype=bool)
         blobs = [data[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())]
         if direct.any():
             chosen = np.flatnonzero(direct)
@@ -217,6 +217,12 @@ class PointsMixin:
         keep = (ts >= starts[request]) & (ts < ends[request])
         return PointReads(request[keep], ts[keep], values[keep])
 
+    def _stage_table(self, name: str) -> StageTable:
+        """The StageTable of an existing datapoints table; SchemaMissing if it holds an older layout."""
+        self._check_layout(name)
+        precision, points = _table_stage(name)
+        return StageTable(Stage(precision, points), name.endswith("_aggr"))
+
     def _read_windows(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
         """(request, window id) of the windows holding the slots of each read window.
@@ -262,7 +268,7 @@ class PointsMixin:
         with self.write_batch(), self._errors("expire points"):
             self._points_changed()
             for name in self.stage_tables():
-                table = _stage_table(name)
+                table = self._stage_table(name)
                 cutoff = now - table.stage.precision * table.stage.points
                 # the rows of a window go together: none has a point of the last duration
                 window = f"({name}.id & ~{OPEN | TAIL})"
@@ -281,12 +287,6 @@ class PointsMixin:
                                                    (ids[:whole] & TAIL).astype(bool), [b for _, b in rows[:whole]])[0])
                 self._conn.execute(f"DELETE FROM {name} WHERE {expired}", (cutoff,))
         return removed
-
-
-def _stage_table(name: str) -> StageTable:
-    """The StageTable of a datapoints table name."""
-    precision, points = _table_stage(name)
-    return StageTable(Stage(precision, points), name.endswith("_aggr"))
 
 
 def _json_ids(ids: np.ndarray) -> str:
