@@ -22,12 +22,12 @@ Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it
   slot is written or open before, and its open tail (records (timestamp uint32, value
   float64[, count uint32]) appended inside SQLite by each write, no read back; the last
   record of a slot wins over earlier ones and over the chunk). Ids are ordered window
-  first, sealed rows apart from open ones, so sealed chunks fill whole pages. A tail is
+  first, sealed rows apart from open ones, so no later row splits the pages of sealed chunks. A tail is
   merged into its chunk when the window's last slot is written or the tail reaches
   merge_bytes (schema.py), so the tail stays inside a page and a young metric pays for
   the points it has, not for a whole ring; a window given DIRECT_BYTES of points in one
   write is merged directly (no tail written).
-  Reads fetch the rows of the windows a batch of requests covers in one query and decode
+  Reads look up the rows of the windows a batch of requests covers by id in one query and decode
   them with numpy, keeping the points whose timestamp is in the request, as whisper does.
   `newest` (at least the greatest timestamp of a row) lets expiry drop whole rows without
   decoding them. A table's window width never changes once recorded.

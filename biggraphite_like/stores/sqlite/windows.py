@@ -11,8 +11,9 @@ A window (one metric, `window_slots` consecutive slots of its ring) has up to th
 
 Ids are ordered window first, and sealed rows apart from open ones (OPEN is bit 62), so
 the rows of a window sealing for every metric at once are appended next to each other
-and stay in full B-tree pages, while the rows that grow and shrink (open chunks, tails)
-share pages only with each other.
+and no later row splits their B-tree pages, while the rows that grow and shrink (open
+chunks, tails) share pages only with each other. (Metric first, each window boundary
+inserted a row per metric in the middle of the tree: pages ended half empty.)
 """
 from __future__ import annotations
 
