@@ -21,8 +21,9 @@ run. Three parts, each on fresh stores, same inputs:
   (P points a metric) after round 1.
 * day: S series x 1 day at 60 s sent over plaintext to both (random two-decimal values, then
   on fresh stores realistic gauges and counters); disk bytes per point after each
-  has flushed (ours: WAL checkpoint, bgl.db + bgl.db-wal; VictoriaMetrics: /internal/force_flush,
-  every file under its data directory); then graphite-web's `/render?format=json` of the S
+  has flushed (ours: WAL checkpoint, bgl.db + bgl.db-wal, and under `parts` the bytes of the
+  datapoints tables, of the metadata tables and indexes and of free pages, from the store's
+  `stats`; VictoriaMetrics: /internal/force_flush, every file under its data directory); then graphite-web's `/render?format=json` of the S
   series against VictoriaMetrics' `/api/v1/query_range` (and `/api/v1/export`), interleaved,
   values compared.
 * find: N names (`tree.dcN.hostNNNN.cpuN`, as bench/graphite_bench.py) written into our
@@ -107,6 +108,17 @@ def ours_disk_bytes(stack: BglRun) -> int:
     finally:
         connection.close()
     return sum(path.stat().st_size for path in (db, db.with_name(db.name + "-wal")) if path.exists())
+
+
+def ours_disk_parts(stack: BglRun) -> dict:
+    """Where our bytes go (after ours_disk_bytes' checkpoint): the store's own `stats`
+    (dbstat) for the datapoints tables, the metadata tables and indexes, and free pages."""
+    accessor = Accessor.from_url(store_url(stack))
+    try:
+        facts = accessor.store.stats()
+    finally:
+        accessor.close()
+    return {part: facts.get(f"disk_bytes.{part}") for part in ("points", "metadata", "free")}
 
 
 def vm_disk_bytes(vm: VictoriaMetrics, points: int) -> int:
@@ -343,6 +355,8 @@ def part_ingest(root: Path, metrics: int, points: int, timeout: float) -> dict:
                 if size is not None:
                     figures["young"][side] = {"bytes": size, "points": len(messages),
                                               "bytes_per_point": size / len(messages)}
+                    if side == "ours":
+                        figures["young"][side]["parts"] = ours_disk_parts(systems.ours)
         figures["peak_rss_bytes"] = systems.peak_rss()
         figures["receiver_peak_rss_bytes"] = systems.receiver_peak_rss()
         messages = [m for _, round_messages in inputs for m in round_messages]
@@ -419,6 +433,8 @@ def part_day(root: Path, series: int, runs: int, budget: float, timeout: float) 
                                               timeout)
             size = systems.disk_bytes(side, len(messages))
             figures["day"][side] = {"bytes": size, "points": len(messages), "bytes_per_point": size / len(messages)}
+            if side == "ours":
+                figures["day"][side]["parts"] = ours_disk_parts(systems.ours)
             log(f"  {figures['load'][side]['points_per_second']:,.0f} points/s; {size / len(messages):.2f} bytes/point")
 
         figures["realistic"] = _realistic_day(root / "realistic", series, end, timeout)
@@ -458,6 +474,8 @@ def _realistic_day(root: Path, series: int, end: int, timeout: float) -> dict:
             run_round(systems.port(side), systems.pid(side), payload, len(messages), checker, timeout)
             size = systems.disk_bytes(side, len(messages))
             figures[side] = {"bytes": size, "points": len(messages), "bytes_per_point": size / len(messages)}
+            if side == "ours":
+                figures[side]["parts"] = ours_disk_parts(systems.ours)
             log(f"  {size / len(messages):.2f} bytes/point")
     return figures
 

@@ -71,6 +71,9 @@ def _planes(z: np.ndarray) -> tuple[int, bytes]:
 
 def _unplanes(data: np.ndarray, offset: int, n: int, width: int) -> tuple[np.ndarray, int]:
     """uint64 (k, n) from the byte planes at offset of each row of data (k, payload bytes)."""
+    if width == 8:
+        planes = data[:, offset:offset + n * 8].reshape(len(data), 8, n).transpose(0, 2, 1)
+        return np.ascontiguousarray(planes).view(np.uint64).reshape(len(data), n), offset + n * 8
     out = np.zeros((len(data), n, 8), np.uint8)
     if width:
         out[:, :, :width] = data[:, offset:offset + n * width].reshape(len(data), width, n).transpose(0, 2, 1)
@@ -196,7 +199,7 @@ def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndar
                                f" {VERSION} and {VERSION_RAW}): the store was written by another version of"
                                " biggraphite_like")
         try:
-            data = zlib.decompress(chunk[1:], -15) if chunk[0] == VERSION else chunk[1:]
+            data = zlib.decompress(memoryview(chunk)[1:], -15) if chunk[0] == VERSION else memoryview(chunk)[1:]
             header = _HEADER.unpack_from(data)
         except (zlib.error, struct.error) as exc:
             raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc

@@ -328,10 +328,11 @@ CREATE TABLE IF NOT EXISTS point_windows (
 -- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,
 -- with the count of finer points aggregated). Whisper's ring of `points` slots per metric,
 -- slot = (ts / precision) % points, is cut into windows of point_windows.window_slots slots;
--- a window is a compressed chunk (row id even) and an open tail of points appended since
--- (row id odd; the last record of a slot wins), merged into the chunk as it fills. Example:
+-- a window is a compressed chunk, sealed once the window's last slot is written (row id below
+-- 2^62) or open, and an open tail of points appended since (row id odd; the last record of a
+-- slot wins), merged into the chunk as it fills. Ids are ordered window first. Example:
 -- CREATE TABLE IF NOT EXISTS datapoints_1440p_60s_aggr (
---   id INTEGER PRIMARY KEY,  -- metric key * 2^32 + window * 2 + (1: open tail, 0: chunk)
+--   id INTEGER PRIMARY KEY,  -- window * 2^32 + metric key * 2 (sealed chunk); + 2^62 (open chunk); + 1 (open tail)
 --   newest INTEGER NOT NULL,  -- >= every timestamp of the row (expiry)
---   data BLOB NOT NULL  -- chunk: biggraphite_like.chunks; tail: (timestamp uint32, value float64, count uint32) records, little-endian
+--   points BLOB NOT NULL  -- chunk: biggraphite_like.chunks; tail: (timestamp uint32, value float64, count uint32) records, little-endian
 -- );

@@ -521,10 +521,11 @@ def _fill_three_durations(accessor: Accessor, names) -> int:
     return now
 
 
-# The documented layout of a window (docstring of the stores/sqlite package), decoded here
-# on its own: row id = key << 32 | window << 1 | kind; kind 0 a chunk (biggraphite_like.chunks),
-# kind 1 an open tail of records (timestamp uint32, value float64[, count uint32]),
-# little-endian, the last record of a slot winning over earlier ones and over the chunk.
+# The documented layout of a window (docstring of stores/sqlite/windows.py), decoded here on
+# its own: row id = window << 32 | key << 1 for the sealed chunk, + 2**62 for the open chunk,
+# + 2**62 + 1 for the open tail; chunks are biggraphite_like.chunks, a tail holds records
+# (timestamp uint32, value float64[, count uint32]), little-endian, the last record of a slot
+# winning over earlier ones and over the chunk.
 _RAW = np.dtype([("ts", "<u4"), ("value", "<f8")])
 _AGGR = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
 
@@ -534,10 +535,10 @@ def _windows(path, table: str) -> list[tuple[int, int, int, dict[int, tuple]]]:
     dtype = _AGGR if table.endswith("_aggr") else _RAW
     precision, points = _stage_of(table)
     with sqlite3.connect(path) as conn:
-        rows = conn.execute(f"SELECT id, newest, data FROM {table} ORDER BY id").fetchall()
+        rows = conn.execute(f"SELECT id, newest, points FROM {table} ORDER BY id % 2, id").fetchall()  # tails last
     windows: dict[tuple[int, int], list] = {}
     for id_, newest, blob in rows:
-        key, window = id_ >> 32, (id_ & 0xFFFFFFFF) >> 1
+        key, window = (id_ & 0xFFFFFFFF) >> 1, (id_ & (2**62 - 1)) >> 32
         entry = windows.setdefault((key, window), [newest, {}])
         entry[0] = max(entry[0], newest)
         if id_ & 1:
@@ -603,7 +604,7 @@ def _point_bytes(path) -> tuple[int, int]:
     """(bytes of the rows of every datapoints table, rows that are open tails)."""
     with sqlite3.connect(path) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'datapoints%'")]
-        rows = [conn.execute(f"SELECT total(length(data)), total(id % 2) FROM {t}").fetchone() for t in tables]
+        rows = [conn.execute(f"SELECT total(length(points)), total(id % 2) FROM {t}").fetchone() for t in tables]
     return int(sum(r[0] for r in rows)), int(sum(r[1] for r in rows))
 
 
@@ -706,6 +707,39 @@ def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path):
         assert got == expected, f"round {round_}"
 
 
+def _row_kinds(path, table: str) -> dict[int, set[str]]:
+    """{window: kinds of its rows} of every window of table ('sealed', 'open', 'tail'), by the documented ids."""
+    with sqlite3.connect(path) as conn:
+        ids = [i for (i,) in conn.execute(f"SELECT id FROM {table}")]
+    kinds: dict[int, set[str]] = {}
+    for id_ in ids:
+        kind = "tail" if id_ & 1 else "open" if id_ >> 62 else "sealed"
+        kinds.setdefault((id_ & (2**62 - 1)) >> 32, set()).add(kind)
+    return kinds
+
+
+def test_a_window_seals_when_its_last_slot_is_written_and_stays_sealed(tmp_path):
+    """Carbon's shape (a point a second, in order): windows whose last slot is written become
+    sealed chunks, the window being written stays open (chunk and tail); a late point into a
+    sealed window replaces its slot there (whisper's ring), and the window stays sealed."""
+    path = tmp_path / "bgl.db"
+    names = ["seal.a", "seal.b"]
+    store = _ring_store(path, names)
+    start = BASE - BASE % 400  # slot 0: windows [0, 150), [150, 300), [300, 400)
+    for ts in range(start, start + 390):  # window 2: a tail merged at 1 KiB, then a tail again
+        store.write_points(RING, names, np.full(2, ts), np.array([ts % 97 + 0.25, -ts]))
+    assert _row_kinds(path, RING.name) == {0: {"sealed"}, 1: {"sealed"}, 2: {"open", "tail"}}
+    store.write_points(RING, ["seal.a"], np.array([start + 10]), np.array([-7.5]))  # late, into window 0
+    store.write_points(RING, ["seal.a"] * 100, start + 20 + np.arange(100), np.full(100, 3.0))  # a tail's worth
+    assert _row_kinds(path, RING.name)[0] == {"sealed"}  # merged back into the sealed chunk
+    reads = store.read_points(RING, names, np.full(2, start), np.full(2, start + 390))
+    got = {(int(r), int(t)): v for r, t, v in zip(reads.request, reads.timestamps, reads.values)}
+    expected = {(0, t): (-7.5 if t == start + 10 else 3.0 if 20 <= t - start < 120 else t % 97 + 0.25)
+                for t in range(start, start + 390)}
+    expected.update({(1, t): float(-t) for t in range(start, start + 390)})
+    assert got == expected
+
+
 def test_a_bad_timestamp_is_refused_and_writes_nothing(tmp_path):
     store = _ring_store(tmp_path / "bgl.db", ["bad.ts"])
     for bad in (0, -5, 2**32):
@@ -721,13 +755,15 @@ def test_a_damaged_window_is_an_error_not_wrong_points(tmp_path):
     store.write_points(RING, ["odd.tail"], np.array([BASE], np.int64), np.array([1.0]))
     store.write_points(RING, ["odd.chunk"] * 400, BASE + np.arange(400), np.arange(400.0))  # every window merged
     with sqlite3.connect(path) as conn:
-        tail = _key_of(path, "odd.tail") << 32
-        chunk = _key_of(path, "odd.chunk") << 32
-        assert conn.execute(f"SELECT count(*) FROM {RING.name} WHERE id BETWEEN ? AND ? AND id % 2 = 0",
-                            (chunk, chunk + 2**32 - 1)).fetchone()[0] == 3
-        conn.execute(f"UPDATE {RING.name} SET data = substr(data, 1, length(data) - 5) WHERE id BETWEEN ? AND ?",
-                     (tail, tail + 2**32 - 1))
-        conn.execute(f"UPDATE {RING.name} SET data = substr(data, 1, length(data) - 3) WHERE id = ?", (chunk + 2,))
+        tail = _key_of(path, "odd.tail") << 1
+        chunk = _key_of(path, "odd.chunk") << 1
+        # every window of odd.chunk sealed (its last slot written): chunks below 2**62, window first
+        assert conn.execute(f"SELECT count(*) FROM {RING.name} WHERE id IN (?, ?, ?)",
+                            [w << 32 | chunk for w in range(3)]).fetchone()[0] == 3
+        conn.execute(f"UPDATE {RING.name} SET points = substr(points, 1, length(points) - 5) WHERE id = ?",
+                     ((BASE % 400 // RING_WINDOW) << 32 | 2**62 | tail | 1,))
+        conn.execute(f"UPDATE {RING.name} SET points = substr(points, 1, length(points) - 3) WHERE id = ?",
+                     (1 << 32 | chunk,))
     with pytest.raises(StoreError, match="not a whole number of 12-byte records"):
         store.read_points(RING, ["odd.tail"], np.array([BASE - 10]), np.array([BASE + 10]))
     with pytest.raises(CorruptChunk, match="cannot be decoded"):
@@ -772,66 +808,6 @@ def test_syncdb_converts_tables_of_one_row_per_point_to_blocks(tmp_path):
     old.syncdb()  # nothing left to convert
 
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-BGL = os.path.join(os.path.dirname(sys.executable), "bgl")
-
-
-def test_syncdb_upgrades_a_store_of_blocks_written_by_the_release(tmp_path):
-    """tests/data/blocks_store.db.gz was written by the release before windows of chunks (blocks
-    of whisper slots; see make_blocks_store.py), with what that release read back from it:
-    `bgl syncdb` converts it in place, every point read back bit for bit, metrics and
-    directories kept."""
-    import gzip
-
-    path = tmp_path / "bgl.db"
-    with gzip.open(os.path.join(DATA, "blocks_store.db.gz")) as src:
-        path.write_bytes(src.read())
-    with gzip.open(os.path.join(DATA, "blocks_store.json.gz"), "rt") as src:
-        release = json.load(src)
-    before = SQLiteStore(str(path))
-    table = next(iter(release["points"]))
-    # the release's file predates both the windows of chunks and the interned name strings:
-    # whichever layout is checked first names syncdb
-    with pytest.raises(SchemaMissing, match="(blocks of slots|as text).*syncdb"):
-        before.read_points(StageTable(Stage(*_stage_of(table)), table.endswith("_aggr")), ["release.r0.m0"],
-                           np.array([0]), np.array([2**32]))
-    before.close()
-
-    done = subprocess.run([BGL, "--store", _url(path), "syncdb"], capture_output=True, text=True, timeout=120)
-
-    assert done.returncode == 0, done.stderr
-    store = SQLiteStore(str(path))
-    points = 0
-    for table, by_name in release["points"].items():
-        stage_table = StageTable(Stage(*_stage_of(table)), table.endswith("_aggr"))
-        names = sorted(by_name)
-        reads = store.read_points(stage_table, names, np.zeros(len(names), np.int64), np.full(len(names), 2**32))
-        for index, name in enumerate(names):
-            mine = reads.request == index
-            order = np.argsort(reads.timestamps[mine])
-            got = [[int(t), float(v).hex()] for t, v in zip(reads.timestamps[mine][order], reads.values[mine][order])]
-            assert got == by_name[name], (table, name)
-            points += len(got)
-    assert points > 1000 and any(v.startswith("-0x0") for t in release["points"].values() for p in t.values()
-                                 for _, v in p)  # -0.0 among them
-    assert store.glob_metrics(GlobPattern("release.**"), 1000) == sorted(release["names"])
-    assert store.glob_directories(GlobPattern("release.*.deep.a.*"), 1000) == ["release.r0.deep.a.b",
-                                                                             "release.r1.deep.a.b",
-                                                                             "release.r2.deep.a.b"]
-    with sqlite3.connect(path) as conn:
-        assert not conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'old_%'").fetchall()
-        for table in release["points"]:
-            assert "data BLOB" in conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-            # converted windows are sealed: chunks only, no open tail
-            assert conn.execute(f"SELECT count(*) FROM {table} WHERE id % 2 = 1").fetchone()[0] == 0
-    # writes go on in the new layout
-    accessor = Accessor.from_url(_url(path))
-    now = release["now"] + 60
-    assert accessor.insert_points({"release.r0.m0": [(now, 42.5)]}, now=now).stored == 1
-    assert accessor.fetch(["release.r0.m0"], now - 5, now + 1, now=now)["release.r0.m0"].values_list()[-1] == 42.5
-    assert subprocess.run([BGL, "--store", _url(path), "syncdb"], capture_output=True, timeout=120).returncode == 0
-
-
 def _query_plans(store, call) -> list[tuple[str, str]]:
     """(statement, EXPLAIN QUERY PLAN) of every datapoints query or deletion call runs on store."""
     statements: list[str] = []
@@ -843,7 +819,7 @@ def _query_plans(store, call) -> list[tuple[str, str]]:
         conn.set_trace_callback(None)
     plans = []
     for sql in statements:
-        if "datapoints_" in sql and sql.startswith(("SELECT", "WITH", "DELETE")):
+        if re.search(r"(FROM|JOIN) datapoints_", sql) and sql.startswith(("SELECT", "WITH", "DELETE")):
             plan = " / ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
             plans.append((sql[:100], plan))
     return plans

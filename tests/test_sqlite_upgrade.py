@@ -1,4 +1,9 @@
-"""In-place upgrade of a store written by the release before interned name strings.
+"""In-place upgrade of stores written by earlier releases (`bgl syncdb`).
+
+tests/data/blocks_store.db.gz and windows_store.db.gz (see make_blocks_store.py) were
+written by the releases before windows of chunks (blocks of whisper slots, 42fcb59) and
+before window-first row ids (d3091f5), with what each read back: every point must come
+back bit for bit.
 
 tests/data/store_before_interning.sql is the dump (`sqlite3 .dump`) of a store written by
 biggraphite_like at commit 42fcb59, whose metrics and directories hold their parent and
@@ -9,6 +14,8 @@ place and lose nothing.
 """
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import shutil
 import sqlite3
@@ -16,13 +23,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import SchemaMissing
+from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.retention import Stage
+from biggraphite_like.stores.base import StageTable
+from biggraphite_like.stores.sqlite import SQLiteStore
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "store_before_interning.sql"
+DATA = Path(__file__).resolve().parent / "data"
+FIXTURE = DATA / "store_before_interning.sql"
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 NOW = 1_700_000_000  # the `now` the fixture was written with
 DEEP = "a.deep." + ".".join(f"p{i}" for i in range(60))
@@ -103,3 +116,65 @@ def test_bgl_syncdb_converts_in_place_and_loses_nothing(old_store, env):
 
     syncdb(old_store, env)  # nothing left to convert
     assert len(rows(old_store, METRIC_ROWS)) == 8
+
+
+def _stage_table(name: str) -> StageTable:
+    _, points, precision, _ = name.split("_")
+    return StageTable(Stage(int(precision[:-1]), int(points[:-1])), name.endswith("_aggr"))
+
+
+@pytest.mark.parametrize("release, refusal", [
+    # the blocks release predates both the windows and the interned name strings: whichever
+    # layout is checked first names syncdb
+    ("blocks_store", "(blocks of slots|as text).*syncdb"),
+    ("windows_store", "windows keyed metric first.*syncdb"),
+])
+def test_syncdb_upgrades_the_points_of_a_release_in_place(tmp_path, env, release, refusal):
+    """`bgl syncdb` converts the release's file in place: every point read back bit for bit
+    as the release read it, metrics and directories kept, every window sealed."""
+    path = tmp_path / "bgl.db"
+    with gzip.open(DATA / f"{release}.db.gz") as src:
+        path.write_bytes(src.read())
+    with gzip.open(DATA / f"{release}.json.gz", "rt") as src:
+        written = json.load(src)
+    before = SQLiteStore(str(path))
+    table = next(iter(written["points"]))
+    with pytest.raises(SchemaMissing, match=refusal):
+        before.read_points(_stage_table(table), ["release.r0.m0"], np.array([0]), np.array([2**32]))
+    with pytest.raises(SchemaMissing, match=refusal):  # maintenance too: no query against the old columns
+        before.expire_points(written["now"])
+    before.close()
+
+    syncdb(path, env)
+
+    store = SQLiteStore(str(path))
+    points = 0
+    for table, by_name in written["points"].items():
+        names = sorted(by_name)
+        reads = store.read_points(_stage_table(table), names, np.zeros(len(names), np.int64),
+                                  np.full(len(names), 2**32))
+        for index, name in enumerate(names):
+            mine = reads.request == index
+            order = np.argsort(reads.timestamps[mine])
+            got = [[int(t), float(v).hex()] for t, v in zip(reads.timestamps[mine][order], reads.values[mine][order])]
+            assert got == by_name[name], (table, name)
+            points += len(got)
+    assert points > 1000 and any(v.startswith("-0x0") for t in written["points"].values() for p in t.values()
+                                 for _, v in p)  # -0.0 among them
+    assert store.glob_metrics(GlobPattern("release.**"), 1000) == sorted(written["names"])
+    deep = sorted({n.rsplit(".", 1)[0] for n in written["names"] if ".deep.a.b." in n})
+    assert len(deep) >= 3 and store.glob_directories(GlobPattern("release.*.deep.a.*"), 1000) == deep
+    store.close()
+    assert rows(path, "SELECT name FROM sqlite_master WHERE name LIKE 'old_%'") == []
+    for table in written["points"]:
+        assert "points BLOB" in rows(path, f"SELECT sql FROM sqlite_master WHERE name = '{table}'")[0][0]
+        # converted windows are sealed chunks: no open chunk or tail
+        assert rows(path, f"SELECT count(*) FROM {table} WHERE id >= 1 << 62") == [(0,)]
+    assert rows(path, "PRAGMA integrity_check") == [("ok",)]
+    # writes go on in the new layout
+    accessor = Accessor.from_url(f"sqlite://{path}")
+    now = written["now"] + 60
+    assert accessor.insert_points({"release.r0.m0": [(now, 42.5)]}, now=now).stored == 1
+    assert accessor.fetch(["release.r0.m0"], now - 5, now + 1, now=now)["release.r0.m0"].values_list()[-1] == 42.5
+    accessor.close()
+    syncdb(path, env)  # nothing left to convert

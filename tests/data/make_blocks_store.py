@@ -1,10 +1,13 @@
-"""Writes tests/data/blocks_store.db.gz and blocks_store.json.gz: a store in the layout of blocks
-of whisper slots (the release before windows of chunks), and what that release read back
-from it. test_sqlite_store's upgrade test runs today's `bgl syncdb` on it.
+"""Writes tests/data/<prefix>.db.gz and <prefix>.json.gz: a store written by an older release,
+and what that release read back from it. The upgrade tests run today's `bgl syncdb` on them:
+- blocks_store: blocks of whisper slots (the release before windows of chunks), commit 42fcb59;
+- windows_store: windows keyed metric first (metric << 32 | window << 1 | kind), chunks and
+  open tails, commit d3091f5 (the release before window-first row ids); RETENTIONS gained
+  1500*60s (a ring of three windows) after blocks_store was written.
 
 Run with the release's own code, never today's:
     git archive 42fcb59 biggraphite_like | tar -x -C /tmp/release
-    PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/tmp/release python tests/data/make_blocks_store.py
+    PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/tmp/release python tests/data/make_blocks_store.py [prefix]
 """
 from __future__ import annotations
 
@@ -23,10 +26,10 @@ from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.stores.base import StageTable
 
 NOW = 1_700_000_000
-RETENTIONS = {"60*1s:30*10s:20*60s": "average", "100*60s:30*600s": "sum", "7*1s": "last"}
+RETENTIONS = {"60*1s:30*10s:20*60s": "average", "100*60s:30*600s": "sum", "7*1s": "last", "1500*60s": "max"}
 
 
-def main() -> None:
+def main(prefix: str = "blocks_store") -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     work = tempfile.mkdtemp()
     path = os.path.join(work, "bgl.db")
@@ -63,13 +66,13 @@ def main() -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.execute("VACUUM")
-    with open(path, "rb") as src, gzip.open(os.path.join(here, "blocks_store.db.gz"), "wb", 9) as dst:
+    with open(path, "rb") as src, gzip.open(os.path.join(here, f"{prefix}.db.gz"), "wb", 9) as dst:
         shutil.copyfileobj(src, dst)
-    with gzip.open(os.path.join(here, "blocks_store.json.gz"), "wt") as out:
+    with gzip.open(os.path.join(here, f"{prefix}.json.gz"), "wt") as out:
         json.dump({"now": NOW, "names": names, "points": expected}, out, sort_keys=True)
     shutil.rmtree(work)
     print(f"{len(names)} metrics, {sum(len(p) for t in expected.values() for p in t.values())} points", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

@@ -2,7 +2,8 @@
 
 Modules: connection (connections, transactions, change marks), schema (tables, syncdb),
 metadata (metrics and directories rows), name_strings (interned components and parents),
-glob_planner, points (windows of chunks and open tails), tags.
+glob_planner, points (reads and writes of windows), windows (a window's rows: ids, decoding),
+tags.
 
 Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it):
 - `metrics` and `directories`: name, parent, component_0..component_63 with `__END__`
@@ -15,16 +16,18 @@ Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it
   stage never holds more than `points` points per metric, as in a whisper file. The ring is
   cut into windows of `window_slots` consecutive slots, recorded once per table in
   `point_windows` (at most WINDOW_SLOTS, the same for every window but the ring's last);
-  a window is a time window of one turn of the ring while it is written in order. Each
-  window has up to two rows, keyed id = metric key * 2**32 + window * 2 + kind:
-  its chunk (kind 0: the points merged so far, biggraphite_like.chunks, a few bytes a
-  point) and its open tail (kind 1: records (timestamp uint32, value float64[, count
-  uint32]) appended inside SQLite by each write, no read back; the last record of a slot
-  wins over earlier ones and over the chunk). A tail is merged into its chunk when the
-  window's last slot is written or the tail reaches _MERGE_BYTES, so the tail stays
-  inside a page and a young metric pays for the points it has, not for a whole ring; a
-  window given _MERGE_BYTES of points in one write is merged directly (no tail written).
-  Reads fetch the rows of the windows a batch of requests covers in one query and decode
+  a window is a time window of one turn of the ring while it is written in order. A
+  window has up to three rows (windows.py holds their ids): its chunk (the points merged
+  so far, biggraphite_like.chunks, a few bytes a point), sealed once the window's last
+  slot is written or open before, and its open tail (records (timestamp uint32, value
+  float64[, count uint32]) appended inside SQLite by each write, no read back; the last
+  record of a slot wins over earlier ones and over the chunk). Ids are ordered window
+  first, sealed rows apart from open ones, so no later row splits the pages of sealed chunks. A tail is
+  merged into its chunk when the window's last slot is written or the tail reaches
+  merge_bytes (schema.py), so the tail stays inside a page and a young metric pays for
+  the points it has, not for a whole ring; a window given DIRECT_BYTES of points in one
+  write is merged directly (no tail written).
+  Reads look up the rows of the windows a batch of requests covers by id in one query and decode
   them with numpy, keeping the points whose timestamp is in the request, as whisper does.
   `newest` (at least the greatest timestamp of a row) lets expiry drop whole rows without
   decoding them. A table's window width never changes once recorded.
@@ -41,10 +44,10 @@ from biggraphite_like.stores.sqlite.schema import (  # noqa: F401 - the store's 
     WAL_LIMIT_BYTES,
     WINDOW_SLOTS,
     default_window_slots,
-    record_dtype,
     schema_statements,
     SchemaMixin,
 )
+from biggraphite_like.stores.sqlite.windows import record_dtype  # noqa: F401
 
 
 class SQLiteStore(MetadataMixin, GlobMixin, PointsMixin, SchemaMixin, ConnectionMixin, Store):

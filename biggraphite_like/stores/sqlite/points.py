@@ -1,8 +1,8 @@
 """The SQLite store's points: whisper's ring of slots per metric and stage, cut into
-windows (see the package docstring). A window is a compressed chunk (biggraphite_like.chunks)
-and an open tail that writes append to inside SQLite; the tail is merged into the chunk when
-the window's last slot is written or the tail grows long. Reads decode the rows of a batch of
-windows with numpy; expiry drops whole rows."""
+windows (see the package docstring and windows.py for the rows of a window). Writes append
+to open tails inside SQLite; a tail is merged into its window's chunk when the window's last
+slot is written (the window seals: its chunk moves to the sealed rows) or the tail grows
+long. Reads decode the rows of a batch of windows with numpy; expiry drops whole windows."""
 from __future__ import annotations
 
 import itertools
@@ -19,13 +19,24 @@ from biggraphite_like.errors import (
 from biggraphite_like.retention import Retention, Stage
 from biggraphite_like.stores.base import PointReads, StageTable
 from biggraphite_like.stores.sqlite.schema import (
-    _ID_BITS,
     _IDS_PER_QUERY,
     _MAX_TIMESTAMP,
-    _MERGE_BYTES,
     _REQUESTS_PER_QUERY,
     _table_stage,
+    DIRECT_BYTES,
+    merge_bytes,
+)
+from biggraphite_like.stores.sqlite.windows import (
+    MAX_KEY,
+    OPEN,
+    TAIL,
+    WINDOW_SHIFT,
+    decode_rows,
     record_dtype,
+    ring_windows,
+    rows_of,
+    window_ids,
+    window_of,
 )
 
 
@@ -38,21 +49,25 @@ class PointsMixin:
         key = self._key(name)
         kept = {StageTable(s, i > 0).name for i, s in enumerate(keep.stages)} if keep else set()
         if retention is None:
-            tables = self.stage_tables()
+            tables = [self._stage_table(t) for t in self.stage_tables()]
         else:
-            tables = [t.name for t in (StageTable(s, i > 0) for i, s in enumerate(retention.stages))
+            tables = [t for t in (StageTable(s, i > 0) for i, s in enumerate(retention.stages))
                       if self._table_exists(t)]
         for table in tables:
-            if table not in kept:
-                self._conn.execute(f"DELETE FROM {table} WHERE id BETWEEN ? AND ?",
-                                   (key << _ID_BITS, ((key + 1) << _ID_BITS) - 1))
+            if table.name in kept:
+                continue
+            count = ring_windows(table.stage.points, self._window_slots(table))
+            ids = rows_of(window_ids(np.full(count, key), np.arange(count)))
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                self._conn.execute(f"DELETE FROM {table.name} WHERE id IN (SELECT value FROM json_each(?))",
+                                   (_json_ids(ids[start:start + _IDS_PER_QUERY]),))
 
     def write_points(self, table, names, timestamps, values, counts=None) -> None:
         """Append the points to the open tails of their windows (whisper's ring: a point
         replaces its slot; of several points given for one slot, the last given wins).
 
         Appending happens inside SQLite, with no read back. A window whose last slot is
-        written, or whose tail passes _MERGE_BYTES, is then merged into its chunk.
+        written, or whose tail grows past merge_bytes, is then merged into its chunk.
         """
         if not len(timestamps):
             return
@@ -71,87 +86,99 @@ class PointsMixin:
     def _write_keyed(self, table: StageTable, keys: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                      counts: np.ndarray | None, seal: bool = False) -> None:
         """write_points by metric key (timestamps already checked); `seal` merges every
-        window written into its chunk (conversions)."""
-        if keys.max() >= 1 << (63 - _ID_BITS):
+        window written into its sealed chunk (conversions)."""
+        if keys.max() >= MAX_KEY:
             raise StoreError(f"metric key {int(keys.max())} does not fit a row id: the metrics table has"
-                             f" handed out 2**{63 - _ID_BITS} keys; copy the metrics to a new store")
+                             f" handed out {MAX_KEY} keys; copy the metrics to a new store")
         precision, points = table.stage.precision, table.stage.points
         width = self._window_slots(table)
         slots = (timestamps // precision) % points
-        cell = (keys << _ID_BITS) | slots
-        _, last = np.unique(cell[::-1], return_index=True)  # the last given point of each slot, by (key, slot)
-        last = len(cell) - 1 - last
-        slots = slots[last]
+        windows = window_ids(keys, slots // width)
+        # the last given point of each slot, grouped by window (slots in order within one)
+        order = np.lexsort((np.arange(len(slots)), slots, windows))
+        last = order[np.append(np.diff(windows[order]) | np.diff(slots[order]), 1) != 0]
+        slots, windows = slots[last], windows[last]
         records = np.zeros(len(last), dtype=record_dtype(table))
         records["ts"] = timestamps[last]
         records["value"] = np.asarray(values, dtype=np.float64)[last]
         if table.aggregated:
             records["count"] = 1 if counts is None else np.asarray(counts, dtype=np.int64)[last]
+        starts = np.flatnonzero(np.diff(windows, prepend=-1))  # one group per window
+        ends = np.append(starts[1:], len(windows))
+        ids = windows[starts]
+        # the window's last slot (the last window of the ring may be shorter) seals it
         window = slots // width
-        tails = (keys[last] << _ID_BITS) | (window << 1) | 1
-        starts = np.flatnonzero(np.diff(tails, prepend=-1))  # tails are sorted: one group per window
-        ends = np.append(starts[1:], len(tails))
+        last_slot = slots % width == np.minimum(width, points - window * width) - 1
+        full = np.logical_or.reduceat(last_slot, starts) if not seal else np.ones(len(ids), dtype=bool)
         data = memoryview(records.tobytes())
         item = records.dtype.itemsize
-        ids = tails[starts]
-        # a window given a tail's worth of points at once is merged into its chunk directly
-        direct = (ends - starts) * item >= _MERGE_BYTES if not seal else np.ones(len(ids), dtype=bool)
+        limit = merge_bytes(table)
+        # a window given DIRECT_BYTES of records at once (a backfill, a big flush) is merged into its chunk
+        # directly: they would cost more as a tail than merging costs
+        direct = (ends - starts) * item >= DIRECT_BYTES if not seal else np.ones(len(ids), dtype=bool)
         blobs = [data[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())]
         if direct.any():
-            self._merge(table, ids[direct], {int(i): blobs[k] for k, i in zip(np.flatnonzero(direct).tolist(),
-                                                                              ids[direct].tolist())})
+            chosen = np.flatnonzero(direct)
+            self._merge(table, ids[chosen], full[chosen], {int(ids[k]): blobs[k] for k in chosen.tolist()})
         append = np.flatnonzero(~direct)
         if not len(append):
             return
         newest = np.maximum.reduceat(timestamps[last], starts)
         self._conn.executemany(
-            f"INSERT INTO {table.name} (id, newest, data) VALUES (?1, ?2, ?3)"
-            " ON CONFLICT (id) DO UPDATE SET newest = max(newest, excluded.newest), data = CAST(CASE"
+            f"INSERT INTO {table.name} (id, newest, points) VALUES (?1, ?2, ?3)"
+            " ON CONFLICT (id) DO UPDATE SET newest = max(newest, excluded.newest), points = CAST(CASE"
             # one record for the slot of the tail's last one (a downsampled point updated each minute):
             # replaced, not appended
-            "  WHEN length(excluded.data) = ?4 AND substr(data, -?4, 4) = substr(excluded.data, 1, 4)"
-            "  THEN substr(data, 1, length(data) - ?4) || excluded.data ELSE data || excluded.data END AS BLOB)",
-            zip(ids[append].tolist(), newest[append].tolist(), (blobs[k] for k in append.tolist()),
+            "  WHEN length(excluded.points) = ?4 AND substr(points, -?4, 4) = substr(excluded.points, 1, 4)"
+            "  THEN substr(points, 1, length(points) - ?4) || excluded.points ELSE points || excluded.points END"
+            " AS BLOB)",
+            zip((ids[append] | OPEN | TAIL).tolist(), newest[append].tolist(), (blobs[k] for k in append.tolist()),
                 itertools.repeat(item)),
         )
-        # the window's last slot (the last window of the ring may be shorter) or a long tail
-        window_width = np.minimum(width, points - window * width)
-        full = np.intersect1d(np.unique(tails[slots % width == window_width - 1]), ids[append])
-        ids = ids[append]
-        long = []
+        ids, full = ids[append], full[append]
+        long = np.zeros(len(ids), dtype=bool)
         for start in range(0, len(ids), _IDS_PER_QUERY):
-            long += self._conn.execute(
-                f"SELECT id FROM {table.name} WHERE id IN (SELECT value FROM json_each(?)) AND length(data) >= ?",
-                (_json_ids(ids[start:start + _IDS_PER_QUERY]), _MERGE_BYTES)).fetchall()
-        if long or len(full):
-            self._merge(table, np.union1d(full, np.array([i for (i,) in long], dtype=np.int64)))
+            found = self._conn.execute(
+                f"SELECT id FROM {table.name} WHERE id IN (SELECT value FROM json_each(?)) AND length(points) >= ?",
+                (_json_ids(ids[start:start + _IDS_PER_QUERY] | OPEN | TAIL), limit)).fetchall()
+            long |= np.isin(ids, window_of(np.array([i for (i,) in found], dtype=np.int64)))
+        if (long | full).any():
+            self._merge(table, ids[long | full], full[long | full])
 
-    def _merge(self, table: StageTable, tails: np.ndarray, given: dict[int, bytes] | None = None) -> None:
-        """Merge the open tails of windows (sorted unique tail row ids) into their chunks;
-        `given`: records of some of these windows (by tail id) newer than their tail."""
+    def _merge(self, table: StageTable, windows: np.ndarray, seal: np.ndarray,
+               given: dict[int, bytes] | None = None) -> None:
+        """Merge the open tails of windows (unique window ids) into their chunks; `given`:
+        records of some of these windows (by window id) newer than their tail. A window to
+        `seal`, or sealed already, is kept as its sealed chunk, any other as its open chunk;
+        its other rows go."""
         given = given or {}
-        for start in range(0, len(tails), _IDS_PER_QUERY // 2):
-            part = tails[start:start + _IDS_PER_QUERY // 2]
+        width = self._window_slots(table)
+        step = _IDS_PER_QUERY // 3
+        for start in range(0, len(windows), step):
+            part, part_seal = windows[start:start + step], seal[start:start + step]
             rows = self._conn.execute(
-                f"SELECT id, data FROM {table.name} WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
-                (_json_ids(np.concatenate([part - 1, part])),)).fetchall()
-            rows += [(i, given[i]) for i in part.tolist() if i in given]
+                f"SELECT id, points FROM {table.name} WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+                (_json_ids(rows_of(part)),)).fetchall()
+            rows += [(i | OPEN | TAIL, given[i]) for i in part.tolist() if i in given]
             if not rows:
                 continue
             ids = np.array([i for i, _ in rows], dtype=np.int64)
-            group, ts, values, counts = _window_points(table, self._window_slots(table), ids >> 1, ids,
-                                                       [b for _, b in rows], sort=True)
+            cells = window_of(ids)
+            group, ts, values, counts = decode_rows(table, width, cells, cells, (ids & TAIL).astype(bool),
+                                                    [b for _, b in rows], sort=True)
             bounds = np.flatnonzero(np.diff(group, prepend=-1))
-            windows = group[bounds]
+            merged = group[bounds]
             ends = np.append(bounds[1:], len(group)).tolist()
             blobs = [chunks.encode(chunks.Points(ts[s:e], values[s:e], None if counts is None else counts[s:e]))
                      for s, e in zip(bounds.tolist(), ends)]
-            self._conn.executemany(
-                f"INSERT INTO {table.name} (id, newest, data) VALUES (?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET newest = excluded.newest, data = excluded.data",
-                zip((windows << 1).tolist(), np.maximum.reduceat(ts, bounds).tolist(), blobs))
+            sealed = np.isin(merged, part[part_seal]) | np.isin(merged, ids[(ids & OPEN) == 0])
+            targets = np.where(sealed, merged, merged | OPEN)
             self._conn.execute(f"DELETE FROM {table.name} WHERE id IN (SELECT value FROM json_each(?))",
-                               (_json_ids(part),))
+                               (_json_ids(np.concatenate([merged | OPEN | TAIL, merged[sealed] | OPEN])),))
+            self._conn.executemany(
+                f"INSERT INTO {table.name} (id, newest, points) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET newest = excluded.newest, points = excluded.points",
+                zip(targets.tolist(), np.maximum.reduceat(ts, bounds).tolist(), blobs))
 
     def read_points(self, table, names, starts, ends) -> PointReads:
         if not len(names):
@@ -162,35 +189,50 @@ class PointsMixin:
         with self.read_snapshot(), self._errors(f"read points from {table.name}"):
             if not self._table_exists(table):
                 return PointReads.empty()
-            requests = self._window_ranges(table, names, starts, ends)
-            found: list[tuple[int, int, bytes]] = []
-            for start in range(0, len(requests), _REQUESTS_PER_QUERY):
-                chunk = requests[start:start + _REQUESTS_PER_QUERY]
-                values_sql = ", ".join(["(?, ?, ?)"] * len(chunk))
-                sql = (
-                    f"WITH req(r, lo, hi) AS (VALUES {values_sql})"
-                    f" SELECT req.r, d.id, d.data FROM req CROSS JOIN {table.name} AS d ON d.id BETWEEN req.lo AND req.hi"
-                )
-                found.extend(self._conn.execute(sql, chunk.reshape(-1).tolist()).fetchall())
-        if not found:
+            request, windows = self._read_windows(table, names, starts, ends)
+            wanted = rows_of(windows)
+            unique, asked = np.unique(wanted, return_inverse=True)  # sorted: pages in order
+            found_at, blobs = [], []
+            step = 3 * _REQUESTS_PER_QUERY
+            for start in range(0, len(unique), step):
+                rows = self._conn.execute(
+                    f"SELECT j.key, d.points FROM json_each(?) AS j CROSS JOIN {table.name} AS d ON d.id = j.value",
+                    (_json_ids(unique[start:start + step]),)).fetchall()
+                found_at += [start + k for k, _ in rows]
+                blobs += [b for _, b in rows]
+        if not blobs:
             return PointReads.empty()
-        request, ids, blobs = zip(*found)
-        request, ts, values, _ = _window_points(table, self._window_slots(table), np.array(request, dtype=np.int64),
-                                                np.array(ids, dtype=np.int64), blobs)
+        position = np.full(len(unique), -1, np.int64)
+        position[np.array(found_at, dtype=np.int64)] = np.arange(len(found_at))
+        hit = np.flatnonzero(position[asked.reshape(-1)] >= 0)  # (request, row) pairs found
+        row = position[asked.reshape(-1)[hit]]
+        ids = wanted[hit]
+        request = np.repeat(request, 3)[hit]
+        if len(row) != len(blobs) or (np.diff(row) < 0).any():
+            blobs = [blobs[i] for i in row.tolist()]
+        cells = window_of(ids)
+        request, ts, values, _ = decode_rows(table, self._window_slots(table), request, cells,
+                                             (ids & TAIL).astype(bool), blobs)
         # a slot may hold a point of another turn of the ring: keep those inside the window, as whisper
         keep = (ts >= starts[request]) & (ts < ends[request])
         return PointReads(request[keep], ts[keep], values[keep])
 
-    def _window_ranges(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
-                       ) -> np.ndarray:
-        """Rows (request, first row id, last row id) of the windows holding the slots of each
-        read window (chunk and tail rows alike).
+    def _stage_table(self, name: str) -> StageTable:
+        """The StageTable of an existing datapoints table; SchemaMissing if it holds an older layout."""
+        self._check_layout(name)
+        precision, points = _table_stage(name)
+        return StageTable(Stage(precision, points), name.endswith("_aggr"))
 
-        A read window that wraps around the ring is two ranges, or the whole ring when both
-        ends fall in one ring window (every row is then read once: no point twice).
+    def _read_windows(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """(request, window id) of the windows holding the slots of each read window.
+
+        A read window that wraps around the ring covers the windows from its first to the
+        ring's last, then from the first to its last; the whole ring when both ends fall in
+        one ring window (every window is then read once: no point twice).
         """
         precision, points, size = table.stage.precision, table.stage.points, self._window_slots(table)
-        last_window = (points - 1) // size
+        count = ring_windows(points, size)
         keys = np.empty(len(names), dtype=np.int64)
         for index, name in enumerate(names):
             key = self._keys.get(name)
@@ -202,22 +244,19 @@ class PointsMixin:
             keys[index] = key
         first = -(-starts // precision)  # first slot index at or after start
         last = -(-ends // precision) - 1
-        request = np.arange(len(names), dtype=np.int64)
         valid = (keys >= 0) & (last >= first)
         low, high = (first % points) // size, (last % points) // size
-        whole = (last - first + 1 >= points) | ((first % points > last % points) & (high >= low))
-        wraps = ~whole & (first % points > last % points)
-        base = keys << _ID_BITS
-        # [low, high] when not wrapping, [low, last window] then [0, high] when wrapping
-        lo = np.where(whole, 0, low)
-        hi = np.where(whole | wraps, last_window, high)
-        ranges = [np.stack([request, base + (lo << 1), base + (hi << 1) + 1], axis=1)[valid]]
-        second = valid & wraps
-        ranges.append(np.stack([request, base, base + (high << 1) + 1], axis=1)[second])
-        return np.concatenate(ranges)
+        wraps = first % points > last % points
+        whole = (last - first + 1 >= points) | (wraps & (high >= low))
+        low = np.where(whole, 0, low)
+        spans = np.where(whole, count, (high - low) % count + 1)
+        spans[~valid] = 0
+        request = np.repeat(np.arange(len(names), dtype=np.int64), spans)
+        offsets = np.arange(len(request), dtype=np.int64) - np.repeat(np.cumsum(spans) - spans, spans)
+        return request, window_ids(keys[request], (low[request] + offsets) % count)
 
     def expire_points(self, now: int) -> int:
-        """Drop the windows (chunk and tail rows) whose every point is older than its stage's
+        """Drop the windows (every row of each) whose every point is older than its stage's
         duration.
 
         Returns the number of points in the dropped windows (a slot counted once). Older points
@@ -229,71 +268,26 @@ class PointsMixin:
         with self.write_batch(), self._errors("expire points"):
             self._points_changed()
             for name in self.stage_tables():
-                precision, points = _table_stage(name)
-                table = StageTable(Stage(precision, points), name.endswith("_aggr"))
-                cutoff = now - precision * points
-                # a window's chunk and tail go together: neither has a point of the last duration
-                expired = (f"newest < ?1 AND NOT EXISTS (SELECT 1 FROM {name} AS o"
-                           f" WHERE o.id = {name}.id + 1 - 2 * ({name}.id & 1) AND o.newest >= ?1)")
-                cursor = self._conn.execute(f"SELECT id, data FROM {name} WHERE {expired} ORDER BY id", (cutoff,))
-                while rows := cursor.fetchmany(10_000):
+                table = self._stage_table(name)
+                cutoff = now - table.stage.precision * table.stage.points
+                # the rows of a window go together: none has a point of the last duration
+                window = f"({name}.id & ~{OPEN | TAIL})"
+                expired = (f"newest < ?1 AND NOT EXISTS (SELECT 1 FROM {name} AS o WHERE o.id IN"
+                           f" ({window}, {window} | {OPEN}, {window} | {OPEN | TAIL}) AND o.newest >= ?1)")
+                cursor = self._conn.execute(f"SELECT id, points FROM {name} WHERE {expired} ORDER BY {window}, id",
+                                            (cutoff,))
+                held: list = []  # the rows of the last window of a page: its other rows may be on the next
+                while rows := held + cursor.fetchmany(10_000):
                     ids = np.array([i for i, _ in rows], dtype=np.int64)
-                    removed += len(_window_points(table, self._window_slots(table), ids >> 1, ids,
-                                                  [b for _, b in rows])[0])
+                    cells = window_of(ids)
+                    whole = len(rows) if len(rows) == len(held) else int(np.searchsorted(cells, cells[-1]))
+                    held = rows[whole:] if whole < len(rows) else []
+                    if whole:
+                        removed += len(decode_rows(table, self._window_slots(table), cells[:whole], cells[:whole],
+                                                   (ids[:whole] & TAIL).astype(bool), [b for _, b in rows[:whole]])[0])
                 self._conn.execute(f"DELETE FROM {name} WHERE {expired}", (cutoff,))
         return removed
 
 
 def _json_ids(ids: np.ndarray) -> str:
     return "[" + ",".join(map(str, ids.tolist())) + "]"
-
-
-def _window_points(table: StageTable, width: int, groups: np.ndarray, ids: np.ndarray, blobs: Sequence[bytes],
-                   sort: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """(group, timestamps, values, counts) of the points of rows (groups[i], ids[i], blobs[i])
-    of a table of windows of `width` slots, a slot once per group: the open tail's last
-    record of a slot wins over earlier ones and over the chunk (counts is None for a raw
-    stage). Windows with a tail come last, sorted by group and timestamp when `sort`; the
-    points of the others come in no set order."""
-    dtype = record_dtype(table)
-    is_tail = (ids & 1).astype(bool)
-    heads = np.flatnonzero(~is_tail)
-    tails = np.flatnonzero(is_tail)
-    index, ts, values, counts = chunks.decode_many([blobs[i] for i in heads.tolist()])
-    row = heads[index]
-    if table.aggregated and counts is None:
-        counts = np.zeros(len(ts), np.int64)
-    if len(tails):
-        sizes = np.array([len(blobs[i]) for i in tails.tolist()], dtype=np.int64)
-        if (sizes % dtype.itemsize).any():
-            raise StoreError(f"{table.name}: an open tail is not a whole number of {dtype.itemsize}-byte records:"
-                             " the row is damaged or was written with another layout")
-        records = np.frombuffer(b"".join(blobs[i] for i in tails.tolist()), dtype=dtype)
-        row = np.concatenate([row, np.repeat(tails, sizes // dtype.itemsize)])
-        ts = np.concatenate([ts, records["ts"].astype(np.int64)])
-        values = np.concatenate([values, records["value"].astype(np.float64)])
-        if table.aggregated:
-            counts = np.concatenate([counts, records["count"].astype(np.int64)])
-    group = groups[row]
-    if not len(tails):  # chunks alone: each holds a slot once
-        return group, ts, values, counts
-    # in windows with a tail: chunks first, then tails in row and append order; within a
-    # (group, slot) the last wins: the latest position written to a (window, offset) cell
-    rank = np.unique(groups, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    pair = (rank << 31) | ((ids & 0xFFFFFFFF) >> 1)  # (group, window) of each row
-    hot_pairs, row_cell = np.unique(pair, return_inverse=True)
-    hot_rows = np.isin(hot_pairs, pair[tails])
-    hot = hot_rows[row_cell.reshape(-1)][row]
-    cold = np.flatnonzero(~hot)
-    hot = np.flatnonzero(hot)
-    cell = np.cumsum(hot_rows) - 1  # index of each hot (group, window) among hot ones
-    window = cell[row_cell.reshape(-1)][row[hot]]
-    offset = ((ts[hot] // table.stage.precision) % table.stage.points) % width
-    latest = np.full((int(hot_rows.sum()), width), -1, np.int64)
-    position = np.arange(len(hot), dtype=np.int64)
-    np.maximum.at(latest, (window, offset), position)
-    kept = hot[latest[window, offset] == position]
-    if sort:
-        kept = kept[np.lexsort((ts[kept], group[kept]))]
-    keep = np.concatenate([cold, kept])
-    return group[keep], ts[keep], values[keep], None if counts is None else counts[keep]

@@ -15,6 +15,7 @@ from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.sqlite import name_strings
 from biggraphite_like.stores.sqlite import tags as sqlite_tags
+from biggraphite_like.stores.sqlite.windows import decode_rows, record_dtype
 
 COMPONENTS = names_mod.MAX_COMPONENTS
 END = names_mod.END_MARKER
@@ -55,15 +56,14 @@ def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
 
 
 WINDOW_SLOTS = 720  # a new stage table's windows hold at most this many slots of the ring
-_MERGE_BYTES = 1024  # an open tail this long is merged into its window's chunk
-_RAW_RECORD = np.dtype([("ts", "<u4"), ("value", "<f8")])
-_AGGREGATED_RECORD = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
-_ID_BITS = 32  # row id = metric key << _ID_BITS | window << 1 | (1 for the open tail, 0 for the chunk)
+_MERGE_BYTES = 1024  # an open tail of a raw stage this long is merged into its window's chunk
+_MERGE_BYTES_AGGREGATED = 256  # the same for a coarser stage (a point an hour: a tail would stay for days)
+DIRECT_BYTES = 256  # a window given this many bytes of records in one write is merged directly, no tail
 
 
-def record_dtype(table: StageTable) -> np.dtype:
-    """The packed layout of one point in an open tail of table (numpy structured dtype)."""
-    return _AGGREGATED_RECORD if table.aggregated else _RAW_RECORD
+def merge_bytes(table: StageTable) -> int:
+    """How long an open tail of table grows before it is merged into its window's chunk."""
+    return _MERGE_BYTES_AGGREGATED if table.aggregated else _MERGE_BYTES
 
 
 def default_window_slots(stage: Stage) -> int:
@@ -78,9 +78,9 @@ def stage_table_sql(table: StageTable) -> str:
     fields = "timestamp uint32, value float64, count uint32" if table.aggregated else "timestamp uint32, value float64"
     return (
         f"CREATE TABLE IF NOT EXISTS {table.name} (\n"
-        "  id INTEGER PRIMARY KEY,  -- metric key * 2^32 + window * 2 + (1: open tail, 0: chunk)\n"
+        "  id INTEGER PRIMARY KEY,  -- window * 2^32 + metric key * 2 (sealed chunk); + 2^62 (open chunk); + 1 (open tail)\n"
         "  newest INTEGER NOT NULL,  -- >= every timestamp of the row (expiry)\n"
-        f"  data BLOB NOT NULL  -- chunk: biggraphite_like.chunks; tail: ({fields}) records, little-endian\n"
+        f"  points BLOB NOT NULL  -- chunk: biggraphite_like.chunks; tail: ({fields}) records, little-endian\n"
         ");"
     )
 
@@ -106,8 +106,9 @@ def _stage_table_comment() -> str:
         "-- datapoints_<points>p_<precision>s_0 (stage 0, raw values) or ..._aggr (coarser stages,\n"
         "-- with the count of finer points aggregated). Whisper's ring of `points` slots per metric,\n"
         "-- slot = (ts / precision) % points, is cut into windows of point_windows.window_slots slots;\n"
-        "-- a window is a compressed chunk (row id even) and an open tail of points appended since\n"
-        "-- (row id odd; the last record of a slot wins), merged into the chunk as it fills. Example:\n"
+        "-- a window is a compressed chunk, sealed once the window's last slot is written (row id below\n"
+        "-- 2^62) or open, and an open tail of points appended since (row id odd; the last record of a\n"
+        "-- slot wins), merged into the chunk as it fills. Ids are ordered window first. Example:\n"
         + "\n".join("-- " + line for line in example.splitlines())
     )
 
@@ -146,9 +147,11 @@ def _table_stage(table_name: str) -> tuple[int, int]:
 
 
 
-def _old_points(conn, name: str, table: StageTable, layout: str
+def _old_points(conn, name: str, table: StageTable, layout: str, width: int
                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
-    """(metric keys, timestamps, values, counts) of an old stage table, in pages, in slot order."""
+    """(metric keys, timestamps, values, counts) of an old stage table, in pages, in write
+    order (a page's points replace the previous pages' in the same slot); `width`: the
+    table's window slots."""
     if layout == "one row per point":
         count = ", count" if table.aggregated else ""
         cursor = conn.execute(f"SELECT metric, ts, value{count} FROM {name} WHERE ts BETWEEN 1 AND ?"
@@ -159,9 +162,19 @@ def _old_points(conn, name: str, table: StageTable, layout: str
                    np.array(columns[2], dtype=np.float64),
                    np.array(columns[3], dtype=np.int64) if table.aggregated else None)
         return
+    dtype = record_dtype(table)
+    if layout == "windows keyed metric first":
+        # id = metric key << 32 | window << 1 | (1: open tail, 0: chunk), data BLOB as today's
+        # rows (the layout's own definition); a chunk's row comes before its tail's
+        cursor = conn.execute(f"SELECT id, data FROM {name} ORDER BY id")
+        while rows := cursor.fetchmany(20_000):
+            ids = np.array([i for i, _ in rows], dtype=np.int64)
+            group, ts, values, counts = decode_rows(table, width, ids >> 1, ids >> 1, (ids & 1).astype(bool),
+                                                    [b for _, b in rows])
+            yield group >> 31, ts, values, counts
+        return
     # blocks of slots: id = metric key << 32 | block, slots BLOB of (ts uint32, value float64
     # [, count uint32]) per slot, timestamp 0 for an empty slot (the layout's own definition)
-    dtype = record_dtype(table)
     cursor = conn.execute(f"SELECT id, slots FROM {name} ORDER BY id")
     while rows := cursor.fetchmany(20_000):
         ids, blobs = zip(*rows)
@@ -170,7 +183,7 @@ def _old_points(conn, name: str, table: StageTable, layout: str
             raise StoreError(f"{name}: a block is not a whole number of {dtype.itemsize}-byte slots;"
                              " the file is damaged: restore it from a backup")
         slots = np.frombuffer(b"".join(blobs), dtype=dtype)
-        keys = np.repeat(np.array(ids, dtype=np.int64) >> _ID_BITS, sizes // dtype.itemsize)
+        keys = np.repeat(np.array(ids, dtype=np.int64) >> 32, sizes // dtype.itemsize)
         filled = slots["ts"] != 0
         slots = slots[filled]
         yield (keys[filled], slots["ts"].astype(np.int64), slots["value"].astype(np.float64),
@@ -277,21 +290,25 @@ class SchemaMixin:
         return slots
 
     def _old_layout(self, name: str) -> str | None:
-        """What older layout a stage table holds ('one row per point', 'blocks of slots'), None if current."""
+        """What older layout a stage table holds ('one row per point', 'blocks of slots',
+        'windows keyed metric first'), None if current."""
         row = self._conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
-        if row is None or "data BLOB" in row[0]:
+        if row is None or "points BLOB" in row[0]:
             return None
+        if "data BLOB" in row[0]:
+            return "windows keyed metric first"
         return "blocks of slots" if "slots BLOB" in row[0] else "one row per point"
 
     def _check_layout(self, name: str) -> None:
         old = self._old_layout(name)
         if old:
-            raise SchemaMissing(f"{name} in {self.path} holds {old} (a layout before windows of chunks):"
-                                f" run `bgl --store {self.url} syncdb` to convert it")
+            raise SchemaMissing(f"{name} in {self.path} holds {old} (a layout before windows keyed window"
+                                f" first): run `bgl --store {self.url} syncdb` to convert it")
 
     def _convert_point_tables(self) -> None:
         """Rewrite the stage tables of older layouts (one row per point; blocks of whisper
-        slots) as windows of chunks, point for point (run by syncdb)."""
+        slots; windows keyed metric first) as today's windows, point for point, every window
+        written sealed (run by syncdb). A table keeps its recorded window width."""
         conn = self._conn
         for name in self.stage_tables():
             old = self._old_layout(name)
@@ -302,7 +319,8 @@ class SchemaMixin:
             conn.execute(f"ALTER TABLE {name} RENAME TO old_{name}")
             self._tables.discard(name)
             self._ensure_table(table)
-            for keys, timestamps, values, counts in _old_points(conn, f"old_{name}", table, old):
+            width = self._window_slots(table)
+            for keys, timestamps, values, counts in _old_points(conn, f"old_{name}", table, old, width):
                 self._write_keyed(table, keys, timestamps, values, counts, seal=True)
             conn.execute(f"DROP TABLE old_{name}")
             self._points_changed()

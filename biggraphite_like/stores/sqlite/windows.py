@@ -1,0 +1,113 @@
+"""The rows of a window of the SQLite store's stage tables: their ids and their decoding.
+
+A window (one metric, `window_slots` consecutive slots of its ring) has up to three rows:
+- its sealed chunk, id = window << 32 | key << 1: the points of a window whose last slot
+  has been written, biggraphite_like.chunks bytes, written once as the window seals;
+- its open chunk, id = OPEN | window << 32 | key << 1: the points merged so far of a
+  window not sealed yet (at most one of the two chunks exists);
+- its open tail, id = OPEN | window << 32 | key << 1 | 1: records (timestamp uint32,
+  value float64[, count uint32]), little-endian, appended inside SQLite by each write; the
+  last record of a slot wins over earlier ones and over the chunk.
+
+Ids are ordered window first, and sealed rows apart from open ones (OPEN is bit 62), so
+the rows of a window sealing for every metric at once are appended next to each other
+and no later row splits their B-tree pages, while the rows that grow and shrink (open
+chunks, tails) share pages only with each other. (Metric first, each window boundary
+inserted a row per metric in the middle of the tree: pages ended half empty.)
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from biggraphite_like import chunks
+from biggraphite_like.errors import StoreError
+from biggraphite_like.stores.base import StageTable
+
+OPEN = 1 << 62  # the bit of the open rows (open chunk, tail)
+TAIL = 1  # the bit of the open tail
+WINDOW_SHIFT = 32
+MAX_KEY = 1 << (WINDOW_SHIFT - 1)  # metric keys below this fit a row id
+_KIND_BITS = OPEN | TAIL
+_RAW_RECORD = np.dtype([("ts", "<u4"), ("value", "<f8")])
+_AGGREGATED_RECORD = np.dtype([("ts", "<u4"), ("value", "<f8"), ("count", "<u4")])
+
+
+def record_dtype(table: StageTable) -> np.dtype:
+    """The packed layout of one point in an open tail of table (numpy structured dtype)."""
+    return _AGGREGATED_RECORD if table.aggregated else _RAW_RECORD
+
+
+def window_ids(keys: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """The id of each window (its sealed chunk's row id; the open rows add OPEN and TAIL)."""
+    return (np.asarray(windows, np.int64) << WINDOW_SHIFT) | (np.asarray(keys, np.int64) << 1)
+
+
+def window_of(ids: np.ndarray) -> np.ndarray:
+    """The window id of rows of any kind."""
+    return ids & ~_KIND_BITS
+
+
+def rows_of(windows: np.ndarray) -> np.ndarray:
+    """The row ids a window may have (sealed chunk, open chunk, open tail), window by window."""
+    windows = np.asarray(windows, np.int64)
+    return np.stack([windows, windows | OPEN, windows | OPEN | TAIL], axis=1).reshape(-1)
+
+
+def ring_windows(points: int, width: int) -> int:
+    """How many windows a ring of `points` slots has."""
+    return -(-points // width)
+
+
+def decode_rows(table: StageTable, width: int, groups: np.ndarray, cells: np.ndarray, is_tail: np.ndarray,
+                blobs: Sequence[bytes], sort: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(group, timestamps, values, counts) of the points of rows (groups[i], cells[i],
+    is_tail[i], blobs[i]) of a table of windows of `width` slots, a slot once per group
+    (cells: one integer per window, as window_of's), rows given in write order: a tail's
+    last record of a slot wins over earlier ones and over the chunk (counts is None for a
+    raw stage). Windows with a tail come last, sorted by group and timestamp when `sort`;
+    the points of the others come in no set order."""
+    dtype = record_dtype(table)
+    heads = np.flatnonzero(~is_tail)
+    tails = np.flatnonzero(is_tail)
+    index, ts, values, counts = chunks.decode_many([blobs[i] for i in heads.tolist()])
+    row = heads[index]
+    if table.aggregated and counts is None:
+        counts = np.zeros(len(ts), np.int64)
+    if len(tails):
+        sizes = np.array([len(blobs[i]) for i in tails.tolist()], dtype=np.int64)
+        if (sizes % dtype.itemsize).any():
+            raise StoreError(f"{table.name}: an open tail is not a whole number of {dtype.itemsize}-byte records:"
+                             " the row is damaged or was written with another layout")
+        records = np.frombuffer(b"".join(blobs[i] for i in tails.tolist()), dtype=dtype)
+        row = np.concatenate([row, np.repeat(tails, sizes // dtype.itemsize)])
+        ts = np.concatenate([ts, records["ts"].astype(np.int64)])
+        values = np.concatenate([values, records["value"].astype(np.float64)])
+        if table.aggregated:
+            counts = np.concatenate([counts, records["count"].astype(np.int64)])
+    group = groups[row]
+    if not len(tails):  # chunks alone: each holds a slot once
+        return group, ts, values, counts
+    # in windows with a tail: chunks first, then tails in row and append order; within a
+    # (group, slot) the last wins: the latest position written to a (window, offset) cell
+    group_rank = np.unique(groups, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    cell_rank = np.unique(cells, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    pair = group_rank * (int(cell_rank.max()) + 1) + cell_rank  # (group, window) of each row
+    hot_pairs, row_cell = np.unique(pair, return_inverse=True)
+    hot_rows = np.isin(hot_pairs, pair[tails])
+    hot = hot_rows[row_cell.reshape(-1)][row]
+    cold = np.flatnonzero(~hot)
+    hot = np.flatnonzero(hot)
+    cell = np.cumsum(hot_rows) - 1  # index of each hot (group, window) among hot ones
+    window = cell[row_cell.reshape(-1)][row[hot]]
+    offset = ((ts[hot] // table.stage.precision) % table.stage.points) % width
+    latest = np.full((int(hot_rows.sum()), width), -1, np.int64)
+    position = np.arange(len(hot), dtype=np.int64)
+    np.maximum.at(latest, (window, offset), position)
+    kept = hot[latest[window, offset] == position]
+    if sort:
+        kept = kept[np.lexsort((ts[kept], group[kept]))]
+    keep = np.concatenate([cold, kept])
+    return group[keep], ts[keep], values[keep], None if counts is None else counts[keep]
