@@ -172,10 +172,11 @@ class RequestTimingMiddleware:
         try:
             return self.get_response(request)
         finally:
-            self._record(kind, (time.perf_counter() - started) * 1000)
+            self.record(kind, (time.perf_counter() - started) * 1000)
 
     @staticmethod
-    def _record(kind: str, milliseconds: float) -> None:
+    def record(kind: str, milliseconds: float) -> None:
+        """Count one request of this kind and its time (never raises)."""
         try:
             writer = shared_writer()
             if writer is not None:

@@ -278,7 +278,7 @@ def local_settings_text(config: StackConfig) -> str:
     return f"""\
 # graphite-web for the local stack, written by `bgl run` at every start from its options.
 # By hand: PYTHONPATH={config.conf_dir} DJANGO_SETTINGS_MODULE=graphite.settings \\
-#   GRAPHITE_SETTINGS_MODULE={SETTINGS_MODULE} gunicorn graphite.wsgi:application
+#   GRAPHITE_SETTINGS_MODULE={SETTINGS_MODULE} gunicorn graphite_plugin.wsgi:application
 import os
 
 from graphite_plugin.settings import *
@@ -300,7 +300,7 @@ def gunicorn_conf_text(config: StackConfig) -> str:
     return f"""\
 # gunicorn in front of graphite-web for the local stack, written by `bgl run` at every start
 # from its options. By hand: gunicorn -c {config.gunicorn_conf}
-wsgi_app = "graphite.wsgi:application"
+wsgi_app = "graphite_plugin.wsgi:application"
 bind = [{f'{bind}:{config.web_port}'!r}]
 workers = {config.web_workers}
 worker_class = "gthread"

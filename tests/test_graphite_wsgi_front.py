@@ -1,0 +1,109 @@
+"""graphite_plugin.wsgi: the WSGI front that answers cached tree finds before Django. Its
+answers must be, header for header and byte for byte, what Django's whole stack (with
+graphite_plugin.settings' MIDDLEWARE) answers; everything else goes to Django untouched."""
+from __future__ import annotations
+
+import pytest
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.metric import MetricMetadata
+from tests.graphite_env import setup_graphite_app, use_finders
+
+NAMES = [f"srv.web{h}.{m}" for h in range(40) for m in ("cpu", "mem")] + ["srv.db.cpu.user", "srv.é+x.cpu", "top"]
+CACHED = {"BG_FIND_CACHE_TTL": 600, "BG_FIND_CACHE_CHECK_INTERVAL": 3600, "BG_SELF_METRICS_INTERVAL": 0}
+# short and long answers (GZipMiddleware marks bodies of 200 bytes or more), non-ASCII, leaves, nothing
+PATTERNS = ["*", "srv.*", "srv.web1.*", "srv.web1?.cpu", "srv.é+x.*", "top", "srv.db.cpu.*", "nothing.*"]
+
+
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory):
+    setup_graphite_app()
+    url = f"sqlite://{tmp_path_factory.mktemp('wsgi-front') / 'bgl.db'}"
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    accessor.create_metrics([(name, MetricMetadata.create("60s:1d", "average", 0.5)) for name in NAMES])
+    accessor.close()
+    return url
+
+
+@pytest.fixture
+def stack(store_url, monkeypatch):
+    """(front, django): the front, and Django's whole handler with our MIDDLEWARE, which the
+    front falls back to (graphite.wsgi.application in production)."""
+    from django.core.handlers.wsgi import WSGIHandler
+
+    import graphite_plugin.settings as plugin_settings
+    import graphite_plugin.wsgi as front
+
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, MIDDLEWARE=plugin_settings.MIDDLEWARE, **CACHED):
+        django = WSGIHandler()
+        monkeypatch.setattr(front, "graphite_application", django)
+        yield front, django
+
+
+def environ(method: str = "GET", params: dict | None = None, **extra) -> dict:
+    from django.test import RequestFactory
+
+    factory = RequestFactory()
+    request = (factory.get if method == "GET" else factory.post)("/metrics/find", params or {}, **extra)
+    env = dict(request.environ)
+    env["_body"] = env["wsgi.input"].read(int(env.get("CONTENT_LENGTH") or 0))
+    return env
+
+
+def call(app, env: dict) -> tuple:
+    """(status, headers, body) of one WSGI call (on a copy with its own body stream: a body is read once)."""
+    from django.test.client import FakePayload
+
+    started = []
+    env = dict(env, **{"wsgi.input": FakePayload(env["_body"])})
+    body = b"".join(app(env, lambda s, h, *a: started.append((s, h))))
+    [(status, headers)] = started
+    return status, headers, body
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_cached_find_is_answered_by_the_front_as_by_django(stack, pattern):
+    front, django = stack
+    for extra in ({}, {"HTTP_ACCEPT": "*/*"}, {"HTTP_ACCEPT_ENCODING": "identity"}):
+        env = environ(params={"query": pattern}, **extra)
+        first = call(django, env)  # fills the glob cache (graphite's view and worker pool)
+        assert front._eligible(env)
+        served = front._cached_find(dict(env))
+        if pattern == "nothing.*":
+            assert served is None, "an empty answer is not cached: Django answers"
+        else:
+            assert served is not None, "the front answers a cached pattern itself"
+        assert call(front.application, env) == first
+        assert call(front.application, environ(params={"query": pattern, "format": "treejson"}, **extra)) == first
+    status, headers, _ = first
+    assert status == "200 OK" and ("Vary", "Cookie, Accept-Encoding" if pattern == "srv.*" else "Cookie") in headers
+
+
+@pytest.mark.parametrize("extra", [
+    {"HTTP_COOKIE": "sessionid=abc"}, {"HTTP_ACCEPT_ENCODING": "gzip, deflate"}, {"REMOTE_USER": "alice"},
+    {"params": {"query": "srv.*", "format": "completer"}}, {"params": {"query": "srv.*", "wildcards": "1"}},
+    {"params": {"query": "srv.*", "jsonp": "cb"}}, {"method": "POST"},
+], ids=str)
+def test_requests_the_answer_may_differ_for_go_to_django(stack, extra):
+    front, django = stack
+    extra = dict(extra)
+    method, params = extra.pop("method", "GET"), extra.pop("params", {"query": "srv.*"})
+    call(django, environ(params={"query": "srv.*"}))  # cached
+    env = environ(method, params, **extra)
+    assert not front._eligible(env) or front._cached_find(dict(env)) is None
+    assert call(front.application, env) == call(django, env)
+
+
+def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypatch):
+    front, django = stack
+    env = environ(params={"query": "srv.*"})
+    expected = call(django, env)
+
+    def broken(request):
+        raise RuntimeError("store unreachable")
+
+    monkeypatch.setattr("graphite_plugin.find_view.find_tree", broken)
+    with pytest.raises(RuntimeError):
+        front._cached_find(dict(env))
+    assert call(front.application, env) == expected  # Django's view (not broken here) answered
