@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import collections
 import zlib
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 from biggraphite_like.errors import StoreError
-from biggraphite_like.tags.index import SeriesEntry, TagIndex, range_conditions
+from biggraphite_like.tags.index import TagIndex, range_conditions
 from biggraphite_like.tags.series import tags_of_path
 
 if TYPE_CHECKING:
@@ -54,6 +54,11 @@ def schema_statements(meta: str) -> list[str]:
     ]
 
 
+class _Series(NamedTuple):
+    path: str
+    tags: dict[str, str]
+
+
 def bucket_of(path: str) -> int:
     return zlib.crc32(path.encode()) % POSTING_BUCKETS
 
@@ -73,9 +78,10 @@ class CassandraTagIndex(TagIndex):
         return self.store._run(requests, what) if requests else []
 
     # -- writes ------------------------------------------------------------------------
-    def add_series(self, series: Sequence[SeriesEntry], now: int) -> int:
-        if not series:
+    def add_series(self, paths: Sequence[str], now: int) -> int:
+        if not paths:
             return 0
+        series = [_Series(p, tags_of_path(p)) for p in dict.fromkeys(paths)]
         select = self._statement("SELECT path FROM {meta}.tagged_series WHERE path = ?")
         existing = {rows[0][0] for rows in self._run([(select, (s.path,)) for s in series],
                                                      f"read {len(series)} tagged series") if rows}
