@@ -199,16 +199,41 @@ def test_bulk_indexing_counts_new_series_once_across_batches(accessor, monkeypat
     assert tags.index.add_series(expected[:3], 300) == 0
 
 
-def test_postings_of_all_intersects_on_sqlite_and_never_loses_a_series(tagged):
+def test_postings_of_all_intersects_on_every_store_and_never_loses_a_series(tagged):
     index = tagged.tags.index
     exact = ["cpu;core=0;dc=us;host=web1", "cpu;core=1;dc=us;host=web1"]
-    found = sorted(index.postings_of_all([("name", "cpu"), ("dc", "us"), ("host", "web1")]))
-    if type(index).__name__ == "SQLiteTagIndex":
-        assert found == exact
-        assert index.postings_of_all([("name", "cpu"), ("dc", "nosuch")]) == []
-    else:  # the default: the driving postings, which the planner's filter reduces
-        assert set(exact) <= set(found)
+    assert sorted(index.postings_of_all([("name", "cpu"), ("dc", "us"), ("host", "web1")])) == exact
+    assert index.postings_of_all([("name", "cpu"), ("dc", "nosuch")]) == []
     assert tagged.tags.find_series(["dc=us", "name=cpu", "host=web1"]) == exact
+
+
+def test_cassandra_intersection_probes_only_the_candidates_in_bounded_statements(accessor, monkeypatch):
+    """Several = terms on Cassandra: the rarest list is read, then each other pair is probed
+    one partition (its bucket) and at most PROBE_PATHS candidates per statement; the common
+    value's posting list is never read whole."""
+    from biggraphite_like.stores.cassandra import tags as cassandra_tags
+
+    index = accessor.tags.index
+    if not isinstance(index, cassandra_tags.CassandraTagIndex):
+        pytest.skip("Cassandra's intersection (SQLite's is a join: tested above)")
+    monkeypatch.setattr(cassandra_tags, "PROBE_PATHS", 7)
+    names = [f"m;common=x;id={i:03};mid={i % 3};rare={i % 5}" for i in range(300)]
+    accessor.tags.tag_series(names)
+    statements: list[tuple[str, tuple]] = []
+    run = index._run
+    monkeypatch.setattr(index, "_run", lambda requests, what: statements.extend(
+        (r[0].query_string, r[1]) for r in requests) or run(requests, what))
+    found = accessor.tags.find_series(["common=x", "mid=1", "rare=2"])
+    assert found == sorted(n for i, n in enumerate(names) if i % 3 == 1 and i % 5 == 2)
+    assert len(found) == 20
+    probes = [params for query, params in statements if "path IN" in query]
+    assert probes and all(len(params[3]) <= 7 for params in probes)
+    # rare=2 drives (60 series); mid=1 then common=x probe the 60, then the 20, candidates left
+    assert {(p[0], p[1]) for p in probes} == {("mid", "1"), ("common", "x")}
+    assert sum(len(p[3]) for p in probes if p[0] == "mid") == 60
+    assert sum(len(p[3]) for p in probes if p[0] == "common") == 20
+    assert len([p for p in probes if p[0] == "mid"]) <= 60 // 7 + cassandra_tags.POSTING_BUCKETS
+    assert not [q for q, params in statements if "bucket IN" in q and params[:2] != ("rare", "2")]
 
 
 def test_sqlite_postings_of_the_unchunked_layout_are_converted_on_first_use(tmp_path):
