@@ -84,6 +84,8 @@ class TagDatabase:
             paths = self.index.postings_of_all([(term.tag, term.spec), *((t.tag, t.spec) for t in also)])
         else:
             paths = self.index.postings(term.tag, values)
+        if self.index.intersects and all(t.operator == "=" and t.requires_value for t in query.terms):
+            return sorted(paths)  # the postings answered every term exactly: nothing to filter
         return sorted(p for p in set(paths) if query.matches(tags_of_path(p)))
 
     def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm]]:

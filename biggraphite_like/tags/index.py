@@ -28,6 +28,8 @@ def range_conditions(column: str, prefix: str, after: str | None) -> tuple[str, 
 class TagIndex(abc.ABC):
     """Series, postings and value counts of one store."""
 
+    intersects = False  # whether postings_of_all is the exact intersection (not the driver's superset)
+
     @abc.abstractmethod
     def add_series(self, paths: Sequence[str], now: int) -> int:
         """Index series by their canonical paths (valid: TaggedSeries made them; their tags

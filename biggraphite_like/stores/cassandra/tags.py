@@ -67,6 +67,8 @@ def bucket_of(path: str) -> int:
 class CassandraTagIndex(TagIndex):
     """Tags in the store's metadata keyspace."""
 
+    intersects = True
+
     def __init__(self, store: "CassandraStore"):
         self.store = store
         self.meta = store.metadata_keyspace

@@ -98,6 +98,8 @@ class _PairIds:
 class SQLiteTagIndex(TagIndex):
     """Tags in the store's SQLite file, in its transactions."""
 
+    intersects = True
+
     def __init__(self, store: "SQLiteStore"):
         self.store = store
         self._layout_checked = False
