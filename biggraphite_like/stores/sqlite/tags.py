@@ -19,6 +19,7 @@ ids never change, so a process keeps them) and writes the postings in key order.
 """
 from __future__ import annotations
 
+import collections
 import json
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -174,16 +175,12 @@ class SQLiteTagIndex(TagIndex):
         conn.execute("INSERT INTO tagged_series (id, path, updated_on) SELECT ? + key, value, ? FROM json_each(?)",
                      (first, now, batch))
         # series ids of each pair (`tag=value` as in the path; the name as `name=<metric>`), ascending
-        series_of: dict[str, list[int]] = {}
+        series_of: dict[str, list[int]] = collections.defaultdict(list)
         for series_id, path in enumerate(paths, first):
             pairs = path.split(";")
             pairs[0] = "name=" + pairs[0]
             for pair in pairs:
-                found = series_of.get(pair)
-                if found is None:
-                    series_of[pair] = [series_id]
-                else:
-                    found.append(series_id)
+                series_of[pair].append(series_id)
         ids = self._ids.resolve(conn, list(series_of), learned)
         # In key order (chunk, value id, series id): the batch's postings go to its chunks'
         # regions in one pass (executemany of a generator: ~1.5 us a posting; INSERT ... SELECT
