@@ -4,6 +4,7 @@ graphite-web's LocalDatabaseTagDB on the same tagged series, in one run.
 
     python bench/tags_bench.py                          # 1,000,000 series (the issue's aims)
     python bench/tags_bench.py --series 20000 --runs 20 # quick
+    python bench/tags_bench.py --parts index,ingest     # only our indexing and the ingest ratios
 
 Series: `metric<i // 100000>` with 10 tags t0..t9 of cardinalities 3, 10, 30, 100, 300,
 1000, 3000, 10000, 30000 and 100000 (t9 = i % 100000 makes every path unique, the others
@@ -268,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=20.0,
                         help="seconds a side may spend on one query kind before it stops (at least 5 runs)")
     parser.add_argument("--ingest", type=int, default=10_000, help="metrics of each kind in the ingest test")
+    parser.add_argument("--parts", default="index,queries,ingest",
+                        help="comma-separated parts to run (default all): index (ours, full load), queries"
+                             " (LocalDatabaseTagDB's load, the extra series into both, the queries; needs index),"
+                             " ingest")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
@@ -287,36 +292,34 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {"series": args.series, "extra": args.extra, "runs": args.runs, "workdir": workdir,
                     "loadavg_start": os.getloadavg(),
                     "localdb_load": "bulk-loaded: the rows its tag_series writes, indexes rebuilt (not timed as indexing)"}
+    parts = set(args.parts.split(","))
+    if parts - {"index", "queries", "ingest"} or ("queries" in parts and "index" not in parts):
+        parser.error(f"--parts {args.parts!r}: choose among index, queries, ingest (queries needs index)")
+    report["parts"] = sorted(parts)
     try:
         url = f"sqlite://{os.path.join(workdir, 'bgl.db')}"
-        log(f"indexing {args.series:,} series (ours) ...")
-        rate = build_ours(url, [series_name(i) for i in range(args.series)])
-        log(f"bulk-loading {args.series:,} series into LocalDatabaseTagDB's tables ...")
-        report["localdb_load_seconds"] = round(load_graphite(args.series), 1)
-        extra = [series_name(i) for i in range(args.series, args.series + args.extra)]
-        log(f"indexing {args.extra:,} more series into both full indexes ...")
-        report["index_per_second"] = {"ours_full_load": round(rate), "ours": round(build_ours(url, extra, 1000)),
-                                      "localdb": round(build_graphite(graphite, extra))}
-        accessor = Accessor.from_url(url)
-        log("queries ...")
-        report["query_ms"], report["answers_differ"] = bench_queries(accessor.tags, graphite, args.runs, args.budget,
-                                                                    args.series)
-        accessor.close()
-        log(f"ingest of {args.ingest:,} existing tagged and untagged metrics ...")
-        ingest = report["ingest_seconds"] = bench_ingest(url, args.ingest)
+        rates = report["index_per_second"] = {}
+        if "index" in parts:
+            log(f"indexing {args.series:,} series (ours) ...")
+            cpu = time.process_time()
+            rates["ours_full_load"] = round(build_ours(url, [series_name(i) for i in range(args.series)]))
+            rates["ours_full_load_per_cpu_second"] = round(args.series / (time.process_time() - cpu))
+        if "queries" in parts:
+            log(f"bulk-loading {args.series:,} series into LocalDatabaseTagDB's tables ...")
+            report["localdb_load_seconds"] = round(load_graphite(args.series), 1)
+            extra = [series_name(i) for i in range(args.series, args.series + args.extra)]
+            log(f"indexing {args.extra:,} more series into both full indexes ...")
+            rates.update(ours=round(build_ours(url, extra, 1000)), localdb=round(build_graphite(graphite, extra)))
+            accessor = Accessor.from_url(url)
+            log("queries ...")
+            report["query_ms"], report["answers_differ"] = bench_queries(accessor.tags, graphite, args.runs,
+                                                                        args.budget, args.series)
+            accessor.close()
+        if "ingest" in parts:
+            log(f"ingest of {args.ingest:,} existing tagged and untagged metrics ...")
+            report["ingest_seconds"] = bench_ingest(url, args.ingest)
         report["loadavg_end"] = os.getloadavg()
-        q, rates = report["query_ms"], report["index_per_second"]
-        report["ratios"] = {
-            "find_eq_vs_localdb": round(q["find_eq"]["localdb"]["p50"] / q["find_eq"]["ours"]["p50"], 2),
-            "autocomplete_values_vs_localdb": round(
-                q["autocomplete_values"]["localdb"]["p50"] / q["autocomplete_values"]["ours"]["p50"], 2),
-            "autocomplete_values_expr_vs_localdb": round(
-                q["autocomplete_values_expr"]["localdb"]["p50"] / q["autocomplete_values_expr"]["ours"]["p50"], 2),
-            "index_vs_localdb": round(rates["ours"] / rates["localdb"], 2),
-            # CPU time of this process (SQLite works in it): the machine's load does not blur it
-            "tagged_vs_untagged_ingest": round(ingest["warm_tagged_cpu"] / ingest["warm_untagged_cpu"], 2),
-            "tagged_vs_untagged_ingest_cold": round(ingest["cold_tagged_cpu"] / ingest["cold_untagged_cpu"], 2),
-        }
+        report["ratios"] = ratios(report)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -327,25 +330,46 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def ratios(report: dict) -> dict:
+    """The summary ratios of the parts that ran (p50 and rate ratios above 1: ours is
+    better; ingest ratios are tagged's CPU over untagged's)."""
+    found = {}
+    q, rates, ingest = report.get("query_ms"), report["index_per_second"], report.get("ingest_seconds")
+    if q:
+        found["find_eq_vs_localdb"] = round(q["find_eq"]["localdb"]["p50"] / q["find_eq"]["ours"]["p50"], 2)
+        found["autocomplete_values_vs_localdb"] = round(
+            q["autocomplete_values"]["localdb"]["p50"] / q["autocomplete_values"]["ours"]["p50"], 2)
+        found["autocomplete_values_expr_vs_localdb"] = round(
+            q["autocomplete_values_expr"]["localdb"]["p50"] / q["autocomplete_values_expr"]["ours"]["p50"], 2)
+        found["index_vs_localdb"] = round(rates["ours"] / rates["localdb"], 2)
+    if ingest:  # CPU time of this process (SQLite works in it): the machine's load does not blur it
+        found["tagged_vs_untagged_ingest"] = round(ingest["warm_tagged_cpu"] / ingest["warm_untagged_cpu"], 2)
+        found["tagged_vs_untagged_ingest_cold"] = round(ingest["cold_tagged_cpu"] / ingest["cold_untagged_cpu"], 2)
+    return found
+
+
 def format_report(report: dict) -> str:
     rates = report["index_per_second"]
     lines = [f"load average (1 min): {report['loadavg_start'][0]:.1f} at the start, {report['loadavg_end'][0]:.1f} at"
-             f" the end ({os.cpu_count()} CPUs)",
-             f"series: {report['series']:,}; ours indexed them at {rates['ours_full_load']:,} series/s (batches of"
-             f" 10,000); LocalDatabaseTagDB {report['localdb_load']}, {report['localdb_load_seconds']} s",
-             f"indexing {report['extra']:,} more series into the full indexes (series/s): ours {rates['ours']:,},"
-             f" LocalDatabaseTagDB {rates['localdb']:,}",
-             f"{'query (ms)':<28}{'ours p50':>10}{'p99':>9}{'localdb p50':>13}{'p99':>10}{'runs':>10}"]
-    for kind, sides in report["query_ms"].items():
-        ours, theirs = sides["ours"], sides["localdb"]
-        lines.append(f"{kind:<28}{ours['p50']:>10}{ours['p99']:>9}{theirs['p50']:>13}{theirs['p99']:>10}"
-                     f"{ours['runs']:>5}/{theirs['runs']}")
-    for kind, entry in report["answers_differ"].items():
-        lines.append(f"ANSWERS DIFFER: {kind} in {entry['count']} runs, e.g. {entry['first']}")
-    if not report["answers_differ"]:
-        lines.append("answers: identical on every run both sides made")
-    ingest = report["ingest_seconds"]
-    for state in ("warm", "cold"):
+             f" the end ({os.cpu_count()} CPUs); parts: {', '.join(report['parts'])}"]
+    if "ours_full_load" in rates:
+        lines.append(f"series: {report['series']:,}; ours indexed them at {rates['ours_full_load']:,} series/s"
+                     f" ({rates['ours_full_load_per_cpu_second']:,} per CPU-second; batches of 10,000)")
+    if "query_ms" in report:
+        lines += [f"LocalDatabaseTagDB {report['localdb_load']}, {report['localdb_load_seconds']} s",
+                  f"indexing {report['extra']:,} more series into the full indexes (series/s): ours {rates['ours']:,},"
+                  f" LocalDatabaseTagDB {rates['localdb']:,}",
+                  f"{'query (ms)':<28}{'ours p50':>10}{'p99':>9}{'localdb p50':>13}{'p99':>10}{'runs':>10}"]
+        for kind, sides in report["query_ms"].items():
+            ours, theirs = sides["ours"], sides["localdb"]
+            lines.append(f"{kind:<28}{ours['p50']:>10}{ours['p99']:>9}{theirs['p50']:>13}{theirs['p99']:>10}"
+                         f"{ours['runs']:>5}/{theirs['runs']}")
+        for kind, entry in report["answers_differ"].items():
+            lines.append(f"ANSWERS DIFFER: {kind} in {entry['count']} runs, e.g. {entry['first']}")
+        if not report["answers_differ"]:
+            lines.append("answers: identical on every run both sides made")
+    ingest = report.get("ingest_seconds", {})
+    for state in ("warm", "cold") if ingest else ():
         lines.append(f"ingest of existing metrics, {state}, best of 5 (s): tagged {ingest[state + '_tagged']:.3f}"
                      f" wall, {ingest[state + '_tagged_cpu']:.3f} CPU; untagged {ingest[state + '_untagged']:.3f}"
                      f" wall, {ingest[state + '_untagged_cpu']:.3f} CPU")

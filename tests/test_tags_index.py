@@ -7,7 +7,6 @@ import pytest
 
 from biggraphite_like.errors import InvalidMetricName, InvalidTagExpression, TooManyResults
 from biggraphite_like.metric import MetricMetadata
-from biggraphite_like.tags.index import SeriesEntry
 from biggraphite_like.tags.series import tags_of_path
 
 META = MetricMetadata.create("60s:1d", "average", 0.5)
@@ -112,10 +111,8 @@ def test_repair_fixes_postings_without_series_and_series_without_postings(tagged
     index = tagged.tags.index
     # break the index: a series row without postings, postings without a series row
     index.remove_series(["net.rx;host=web1;iface=eth0"])
-    from biggraphite_like.tags.index import SeriesEntry
-    from biggraphite_like.tags.series import tags_of_path
     ghost = "ghost;host=web1"
-    index.add_series([SeriesEntry(ghost, tags_of_path(ghost))], now=5)
+    index.add_series([ghost], now=5)
     _drop_series_row(tagged, ghost)
     _drop_postings(tagged, "disk.used;dc=us;host=web2")
     assert tagged.tags.find_series(["host=web2"]) == []
@@ -199,19 +196,44 @@ def test_bulk_indexing_counts_new_series_once_across_batches(accessor, monkeypat
     for tag in ("h", "k", "new0", "name"):
         assert tags.list_values(tag) == sorted((v, c) for (t, v), c in counted.items() if t == tag)
     assert tags.index.counts() == {"tagged_series": len(expected), "tags": 6, "tag_values": len(counted)}
-    assert tags.index.add_series([SeriesEntry(p, tags_of_path(p)) for p in expected[:3]], 300) == 0
+    assert tags.index.add_series(expected[:3], 300) == 0
 
 
-def test_postings_of_all_intersects_on_sqlite_and_never_loses_a_series(tagged):
+def test_postings_of_all_intersects_on_every_store_and_never_loses_a_series(tagged):
     index = tagged.tags.index
     exact = ["cpu;core=0;dc=us;host=web1", "cpu;core=1;dc=us;host=web1"]
-    found = sorted(index.postings_of_all([("name", "cpu"), ("dc", "us"), ("host", "web1")]))
-    if type(index).__name__ == "SQLiteTagIndex":
-        assert found == exact
-        assert index.postings_of_all([("name", "cpu"), ("dc", "nosuch")]) == []
-    else:  # the default: the driving postings, which the planner's filter reduces
-        assert set(exact) <= set(found)
+    assert sorted(index.postings_of_all([("name", "cpu"), ("dc", "us"), ("host", "web1")])) == exact
+    assert index.postings_of_all([("name", "cpu"), ("dc", "nosuch")]) == []
     assert tagged.tags.find_series(["dc=us", "name=cpu", "host=web1"]) == exact
+
+
+def test_cassandra_intersection_probes_only_the_candidates_in_bounded_statements(accessor, monkeypatch):
+    """Several = terms on Cassandra: the rarest list is read, then each other pair is probed
+    one partition (its bucket) and at most PROBE_PATHS candidates per statement; the common
+    value's posting list is never read whole."""
+    from biggraphite_like.stores.cassandra import tags as cassandra_tags
+
+    index = accessor.tags.index
+    if not isinstance(index, cassandra_tags.CassandraTagIndex):
+        pytest.skip("Cassandra's intersection (SQLite's is a join: tested above)")
+    monkeypatch.setattr(cassandra_tags, "PROBE_PATHS", 7)
+    names = [f"m;common=x;id={i:03};mid={i % 3};rare={i % 5}" for i in range(300)]
+    accessor.tags.tag_series(names)
+    statements: list[tuple[str, tuple]] = []
+    run = index._run
+    monkeypatch.setattr(index, "_run", lambda requests, what: statements.extend(
+        (r[0].query_string, r[1]) for r in requests) or run(requests, what))
+    found = accessor.tags.find_series(["common=x", "mid=1", "rare=2"])
+    assert found == sorted(n for i, n in enumerate(names) if i % 3 == 1 and i % 5 == 2)
+    assert len(found) == 20
+    probes = [params for query, params in statements if "path IN" in query]
+    assert probes and all(len(params[3]) <= 7 for params in probes)
+    # rare=2 drives (60 series); mid=1 then common=x probe the 60, then the 20, candidates left
+    assert {(p[0], p[1]) for p in probes} == {("mid", "1"), ("common", "x")}
+    assert sum(len(p[3]) for p in probes if p[0] == "mid") == 60
+    assert sum(len(p[3]) for p in probes if p[0] == "common") == 20
+    assert len([p for p in probes if p[0] == "mid"]) <= 60 // 7 + cassandra_tags.POSTING_BUCKETS
+    assert not [q for q, params in statements if "bucket IN" in q and params[:2] != ("rare", "2")]
 
 
 def test_sqlite_postings_of_the_unchunked_layout_are_converted_on_first_use(tmp_path):
@@ -250,3 +272,31 @@ def test_names_with_json_and_unicode_special_characters_index_once(accessor):
     assert tags.find_series(["a=1=2"]) == ["m2;a=1=2"] and tags.find_series(['a=b"c\\d']) == [names[1]]
     assert tags.list_values("k") == [("😀", 1)] and tags.list_values("z") == [("\u2028x", 1)]
     assert tags.index.counts() == {"tagged_series": 4, "tags": 5, "tag_values": 7}
+
+
+def test_sqlite_pair_ids_a_process_keeps_stay_right_across_writers_and_rollbacks(tmp_path):
+    """Each process keeps the ids of the tag=value pairs it has committed. A pair made in a
+    caller's transaction that rolls back is not kept: another writer then gives its id to
+    another pair, and the first process must still index exactly."""
+    from biggraphite_like.accessor import Accessor
+
+    url = f"sqlite://{tmp_path / 'tags.db'}"
+    first, second = Accessor.from_url(url), Accessor.from_url(url)
+    first.syncdb()
+    first.tags.tag_series(["m;a=1;b=1"], now=1)
+    with pytest.raises(RuntimeError):
+        with first.store.write_batch():
+            first.tags.tag_series(["m;a=2;b=9"], now=2)
+            raise RuntimeError("the caller's transaction fails")
+    second.tags.tag_series(["m;c=3;d=4", "m;a=1;c=3"], now=3)  # takes the ids the rollback freed
+    first.tags.tag_series(["m;a=2;b=9", "m;a=1;b=1;d=4"], now=4)
+    fresh = Accessor.from_url(url)
+    expected = {"a=2": ["m;a=2;b=9"], "b=9": ["m;a=2;b=9"], "c=3": ["m;a=1;c=3", "m;c=3;d=4"],
+                "d=4": ["m;a=1;b=1;d=4", "m;c=3;d=4"], "a=1": ["m;a=1;b=1", "m;a=1;b=1;d=4", "m;a=1;c=3"]}
+    for accessor in (first, second, fresh):
+        assert {e: accessor.tags.find_series([e]) for e in expected} == expected
+        assert accessor.tags.list_values("a") == [("1", 3), ("2", 1)]
+    assert fresh.tags.index.repair() == {"postings_without_series": 0, "series_without_postings": 0,
+                                         "counts_fixed": 0}
+    for accessor in (first, second, fresh):
+        accessor.close()

@@ -178,3 +178,30 @@ def test_literal_prefix_of_regex_terms(spec, prefix):
     for value in ["abc", "abcd", "x.y", "xzy", "ab", "abd", "c", "aa", "b", "bc", "ac", "ABc"]:
         if term.matches(value):
             assert value.startswith(prefix)
+
+
+def test_canonical_form_equals_graphite_on_many_random_hostile_names():
+    """The one-regex canonical check (and the normalisation behind it) against graphite's
+    TaggedSeries.parse on 20,000 random names over the characters that matter."""
+    import random
+
+    rng = random.Random(17)
+    alphabet = ["a", "b", "name", ";", "=", "~", "!", "^", "{", "}", '"', ",", ".", "é", "\\", "=~"]
+    checked = canonical = 0
+    for _ in range(20_000):
+        name = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 14)))
+        if rng.random() < 0.5:  # shaped like a series, so that many parse
+            name = rng.choice(["m", "~m", "a.b", ""]) + "".join(
+                ";" + rng.choice(["a", "b", "name", "c!", "d^", ""]) + "=" + rng.choice(["1", "~1", "", "x=y", "2"])
+                for _ in range(rng.randrange(1, 4)))
+        expected = graphite_parse(name)
+        if expected[0] == "ok":
+            assert canonical_path(name) == expected[1], name
+            assert is_canonical(name) == (name == expected[1] and is_tagged(name)), name
+            canonical += is_canonical(name)
+        else:
+            assert not is_canonical(name), name
+            with pytest.raises(InvalidTag):
+                canonical_path(name)
+        checked += 1
+    assert checked == 20_000 and canonical > 300  # the fast path was exercised

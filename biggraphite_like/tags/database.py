@@ -21,8 +21,8 @@ from typing import Iterable, Sequence
 
 from biggraphite_like.errors import InvalidTag, TooManyResults
 from biggraphite_like.tags.expressions import TagQuery, TagTerm, compile_regex, regex_literal_prefix
-from biggraphite_like.tags.index import SeriesEntry, TagIndex
-from biggraphite_like.tags.series import TaggedSeries, tags_of_path
+from biggraphite_like.tags.index import TagIndex
+from biggraphite_like.tags.series import TaggedSeries, canonical_path, tags_of_path
 
 DEFAULT_MAX_TAG_SERIES = 1_000_000
 DEFAULT_MAX_TAG_VALUES = 1_000_000
@@ -43,25 +43,24 @@ class TagDatabase:
     def tag_series(self, names: Sequence[str], now: int | None = None) -> list[str]:
         """Index series names (any tagged form); their canonical paths, in order. InvalidTag
         for a bad name: nothing of the call is indexed then (use tag_valid for batches)."""
-        parsed = [TaggedSeries.parse(n) for n in names]
-        self._add(parsed, now)
-        return [p.path for p in parsed]
+        paths = [canonical_path(n) for n in names]
+        self._add(paths, now)
+        return paths
 
     def tag_valid(self, names: Iterable[str], now: int | None = None) -> tuple[list[str], dict[str, str]]:
         """Index the valid names of a batch: (canonical paths, {refused name: reason})."""
-        parsed, refused = [], {}
+        paths, refused = [], {}
         for name in names:
             try:
-                parsed.append(TaggedSeries.parse(name))
+                paths.append(canonical_path(name))
             except InvalidTag as exc:
                 refused[name] = str(exc)
-        self._add(parsed, now)
-        return [p.path for p in parsed], refused
+        self._add(paths, now)
+        return paths, refused
 
-    def _add(self, parsed: Sequence[TaggedSeries], now: int | None) -> None:
-        if parsed:
-            entries = {p.path: SeriesEntry(p.path, dict(p.tags)) for p in parsed}
-            self.index.add_series(list(entries.values()), int(time.time()) if now is None else int(now))
+    def _add(self, paths: Sequence[str], now: int | None) -> None:
+        if paths:
+            self.index.add_series(paths, int(time.time()) if now is None else int(now))
 
     def del_series(self, names: Sequence[str]) -> int:
         """Remove series (any tagged form) and their postings; how many existed."""
@@ -85,6 +84,8 @@ class TagDatabase:
             paths = self.index.postings_of_all([(term.tag, term.spec), *((t.tag, t.spec) for t in also)])
         else:
             paths = self.index.postings(term.tag, values)
+        if self.index.intersects and all(t.operator == "=" and t.requires_value for t in query.terms):
+            return sorted(paths)  # the postings answered every term exactly: nothing to filter
         return sorted(p for p in set(paths) if query.matches(tags_of_path(p)))
 
     def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm]]:

@@ -8,16 +8,7 @@ returned sorted by their code points (SQLite's and Python's order of strings).
 from __future__ import annotations
 
 import abc
-import dataclasses
-from typing import Iterator, Mapping, Sequence
-
-
-@dataclasses.dataclass(frozen=True)
-class SeriesEntry:
-    """A series to index: its canonical path and tags (the `name` tag included)."""
-
-    path: str
-    tags: Mapping[str, str]
+from typing import Iterator, Sequence
 
 
 def range_conditions(column: str, prefix: str, after: str | None) -> tuple[str, list]:
@@ -37,9 +28,12 @@ def range_conditions(column: str, prefix: str, after: str | None) -> tuple[str, 
 class TagIndex(abc.ABC):
     """Series, postings and value counts of one store."""
 
+    intersects = False  # whether postings_of_all is the exact intersection (not the driver's superset)
+
     @abc.abstractmethod
-    def add_series(self, series: Sequence[SeriesEntry], now: int) -> int:
-        """Index series (idempotent) and set their time of last write; returns how many were new."""
+    def add_series(self, paths: Sequence[str], now: int) -> int:
+        """Index series by their canonical paths (valid: TaggedSeries made them; their tags
+        are tags_of_path's), idempotent, and set their time of last write; how many were new."""
 
     @abc.abstractmethod
     def remove_series(self, paths: Sequence[str]) -> int:

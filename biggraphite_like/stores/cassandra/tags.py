@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import collections
 import zlib
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 from biggraphite_like.errors import StoreError
-from biggraphite_like.tags.index import SeriesEntry, TagIndex, range_conditions
+from biggraphite_like.tags.index import TagIndex, range_conditions
 from biggraphite_like.tags.series import tags_of_path
 
 if TYPE_CHECKING:
     from biggraphite_like.stores.cassandra import CassandraStore
 
 POSTING_BUCKETS = 8
+PROBE_PATHS = 100  # candidate paths per `path IN` probe of postings_of_all
 _BUCKETS = list(range(POSTING_BUCKETS))
 _MAX_COUNT_ROUNDS = 20  # compare-and-set rounds before a count update gives up (repair recounts)
 
@@ -54,12 +55,19 @@ def schema_statements(meta: str) -> list[str]:
     ]
 
 
+class _Series(NamedTuple):
+    path: str
+    tags: dict[str, str]
+
+
 def bucket_of(path: str) -> int:
     return zlib.crc32(path.encode()) % POSTING_BUCKETS
 
 
 class CassandraTagIndex(TagIndex):
     """Tags in the store's metadata keyspace."""
+
+    intersects = True
 
     def __init__(self, store: "CassandraStore"):
         self.store = store
@@ -73,9 +81,10 @@ class CassandraTagIndex(TagIndex):
         return self.store._run(requests, what) if requests else []
 
     # -- writes ------------------------------------------------------------------------
-    def add_series(self, series: Sequence[SeriesEntry], now: int) -> int:
-        if not series:
+    def add_series(self, paths: Sequence[str], now: int) -> int:
+        if not paths:
             return 0
+        series = [_Series(p, tags_of_path(p)) for p in dict.fromkeys(paths)]
         select = self._statement("SELECT path FROM {meta}.tagged_series WHERE path = ?")
         existing = {rows[0][0] for rows in self._run([(select, (s.path,)) for s in series],
                                                      f"read {len(series)} tagged series") if rows}
@@ -207,6 +216,30 @@ class CassandraTagIndex(TagIndex):
         results = self._run([(select, (tag, v, _BUCKETS)) for v in values],
                             f"read the postings of {len(values)} values of tag {tag!r}")
         return [row[0] for rows in results for row in rows]
+
+    def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The rarest pair's postings, then for each other pair (the planner passes them
+        by increasing count) a probe of the candidates left: the bucket of a path is known
+        from the path, so each statement reads one partition of the pair, `path IN` at most
+        PROBE_PATHS candidates. Work is bounded by the rarest list: at most its length /
+        PROBE_PATHS + POSTING_BUCKETS statements per other pair, never a full posting list
+        of a common value."""
+        tag, value = pairs[0]
+        candidates = self.postings(tag, [value])
+        probe = self._statement(
+            "SELECT path FROM {meta}.tag_postings WHERE tag = ? AND value = ? AND bucket = ? AND path IN ?")
+        for tag, value in pairs[1:]:
+            if not candidates:
+                break
+            by_bucket: dict[int, list[str]] = collections.defaultdict(list)
+            for path in candidates:
+                by_bucket[bucket_of(path)].append(path)
+            requests = [(probe, (tag, value, bucket, paths[i:i + PROBE_PATHS]))
+                        for bucket, paths in sorted(by_bucket.items()) for i in range(0, len(paths), PROBE_PATHS)]
+            kept = {row[0] for rows in self._run(requests, f"probe {len(candidates)} series in {tag}={value}")
+                    for row in rows}
+            candidates = [path for path in candidates if path in kept]
+        return candidates
 
     def scan_series(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
         """Token order (Cassandra's), not path order: every series once all the same."""
