@@ -47,6 +47,7 @@ class Backend:
 
     accessor: Accessor
     globs: GlobCache
+    trees: "NodeTrees" = dataclasses.field(default_factory=lambda: NodeTrees(), compare=False)
 
     def glob_metrics(self, pattern: str) -> Sequence[str]:
         """The metrics matching the pattern (what render fetches); a `seriesByTag(...)`
@@ -69,6 +70,39 @@ class Backend:
 
 
 _NODE_ORDER = operator.attrgetter("path", "is_leaf")
+
+
+class NodeTrees:
+    """The nodes of recent tree finds, reused while the glob cache gives the same answer
+    object for the pattern (building graphite's nodes is most of a cached find). Small
+    answers only, a bounded total: dashboards ask the same small finds again and again.
+    The readers' metadata is reloaded as the accessor's cache would (MetadataBatch)."""
+
+    MAX_NODES_PER_FIND = 2_000
+    MAX_NODES = 100_000  # past this, everything kept is dropped (about 20 MB of nodes)
+
+    def __init__(self) -> None:
+        self._trees: dict[str, tuple[object, list]] = {}
+        self._nodes = 0
+        self._lock = threading.Lock()
+
+    def get(self, pattern: str, answer: object) -> list | None:
+        """A new list of the nodes built for this very answer, or None."""
+        tree = self._trees.get(pattern)
+        if tree is None or tree[0] is not answer:
+            return None
+        return list(tree[1])  # graphite does not change nodes; the list is the caller's
+
+    def put(self, pattern: str, answer: object, nodes: list) -> None:
+        if len(nodes) > self.MAX_NODES_PER_FIND:
+            return
+        with self._lock:
+            if self._nodes + len(nodes) > self.MAX_NODES:
+                self._trees.clear()
+                self._nodes = 0
+            old = self._trees.get(pattern)
+            self._nodes += len(nodes) - (len(old[1]) if old else 0)
+            self._trees[pattern] = (answer, list(nodes))
 
 
 def store_url() -> str:
@@ -138,15 +172,20 @@ class Finder(BaseFinder):
             elif query.leaves_only:
                 leaves, branches = backend.glob_metrics(query.pattern), ()
             else:
-                leaves, branches = backend.glob_nodes(query.pattern)
+                answer = backend.glob_nodes(query.pattern)
+                nodes = backend.trees.get(query.pattern, answer)
+                if nodes is not None:
+                    return nodes
+                leaves, branches = answer
         except REFUSED as exc:
             return refused(exc)
         metadata = MetadataBatch(accessor, leaves)
-        # list comprehensions and a C key: a cached dashboard find is mostly this node building
         nodes = [BranchNode(path) for path in branches]
         nodes += [LeafNode(path, Reader(accessor, path, metadata)) for path in leaves]
         nodes.sort(key=_NODE_ORDER)
-        return nodes
+        if not query.leaves_only and not query.pattern.startswith(TAG_CALL):
+            backend.trees.put(query.pattern, answer, nodes)
+        return list(nodes)
 
     def fetch(self, patterns, start_time, end_time, now=None, requestContext=None):
         """graphite's fetch results for every leaf of every pattern, read in one batch.

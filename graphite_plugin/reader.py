@@ -111,19 +111,23 @@ def _check_points(metrics: dict[str, Metric], names: Sequence[str], start: int, 
 
 
 class MetadataBatch:
-    """Metadata of the leaves of one find, loaded in one query the first time a reader needs it."""
+    """Metadata of the leaves of one find, loaded in one query the first time a reader needs
+    it, and again once older than the accessor's metadata cache (cache_ttl): the nodes of a
+    cached find are reused by later requests (Finder.find_nodes), and their intervals must
+    not be staler than the accessor's own cache would make them."""
 
-    __slots__ = ("accessor", "names", "_metrics")
+    __slots__ = ("accessor", "names", "_loaded")
 
     def __init__(self, accessor: Accessor, names: Sequence[str]):
         self.accessor = accessor
         self.names = names
-        self._metrics: dict[str, Metric] | None = None
+        self._loaded: tuple[float, dict[str, Metric]] | None = None
 
     def get(self, name: str) -> Metric | None:
-        if self._metrics is None:
-            self._metrics = self.accessor.get_metrics(self.names)
-        return self._metrics.get(name)
+        loaded, now = self._loaded, time.monotonic()
+        if loaded is None or now - loaded[0] >= self.accessor.cache_ttl:
+            loaded = self._loaded = (now, self.accessor.get_metrics(self.names))
+        return loaded[1].get(name)
 
 
 class Reader(BaseReader):
