@@ -3,8 +3,8 @@ answered from the glob cache, without graphite's worker pool and node objects.
 
 A dashboard asks the same patterns again and again; when graphite_plugin.Finder is the
 only finder and the process's glob cache holds the pattern's answer, `find_tree` builds
-the answer as graphite's `find_view` does (graphite's `getProfile`, `tree_json` and
-`json_response_for`, so the same bytes and headers) from the cached names. Anything else
+the answer as graphite's `find_view` does (graphite's profile through
+graphite_plugin.profiles, `tree_json` and `json_response_for`, so the same bytes and headers) from the cached names. Anything else
 goes to graphite's view: another format or parameter, a `seriesByTag(...)` query, an
 answer not cached (graphite then runs the finder in its worker pool, within
 FIND_TIMEOUT, and the answer is cached for the next request), other finders, or a
@@ -16,10 +16,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse
 from graphite.logger import log
-from graphite.metrics.views import getProfile, json_response_for, tree_json
+from graphite.metrics.views import json_response_for, tree_json
 from graphite.storage import STORE
 
 from graphite_plugin.finder import TAG_CALL, Finder, shared_backend
+from graphite_plugin.profiles import profile_for
 
 PARAMETERS = frozenset({"query", "format"})  # a request with any other goes to graphite's view
 
@@ -60,7 +61,7 @@ def find_tree(request) -> HttpResponse | None:
     entries.extend(TreeEntry(path.rpartition(".")[2], True) for path in leaves)
     entries.sort(key=lambda entry: entry.name)
     base_path = query.rsplit(".", 1)[0] + "." if "." in query else ""
-    content = tree_json(entries, base_path, wildcards=getProfile(request).advancedUI)
+    content = tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
     response = json_response_for(request, content)
     response["Pragma"] = "no-cache"
     response["Cache-Control"] = "no-cache"

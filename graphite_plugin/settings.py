@@ -17,11 +17,9 @@ Importing it:
   static files finder for that folder (`graphite_plugin.staticfiles`), so the dashboard
   finds its theme;
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
-  and adds `graphite_plugin.profiles`' DefaultProfileMiddleware (the default user's
-  profile read every 10 s, not twice a find request), `graphite_plugin.middleware`'s
-  CrossSiteWriteMiddleware (a browser's write from another origin is refused),
+  and adds `graphite_plugin.middleware`'s CrossSiteWriteMiddleware (a browser's write from another origin is refused),
   ViewShortcutMiddleware (`/render?format=json` encoded with numpy, cached tree finds
-  without graphite's worker pool; same bytes) and PatternRefusedMiddleware to MIDDLEWARE, and
+  without graphite's worker pool and with the default profile kept 10 s; same bytes) and PatternRefusedMiddleware to MIDDLEWARE, and
   `graphite_plugin.self_metrics`' RequestTimingMiddleware first (graphite-web's find and
   render times, written into the store every BG_SELF_METRICS_INTERVAL seconds: default
   $BGL_SELF_METRICS_INTERVAL, else 60; 0 turns them off).
@@ -71,7 +69,6 @@ def _app_settings() -> dict:
     values = {name: getattr(app_settings, name) for name in dir(app_settings) if name.isupper()}
     values["MIDDLEWARE"] = ("graphite_plugin.self_metrics.RequestTimingMiddleware",  # times whole requests
                             *values["MIDDLEWARE"],
-                            "graphite_plugin.profiles.DefaultProfileMiddleware",
                             "graphite_plugin.middleware.CrossSiteWriteMiddleware",
                             "graphite_plugin.middleware.ViewShortcutMiddleware",
                             "graphite_plugin.middleware.PatternRefusedMiddleware")

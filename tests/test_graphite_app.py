@@ -77,17 +77,21 @@ def test_find_treejson_completer_json(client):
     assert sorted(e["path"] for e in leaves["metrics"]) == ["app.web1.cpu", "app.web1.mem"]
 
 
-def test_find_reads_the_default_profile_from_the_database_once_in_a_while(store_url):
-    """treejson finds need the default profile's advancedUI: with DefaultProfileMiddleware it
-    is read once per PROFILE_TTL, not with two queries on every request."""
+def test_cached_finds_read_the_default_profile_from_the_database_once_in_a_while(store_url):
+    """treejson finds need the default profile's advancedUI: graphite's view reads it with
+    two queries a request; the find shortcut (ViewShortcutMiddleware) reads it once per
+    PROFILE_TTL, through graphite's own default_profile, which stays as it is."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
+    from graphite import user_util
 
     from graphite_plugin import profiles
 
-    middleware = (*_middleware_with_plugin(), "graphite_plugin.profiles.DefaultProfileMiddleware")
-    with use_finders(PLUGIN, BG_STORE=store_url, MIDDLEWARE=middleware):
+    original = user_util.default_profile
+    middleware = (*_middleware_with_plugin(), "graphite_plugin.middleware.ViewShortcutMiddleware")
+    with use_finders(PLUGIN, BG_STORE=store_url, MIDDLEWARE=middleware, BG_FIND_CACHE_TTL=600,
+                     BG_FIND_CACHE_CHECK_INTERVAL=3600):
         client = Client(raise_request_exception=False)
 
         def profile_queries() -> list[str]:
@@ -96,12 +100,14 @@ def test_find_reads_the_default_profile_from_the_database_once_in_a_while(store_
             assert [node["id"] for node in found] == ["app.web1", "app.web2", "app.web3"]
             return [q["sql"] for q in queries if "auth_user" in q["sql"] or "account_profile" in q["sql"]]
 
+        assert len(profile_queries()) == 2  # not cached yet: graphite's view, its two queries
         profiles.forget()
-        assert profile_queries()  # read (or created) by the first request
+        assert len(profile_queries()) == 2  # cached answer: the shortcut reads the profile once
         for _ in range(4):
             assert profile_queries() == []
         profiles.forget()  # as when its PROFILE_TTL has passed
         assert len(profile_queries()) == 2  # get_or_create of the default user, then of its profile
+    assert user_util.default_profile is original  # nothing of graphite replaced
 
 
 def test_find_pickle_and_expand_and_index(client):
