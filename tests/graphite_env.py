@@ -80,6 +80,21 @@ def setup_graphite_app() -> None:
     _app_ready = True
 
 
+def names_store(directory: str | os.PathLike[str], names: Iterable[str]) -> str:
+    """The URL of a new SQLite store in directory holding these metrics (60s:1d, no point),
+    with graphite-web's app ready: the store the finder tests read through graphite."""
+    from biggraphite_like.accessor import Accessor
+    from biggraphite_like.metric import MetricMetadata
+
+    setup_graphite_app()
+    url = f"sqlite://{os.path.join(directory, 'bgl.db')}"
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    accessor.create_metrics([(name, MetricMetadata.create("60s:1d", "average", 0.5)) for name in names])
+    accessor.close()
+    return url
+
+
 @contextlib.contextmanager
 def use_finders(finders: list[str], **overrides: object) -> Iterator[object]:
     """Run the block with graphite-web's STORE using these finders (dotted paths) and

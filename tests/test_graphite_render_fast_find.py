@@ -9,7 +9,7 @@ import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
-from tests.graphite_env import setup_graphite_app, use_finders
+from tests.graphite_env import names_store, use_finders
 
 NAMES = [f"srv.web{h}.{m}" for h in (1, 2, 3) for m in ("cpu", "mem", "disk:sda")] + \
         ["srv.db.cpu.user", "srv.db.cpu.sys", "srv.é+x.cpu", "top"]
@@ -22,13 +22,7 @@ PATTERNS = ["*", "srv.*", "srv.web1.*", "srv.*.cpu", "srv.{web1,db}.*", "srv.web
 
 @pytest.fixture(scope="module")
 def store_url(tmp_path_factory):
-    setup_graphite_app()
-    url = f"sqlite://{tmp_path_factory.mktemp('find-fast') / 'bgl.db'}"
-    accessor = Accessor.from_url(url)
-    accessor.syncdb()
-    accessor.create_metrics([(name, MetricMetadata.create("60s:1d", "average", 0.5)) for name in NAMES])
-    accessor.close()
-    return url
+    return names_store(tmp_path_factory.mktemp("find-fast"), NAMES)
 
 
 def _get(params: dict, **extra):

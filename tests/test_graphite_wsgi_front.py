@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from biggraphite_like.accessor import Accessor
-from biggraphite_like.metric import MetricMetadata
-from tests.graphite_env import setup_graphite_app, use_finders
+from tests.graphite_env import names_store, use_finders
 
 NAMES = [f"srv.web{h}.{m}" for h in range(40) for m in ("cpu", "mem")] + ["srv.db.cpu.user", "srv.é+x.cpu", "top"]
 CACHED = {"BG_FIND_CACHE_TTL": 600, "BG_FIND_CACHE_CHECK_INTERVAL": 3600, "BG_SELF_METRICS_INTERVAL": 0}
@@ -17,13 +15,7 @@ PATTERNS = ["*", "srv.*", "srv.web1.*", "srv.web1?.cpu", "srv.é+x.*", "top", "s
 
 @pytest.fixture(scope="module")
 def store_url(tmp_path_factory):
-    setup_graphite_app()
-    url = f"sqlite://{tmp_path_factory.mktemp('wsgi-front') / 'bgl.db'}"
-    accessor = Accessor.from_url(url)
-    accessor.syncdb()
-    accessor.create_metrics([(name, MetricMetadata.create("60s:1d", "average", 0.5)) for name in NAMES])
-    accessor.close()
-    return url
+    return names_store(tmp_path_factory.mktemp("wsgi-front"), NAMES)
 
 
 @pytest.fixture
