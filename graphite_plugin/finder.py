@@ -184,8 +184,8 @@ class Finder(BaseFinder):
         nodes += [LeafNode(path, Reader(accessor, path, metadata)) for path in leaves]
         nodes.sort(key=_NODE_ORDER)
         if not query.leaves_only and not query.pattern.startswith(TAG_CALL):
-            backend.trees.put(query.pattern, answer, nodes)
-        return list(nodes)
+            backend.trees.put(query.pattern, answer, nodes)  # keeps its own copy
+        return nodes
 
     def fetch(self, patterns, start_time, end_time, now=None, requestContext=None):
         """graphite's fetch results for every leaf of every pattern, read in one batch.
