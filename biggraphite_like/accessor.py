@@ -68,6 +68,17 @@ class TimeSeries:
         return [None if math.isnan(v) else v for v in self.values.tolist()]
 
 
+@dataclasses.dataclass
+class FetchedGrid:
+    """Series read together: names[i]'s values are grid[i], at start + j * step (NaN: no point)."""
+
+    names: list[str]
+    start: int
+    end: int
+    step: int
+    grid: np.ndarray
+
+
 class Accessor:
     """Metrics, globs and points over one store (thread-safe)."""
 
@@ -178,7 +189,8 @@ class Accessor:
 
     def get_metrics(self, names: Iterable[str]) -> dict[str, Metric]:
         """Existing metrics among names, by normalised name (metadata cached for cache_ttl)."""
-        return self._get_normalized([names_mod.normalize(n) for n in names])
+        cache = self._cache  # a name kept there is canonical already
+        return self._get_normalized([n if n in cache else names_mod.normalize(n) for n in names])
 
     def _get_normalized(self, wanted: Sequence[str]) -> dict[str, Metric]:
         found: dict[str, Metric] = {}
@@ -437,38 +449,49 @@ class Accessor:
 
         Raises MetricNotFound if a name is not a metric.
         """
+        grids, empty = self.fetch_grids(names, start, end, now)
+        results: dict[str, TimeSeries | None] = dict.fromkeys(empty)
+        for read in grids:
+            for row, name in enumerate(read.names):
+                results[name] = TimeSeries(name, read.start, read.end, read.step, read.grid[row])
+        return results
+
+    def fetch_grids(
+        self, names: Sequence[str], start: int, end: int | None = None, now: int | None = None
+    ) -> tuple[list["FetchedGrid"], list[str]]:
+        """fetch's read as the store made it: the series read together (same stage and
+        window) as one grid each, and the names with nothing in range. For callers that turn
+        many series into other objects at once (graphite-web's lists)."""
         now = self.now() if now is None else int(now)
         end = now if end is None else int(end)
         start = int(start)
-        canonical_names = [names_mod.normalize(name) for name in names]
+        cache = self._cache  # a name kept there is canonical already
+        canonical_names = [name if name in cache else names_mod.normalize(name) for name in names]
         metrics = self._get_normalized(canonical_names)
-        results: dict[str, TimeSeries | None] = {}
-        groups: dict[tuple[StageTable, int, int, int], list[Metric]] = collections.defaultdict(list)
+        empty: list[str] = []
+        groups: dict[tuple[StageTable, int, int, int], list[str]] = collections.defaultdict(list)
+        windows: dict[int, tuple] = {}  # id(retention) -> (retention, its read window and tables)
         for canonical in canonical_names:
             metric = metrics.get(canonical)
             if metric is None:
                 raise MetricNotFound(f"metric {canonical!r} does not exist")
-            window = metric.retention.read_window(start, end, now)
-            if window is None:
-                results[canonical] = None
-                continue
-            table = StageTable.of(metric, window.stage_index)
-            groups[(table, window.start, window.end, window.step)].append(metric)
+            retention = metric.retention
+            known = windows.get(id(retention))
+            if known is None:  # metrics share few retentions: one read_window each
+                window = retention.read_window(start, end, now)
+                group = None if window is None else (StageTable.of(metric, window.stage_index), window.start,
+                                                     window.end, window.step)
+                known = windows[id(retention)] = (retention, group)
+            if known[1] is None:
+                empty.append(canonical)
+            else:
+                groups[known[1]].append(canonical)
         with self.store.read_snapshot():
-            reads_by_group = [
-                self.store.read_points(
-                    table, [m.name for m in group], np.full(len(group), first, np.int64), np.full(len(group), last, np.int64)
-                )
-                for (table, first, last, step), group in groups.items()
-            ]
-        for ((table, first, last, step), group), reads in zip(groups.items(), reads_by_group):
-            grid = np.full((len(group), (last - first) // step), np.nan)
-            grid[reads.request, (reads.timestamps - first) // step] = reads.values
-            for row, metric in enumerate(group):
-                results[metric.name] = TimeSeries(metric.name, first, last, step, grid[row])
-        if results:
-            self._record_reads(list(results), now)
-        return results
+            grids = [FetchedGrid(group, first, last, step, self.store.read_grid(table, group, first, last, step))
+                     for (table, first, last, step), group in groups.items()]
+        if groups or empty:
+            self._record_reads(empty + [name for group in groups.values() for name in group], now)
+        return grids, empty
 
     def _record_reads(self, names: list[str], now: int) -> None:
         """Set read_on without ever blocking or failing the read.
@@ -554,4 +577,4 @@ def check_point(timestamp: float, value: float) -> tuple[int, float]:
     return int(ts[0]), float(vs[0])
 
 
-__all__ = ["Accessor", "TimeSeries", "WriteResult", "check_point"]
+__all__ = ["Accessor", "FetchedGrid", "TimeSeries", "WriteResult", "check_point"]

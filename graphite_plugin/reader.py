@@ -22,10 +22,41 @@ GraphiteSeries = tuple[TimeInfo, list]
 
 
 def graphite_values(series: TimeSeries) -> list:
-    """Values as graphite-web wants them: Python floats, None for gaps (vectorised)."""
-    values = series.values.astype(object)
-    values[np.isnan(series.values)] = None
-    return values.tolist()
+    """Values as graphite-web wants them: Python floats, None for gaps."""
+    return _listed(series.values)
+
+
+def graphite_lists(grid: np.ndarray) -> list[list]:
+    """graphite_values of each row of a grid (the series of one read), with one `tolist`
+    for the whole grid when no row is mostly gaps: a value costs the float graphite
+    needs, and the gaps become None one by one."""
+    gaps = np.isnan(grid)
+    if (np.count_nonzero(gaps, axis=1) * 2 > grid.shape[1]).any():
+        return [_listed(values) for values in grid]
+    lists = grid.tolist()
+    rows, columns = gaps.nonzero()
+    for row, column in zip(rows.tolist(), columns.tolist()):
+        lists[row][column] = None
+    return lists
+
+
+def _listed(values: np.ndarray) -> list:
+    """One series' values as a list of floats and Nones: `tolist` then the gaps set to None
+    one by one, or, for a series mostly of gaps, Nones then its few floats (either way
+    about the cost of the floats; the object array this once went through cost twice that)."""
+    gaps = np.isnan(values)
+    count = int(np.count_nonzero(gaps))
+    if 2 * count <= len(values):
+        listed = values.tolist()
+        if count:
+            for index in gaps.nonzero()[0].tolist():
+                listed[index] = None
+        return listed
+    listed = [None] * len(values)
+    present = (~gaps).nonzero()[0]
+    for index, value in zip(present.tolist(), values[present].tolist()):
+        listed[index] = value
+    return listed
 
 
 # requestContext key of a dict the finder's fetch fills with each series' float64 array
@@ -66,31 +97,35 @@ def read_series(
     start = int(start)
     if limits.max_points is not None:
         _check_points(metrics, present, start, end, now, limits.max_points)
-    fetched: dict = {}
+    fetched: dict[str, tuple[TimeInfo, list, np.ndarray]] = {}
     for offset in range(0, len(present), FETCH_CHUNK):
         if limits.deadline is not None and time.monotonic() > limits.deadline:
             raise FetchAbandoned(
                 f"fetch of {len(present)} series stopped after {offset}: past graphite-web's FETCH_TIMEOUT"
                 f" ({getattr(settings, 'FETCH_TIMEOUT', '?')} s), which has answered the request with an error")
-        fetched.update(accessor.fetch(present[offset:offset + FETCH_CHUNK], start, end, now))
+        grids, _ = accessor.fetch_grids(present[offset:offset + FETCH_CHUNK], start, end, now)
+        for read in grids:
+            time_info = (read.start, read.end, read.step)
+            for name, values, array in zip(read.names, graphite_lists(read.grid), read.grid):
+                fetched[name] = (time_info, values, array)
     cached = None
     if getattr(settings, "CARBONLINK_HOSTS", None):
-        cached = cached_points([name for name, series in fetched.items() if series is not None])
+        cached = cached_points(list(fetched))
     results: dict[str, GraphiteSeries | None] = {}
     for name in names:
-        series = fetched.get(name)
-        if series is None:
+        read = fetched.get(name)
+        if read is None:
             results[name] = None
             continue
-        values = graphite_values(series)
-        if arrays is not None and not (cached is not None and cached.get(name)):
-            arrays[name] = (values, series.values)
+        time_info, values, array = read
         if cached is not None and cached.get(name):
             metric = metrics[name]
             values = merge_with_cache(
-                cached[name], series.start, series.step, values,
+                cached[name], time_info[0], time_info[2], values,
                 metric.metadata.aggregator.value, metric.retention.stages[0].precision)
-        results[name] = ((series.start, series.end, series.step), values)
+        elif arrays is not None:
+            arrays[name] = (values, array)
+        results[name] = (time_info, values)
     return results
 
 
@@ -99,10 +134,14 @@ def _check_points(metrics: dict[str, Metric], names: Sequence[str], start: int, 
     """Raise RenderTooLarge when reading the names over [start, end) would read more than
     max_points points (each series' stage as whisper would choose it)."""
     total = 0
+    sizes: dict[int, tuple] = {}  # id(retention) -> (retention, points a series of it reads)
     for name in names:
-        window = metrics[name].retention.read_window(start, end, now)
-        if window is not None:
-            total += (window.end - window.start) // window.step
+        retention = metrics[name].retention
+        known = sizes.get(id(retention))
+        if known is None:  # metrics share few retentions: one read_window each
+            window = retention.read_window(start, end, now)
+            known = sizes[id(retention)] = (retention, 0 if window is None else (window.end - window.start) // window.step)
+        total += known[1]
     if total > max_points:
         raise RenderTooLarge(
             f"this render reads {total} points ({len(names)} series from {start} to {end}), more than"

@@ -53,6 +53,28 @@ class PointReads:
         return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
 
+def place_on_grid(grid: np.ndarray, rows: np.ndarray, timestamps: np.ndarray, values: np.ndarray, first: int,
+                  step: int) -> None:
+    """grid[rows, (timestamps - first) // step] = values for the points inside the grid's
+    time range [first, first + columns * step); rows broadcasts against timestamps (a row
+    per chunk of a (chunks, points) group, or one per point). Timestamps of a row in
+    ascending order (as a chunk's are) let the check be done on its first and last."""
+    if not timestamps.size:
+        return
+    columns = timestamps - first
+    columns //= step
+    width = grid.shape[1]
+    if columns.ndim == 2:
+        inside = bool((columns[:, 0] >= 0).all() and (columns[:, -1] < width).all())
+    else:
+        inside = bool(columns.min() >= 0 and columns.max() < width)
+    if inside:
+        grid[rows, columns] = values
+        return
+    keep = (columns >= 0) & (columns < width)
+    grid[np.broadcast_to(rows, columns.shape)[keep], columns[keep]] = values[keep]
+
+
 @dataclasses.dataclass
 class SealCounts:
     """What sealing windows into chunks did (see Store.seal_points)."""
@@ -274,6 +296,17 @@ class Store(abc.ABC):
 
         Each window is at most the stage's duration long.
         """
+
+    def read_grid(self, table: StageTable, names: Sequence[str], first: int, last: int, step: int) -> np.ndarray:
+        """The points of every name over [first, last) on the step grid a fetch hands out:
+        grid[i, j] is names[i]'s value at first + j * step, NaN where there is none
+        (timestamps are multiples of the stage's precision, `step`). Stores that can place
+        decoded points there directly override this; here read_points' answer is placed."""
+        count = len(names)
+        grid = np.full((count, (last - first) // step), np.nan)
+        reads = self.read_points(table, names, np.full(count, first, np.int64), np.full(count, last, np.int64))
+        place_on_grid(grid, reads.request, reads.timestamps, reads.values, first, step)
+        return grid
 
     @abc.abstractmethod
     def expire_points(self, now: int) -> int:

@@ -17,7 +17,7 @@ from biggraphite_like.errors import (
     StoreError,
 )
 from biggraphite_like.retention import Retention, Stage
-from biggraphite_like.stores.base import PointReads, StageTable
+from biggraphite_like.stores.base import PointReads, StageTable, place_on_grid
 from biggraphite_like.stores.sqlite.schema import (
     _IDS_PER_QUERY,
     _MAX_TIMESTAMP,
@@ -181,14 +181,56 @@ class PointsMixin:
                 zip(targets.tolist(), np.maximum.reduceat(ts, bounds).tolist(), blobs))
 
     def read_points(self, table, names, starts, ends) -> PointReads:
-        if not len(names):
-            return PointReads.empty()
-        self._check_schema()
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
+        request, ids, blobs = self._read_rows(table, names, starts, ends)
+        if not blobs:
+            return PointReads.empty()
+        cells = window_of(ids)
+        request, ts, values, _ = decode_rows(table, self._window_slots(table), request, cells,
+                                             (ids & TAIL).astype(bool), blobs)
+        # a slot may hold a point of another turn of the ring: keep those inside the window, as whisper
+        keep = (ts >= starts[request]) & (ts < ends[request])
+        return PointReads(request[keep], ts[keep], values[keep])
+
+    def read_grid(self, table, names, first, last, step) -> np.ndarray:
+        """Store.read_grid with each layout of chunks decoded and placed in turn (small
+        arrays, no flat copy of every point); the windows with an open tail go through
+        decode_rows (a tail's records win over their chunk's)."""
+        grid = np.full((len(names), (last - first) // step), np.nan)
+        request, ids, blobs = self._read_rows(table, names, np.full(len(names), first, np.int64),
+                                              np.full(len(names), last, np.int64))
+        if not blobs:
+            return grid
+        is_tail = (ids & TAIL).astype(bool)
+        if is_tail.any():  # the rows of a (request, window) with a tail: decoded together
+            pairs = request * (1 << 32) + (window_of(ids) >> WINDOW_SHIFT)
+            hot = np.isin(pairs, pairs[is_tail])
+        else:
+            hot = is_tail
+        cold = np.flatnonzero(~hot)
+        owners = request[cold]
+        for index, ts, values, _ in chunks.decode_groups([blobs[i] for i in cold.tolist()]):
+            place_on_grid(grid, owners[index][:, None], ts, values, first, step)
+        if hot.any():
+            hot = np.flatnonzero(hot)
+            cells = window_of(ids[hot])
+            rows, ts, values, _ = decode_rows(table, self._window_slots(table), request[hot], cells, is_tail[hot],
+                                              [blobs[i] for i in hot.tolist()])
+            place_on_grid(grid, rows, ts, values, first, step)
+        return grid
+
+    def _read_rows(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+        """(request, row id, bytes) of the rows of the windows read, in write order within
+        each window (chunk, then tail), in one statement per many thousand windows."""
+        empty = np.zeros(0, np.int64)
+        if not len(names):
+            return empty, empty, []
+        self._check_schema()
         with self.read_snapshot(), self._errors(f"read points from {table.name}"):
             if not self._table_exists(table):
-                return PointReads.empty()
+                return empty, empty, []
             request, windows = self._read_windows(table, names, starts, ends)
             wanted = rows_of(windows)
             unique, asked = np.unique(wanted, return_inverse=True)  # sorted: pages in order
@@ -201,21 +243,14 @@ class PointsMixin:
                 found_at += [start + k for k, _ in rows]
                 blobs += [b for _, b in rows]
         if not blobs:
-            return PointReads.empty()
+            return empty, empty, []
         position = np.full(len(unique), -1, np.int64)
         position[np.array(found_at, dtype=np.int64)] = np.arange(len(found_at))
         hit = np.flatnonzero(position[asked.reshape(-1)] >= 0)  # (request, row) pairs found
         row = position[asked.reshape(-1)[hit]]
-        ids = wanted[hit]
-        request = np.repeat(request, 3)[hit]
         if len(row) != len(blobs) or (np.diff(row) < 0).any():
             blobs = [blobs[i] for i in row.tolist()]
-        cells = window_of(ids)
-        request, ts, values, _ = decode_rows(table, self._window_slots(table), request, cells,
-                                             (ids & TAIL).astype(bool), blobs)
-        # a slot may hold a point of another turn of the ring: keep those inside the window, as whisper
-        keep = (ts >= starts[request]) & (ts < ends[request])
-        return PointReads(request[keep], ts[keep], values[keep])
+        return np.repeat(request, 3)[hit], wanted[hit], blobs
 
     def _stage_table(self, name: str) -> StageTable:
         """The StageTable of an existing datapoints table; SchemaMissing if it holds an older layout."""
