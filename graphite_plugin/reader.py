@@ -34,9 +34,15 @@ def graphite_lists(grid: np.ndarray) -> list[list]:
     if (np.count_nonzero(gaps, axis=1) * 2 > grid.shape[1]).any():
         return [_listed(values) for values in grid]
     lists = grid.tolist()
-    rows, columns = gaps.nonzero()
-    for row, column in zip(rows.tolist(), columns.tolist()):
-        lists[row][column] = None
+    width = grid.shape[1]
+    where = np.flatnonzero(gaps)
+    rows = where // width
+    columns = (where - rows * width).tolist()
+    bounds = np.searchsorted(rows, np.arange(len(grid) + 1)).tolist()
+    for row in np.unique(rows).tolist():  # row by row: the list and its items stay in cache
+        listed = lists[row]
+        for column in columns[bounds[row]:bounds[row + 1]]:
+            listed[column] = None
     return lists
 
 

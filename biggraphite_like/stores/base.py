@@ -61,18 +61,21 @@ def place_on_grid(grid: np.ndarray, rows: np.ndarray, timestamps: np.ndarray, va
     ascending order (as a chunk's are) let the check be done on its first and last."""
     if not timestamps.size:
         return
+    width = grid.shape[1]
     columns = timestamps - first
     columns //= step
-    width = grid.shape[1]
     if columns.ndim == 2:
         inside = bool((columns[:, 0] >= 0).all() and (columns[:, -1] < width).all())
     else:
         inside = bool(columns.min() >= 0 and columns.max() < width)
-    if inside:
+    if not inside:
+        keep = (columns >= 0) & (columns < width)
+        rows, columns, values = np.broadcast_to(rows, columns.shape)[keep], columns[keep], values[keep]
+    if not grid.flags.c_contiguous:
         grid[rows, columns] = values
         return
-    keep = (columns >= 0) & (columns < width)
-    grid[np.broadcast_to(rows, columns.shape)[keep], columns[keep]] = values[keep]
+    columns += rows * width  # one flat index: numpy places by it three times faster than by two
+    grid.reshape(-1)[columns] = values
 
 
 @dataclasses.dataclass
