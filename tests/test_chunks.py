@@ -118,3 +118,25 @@ def test_many_chunks_decode_together_each_point_to_its_chunk():
         np.testing.assert_array_equal(values[mine].view(np.uint64), p.values.view(np.uint64))
         if p.counts is not None:
             np.testing.assert_array_equal(counts[mine], p.counts)
+
+
+def test_decode_groups_give_each_chunk_once_by_layout_and_labels_name_points():
+    """decode_groups yields every chunk once, its points as a row of its layout's group;
+    decode_many's labels replace the chunk index of each point."""
+    rng = np.random.default_rng(12)
+    originals = [chunks.Points(_window(rng, n, 60), np.round(rng.uniform(0, 100, n), 2) if i % 2 else rng.normal(0, 1, n))
+                 for i, n in enumerate([720, 720, 719, 720, 3, 0, 720, 719])]
+    blobs = [chunks.encode(p) for p in originals]
+    seen = []
+    for index, ts, values, counts in chunks.decode_groups(blobs):
+        assert ts.shape == values.shape == (len(index), len(originals[index[0]])) and counts is None
+        for row, i in enumerate(index.tolist()):
+            seen.append(i)
+            np.testing.assert_array_equal(ts[row], originals[i].timestamps)
+            np.testing.assert_array_equal(values[row].view(np.uint64), originals[i].values.view(np.uint64))
+    assert sorted(seen) == list(range(len(blobs)))
+    labels = np.arange(len(blobs)) * 10 + 3
+    label, ts, _, _ = chunks.decode_many(blobs, labels)
+    index, ts_by_index, _, _ = chunks.decode_many(blobs)
+    np.testing.assert_array_equal(label, labels[index])
+    np.testing.assert_array_equal(ts, ts_by_index)

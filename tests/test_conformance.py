@@ -551,3 +551,35 @@ def test_sealed_windows_expire_with_their_stage(accessor):
                 seen += 1
                 assert 0 < ttl <= start + span + schema.ttl_seconds(stage) - NOW
     assert seen > 0
+
+
+def _grid_of_reads(store, table, names_, first, last) -> np.ndarray:
+    reads = store.read_points(table, names_, np.full(len(names_), first), np.full(len(names_), last))
+    grid = np.full((len(names_), (last - first) // table.stage.precision), np.nan)
+    grid[reads.request, (reads.timestamps - first) // table.stage.precision] = reads.values
+    return grid
+
+
+def test_read_grid_places_what_read_points_reads(accessor):
+    """Store.read_grid (what a fetch reads) holds each point read_points gives for the same
+    window at its step, and nothing else, for raw and aggregated stages, before and after
+    sealing: the ring's slots of older turns stay out."""
+    from biggraphite_like.stores.base import StageTable
+
+    rng = random.Random(5)
+    names_ = [f"grid.m{i}" for i in range(5)]
+    accessor.create_metrics([(n, META) for n in names_], now=NOW - 7200)
+    for now in range(NOW - 7200 + 600, NOW + 1, 600):  # 2 h at 10 s: the 10-minute raw ring turns 12 times
+        accessor.insert_points({n: [(t, rng.uniform(-1e6, 1e6)) for t in range(now - 600, now, 10)
+                                    if rng.random() < 0.9] for n in names_}, now=now)
+    raw, minutes = (StageTable(stage, index > 0) for index, stage in enumerate(META.retention.stages[:2]))
+    windows = [(raw, NOW - 590, NOW + 10), (raw, NOW - 300, NOW - 100), (raw, NOW - 900, NOW - 300),
+               (minutes, NOW - 3540, NOW + 60), (minutes, NOW - 1200, NOW - 600)]
+    for sealed in (False, True):
+        if sealed:
+            _seal(accessor)
+        for table, first, last in windows:
+            grid = accessor.store.read_grid(table, names_, first, last, table.stage.precision)
+            expected = _grid_of_reads(accessor.store, table, names_, first, last)
+            assert np.count_nonzero(~np.isnan(expected)) >= 0.3 * expected.size
+            np.testing.assert_array_equal(grid, expected, f"{table.name} [{first - NOW}, {last - NOW}), sealed {sealed}")

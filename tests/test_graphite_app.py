@@ -244,14 +244,14 @@ def test_a_fetch_past_its_deadline_stops_reading(store_url, monkeypatch):
 
     accessor = Accessor.from_url(store_url)
     reads = []
-    fetch = accessor.fetch
+    fetch_grids = accessor.fetch_grids
 
     def slow_fetch(names, *args):
         reads.append(list(names))
         time.sleep(0.2)
-        return fetch(names, *args)
+        return fetch_grids(names, *args)
 
-    monkeypatch.setattr(accessor, "fetch", slow_fetch)
+    monkeypatch.setattr(accessor, "fetch_grids", slow_fetch)
     monkeypatch.setattr(reader, "FETCH_CHUNK", 2)
     names = sorted(NAMES)
     limits = reader.ReadLimits(deadline=time.monotonic() + 0.1)
@@ -310,8 +310,8 @@ def test_batched_fetch_reads_once(store_url, monkeypatch):
     with use_finders(PLUGIN, BG_STORE=store_url):
         accessor = shared_accessor()
         calls = []
-        original = accessor.fetch
-        monkeypatch.setattr(accessor, "fetch", lambda names, *a: calls.append(list(names)) or original(names, *a))
+        original = accessor.fetch_grids
+        monkeypatch.setattr(accessor, "fetch_grids", lambda names, *a: calls.append(list(names)) or original(names, *a))
         results = Finder().fetch(["app.*.cpu", "app.web1.*", "nothing.*"], NOW - 600, NOW, NOW)
         assert calls == [["app.web1.cpu", "app.web1.mem", "app.web2.cpu", "app.web3.cpu"]]
         assert [(r["pathExpression"], r["path"]) for r in results] == [

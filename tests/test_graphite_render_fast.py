@@ -247,6 +247,28 @@ def test_fetched_arrays_serve_only_unchanged_series():
     assert float_values(read[:3], (read, array)) is not array
 
 
+@pytest.mark.parametrize("gaps", [0.0, 0.02, 0.6, 1.0])
+def test_graphite_lists_are_floats_with_none_for_gaps(gaps):
+    """graphite_lists (one tolist per grid) gives what a value-by-value conversion gives:
+    Python floats (-0.0 kept), None for NaN; grids with rows mostly gaps included."""
+    import math
+
+    import numpy as np
+
+    from graphite_plugin.reader import graphite_lists
+
+    rng = np.random.default_rng(3)
+    grid = np.round(rng.uniform(-100, 100, (7, 50)), 2)
+    grid[0, :3] = -0.0
+    grid[rng.random(grid.shape) < gaps] = np.nan
+    grid[5] = np.nan  # one empty series whatever the rest
+    lists = graphite_lists(grid)
+    expected = [[None if math.isnan(v) else float(v) for v in row] for row in grid.tolist()]
+    assert lists == expected
+    assert all(type(v) in (float, type(None)) for row in lists for v in row)
+    assert all(math.copysign(1, v) == -1 for v in lists[0][:3] if v is not None)
+
+
 def test_render_json_reads_the_finders_arrays(store_url):
     """A render through render_json hands its context to the finder, which records each
     series' array there."""
