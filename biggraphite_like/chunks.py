@@ -34,6 +34,7 @@ VERSION = 1  # header and planes deflated
 VERSION_RAW = 2  # header and planes as they are (deflate would not make them much smaller)
 _RAW_SLACK = 1.05
 _HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
+_LAYOUT = struct.Struct("<I12xBBBBBBBBI")  # the header but base and unit: what chunks decoded together share
 _MODE_DECIMAL, _MODE_XOR = 0, 1
 _MAX_EXPONENT = 15
 _MAX_EXACT = 2.0**53  # |m| below this: m is an exact float64
@@ -205,19 +206,19 @@ def decode_many(blobs: Sequence[bytes], labels: np.ndarray | None = None
     chunks come grouped by layout (see decode_groups). counts is None when no chunk has
     counts. CorruptChunk if a blob is not a chunk."""
     layouts = _layouts(blobs)
-    total = sum(shape[1] * len(group) for shape, group in layouts.items())
+    total = sum(shape[1] * len(group[0]) for shape, group in layouts.items())
     label_of = np.arange(len(blobs), dtype=np.int64) if labels is None else np.asarray(labels, np.int64)
     out_label = np.empty(total, np.int64)
     out_ts = np.empty(total, np.int64)
     out_values = np.empty(total, np.float64)
     out_counts = np.zeros(total, np.int64) if any(shape[8] & 0x80 for shape in layouts) else None
     point = 0
-    for shape, group in layouts.items():
-        n, k = shape[1], len(group)
+    for shape, (indices, payloads) in layouts.items():
+        n, k = shape[1], len(indices)
         span = slice(point, point + k * n)
-        _decode_alike(shape, group, out_ts[span].reshape(k, n), out_values[span].reshape(k, n),
+        _decode_alike(shape, payloads, out_ts[span].reshape(k, n), out_values[span].reshape(k, n),
                       None if out_counts is None else out_counts[span].reshape(k, n))
-        out_label[span] = np.repeat(label_of[[index for index, _, _ in group]], n)
+        out_label[span] = np.repeat(label_of[indices], n)
         point += k * n
     return out_label, out_ts, out_values, out_counts
 
@@ -228,24 +229,30 @@ def decode_groups(blobs: Sequence[bytes]) -> Iterator[tuple[np.ndarray, np.ndarr
     Chunks of one shape (the full windows of similar series are) decode together with a
     few numpy calls; a caller that places each group before asking for the next keeps
     its arrays small (no copy of every point at once). CorruptChunk if a blob is not a chunk."""
-    for shape, group in _layouts(blobs).items():
-        k, n = len(group), shape[1]
+    for shape, (indices, payloads) in _layouts(blobs).items():
+        k, n = len(indices), shape[1]
         ts, values = np.empty((k, n), np.int64), np.empty((k, n), np.float64)
         counts = np.empty((k, n), np.int64) if shape[8] & 0x80 else None
-        _decode_alike(shape, group, ts, values, counts)
-        yield np.array([index for index, _, _ in group], np.int64), ts, values, counts
+        _decode_alike(shape, payloads, ts, values, counts)
+        yield np.array(indices, np.int64), ts, values, counts
 
 
-def _layouts(blobs: Sequence[bytes]) -> dict[tuple, list[tuple[int, bytes, tuple]]]:
-    """The (index, payload, header) of each chunk, by layout (all but base and unit)."""
-    layouts: dict[tuple, list[tuple[int, bytes, tuple]]] = {}
+def _layouts(blobs: Sequence[bytes]) -> dict[tuple, tuple[list[int], list]]:
+    """([index], [payload]) of the chunks of each layout: payload size and header but base
+    and unit. No object a chunk but its payload: a fetch decodes thousands of chunks, and
+    what it keeps alive meanwhile is what Python's garbage collector keeps scanning."""
+    layouts: dict[tuple, tuple[list[int], list]] = {}
     for index, chunk in enumerate(blobs):
         data = _payload(chunk)
         try:
-            header = _HEADER.unpack_from(data)
+            shape = (len(data),) + _LAYOUT.unpack_from(data)
         except struct.error as exc:
             raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
-        layouts.setdefault((len(data),) + header[:1] + header[3:], []).append((index, data, header))
+        group = layouts.get(shape)
+        if group is None:
+            group = layouts[shape] = ([], [])
+        group[0].append(index)
+        group[1].append(data)
     return layouts
 
 
@@ -268,23 +275,23 @@ def _payload(chunk: bytes) -> bytes | memoryview:
         raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
 
 
-def _decode_alike(shape: tuple, group: list[tuple[int, bytes, tuple]], ts: np.ndarray, values: np.ndarray,
+def _decode_alike(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndarray,
                   counts: np.ndarray | None) -> None:
     """Decode chunks of one layout (same sizes, modes and widths) into ts, values and
     counts (k rows of n points; counts None: not wanted). CorruptChunk if they are damaged."""
     try:
-        _decode_planes(shape, group, ts, values, counts)
+        _decode_planes(shape, payloads, ts, values, counts)
     except ValueError as exc:  # planes shorter than the header says
         raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
 
 
-def _decode_planes(shape: tuple, group: list[tuple[int, bytes, tuple]], ts: np.ndarray, values: np.ndarray,
+def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndarray,
                    counts: np.ndarray | None) -> None:
     size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions = shape
-    k = len(group)
-    data = np.frombuffer(b"".join(d for _, d, _ in group), np.uint8).reshape(k, size)
-    base = np.array([h[1] for _, _, h in group], np.int64)[:, None]
-    unit = np.array([h[2] for _, _, h in group], np.int64)[:, None]
+    k = len(payloads)
+    data = np.frombuffer(b"".join(payloads), np.uint8).reshape(k, size)
+    base = np.ascontiguousarray(data[:, 4:12]).view("<i8").astype(np.int64)
+    unit = np.ascontiguousarray(data[:, 12:16]).view("<u4").astype(np.int64)
     offset = _HEADER.size
     offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
     np.add(offsets, np.arange(n, dtype=np.int64), out=ts)
