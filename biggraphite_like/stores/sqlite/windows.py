@@ -72,8 +72,7 @@ def decode_rows(table: StageTable, width: int, groups: np.ndarray, cells: np.nda
     dtype = record_dtype(table)
     heads = np.flatnonzero(~is_tail)
     tails = np.flatnonzero(is_tail)
-    index, ts, values, counts = chunks.decode_many([blobs[i] for i in heads.tolist()])
-    row = heads[index]
+    row, ts, values, counts = chunks.decode_many([blobs[i] for i in heads.tolist()], heads)
     if table.aggregated and counts is None:
         counts = np.zeros(len(ts), np.int64)
     if len(tails):
