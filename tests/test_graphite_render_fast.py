@@ -255,6 +255,9 @@ def test_graphite_lists_are_floats_with_none_for_gaps(gaps):
 
     import numpy as np
 
+    from tests.graphite_env import configure
+
+    configure()
     from graphite_plugin.reader import graphite_lists
 
     rng = np.random.default_rng(3)
