@@ -23,8 +23,10 @@ from tests.carbon_env import REPO_ROOT, free_port, process_state
 class BglRun:
     """One `bgl run` process on a data directory."""
 
-    def __init__(self, data_dir: Path, store_url: str | None = None, carbon: bool = False):
+    def __init__(self, data_dir: Path, store_url: str | None = None, carbon: bool = False,
+                 options: tuple[str, ...] = ()):
         self.data_dir = Path(data_dir)
+        self.options = options  # more `bgl run` options
         self.store_url = store_url
         self.carbon = carbon  # `bgl run --carbon`: carbon-cache with our plugin instead of `bgl receive`
         self.ports = {option: free_port() for option in ("--line-port", "--pickle-port", "--carbonlink-port",
@@ -47,7 +49,7 @@ class BglRun:
             command += ["--store", self.store_url]
         for option, port in self.ports.items():
             command += [option, str(port)]
-        return command + (["--carbon"] if self.carbon else [])
+        return command + (["--carbon"] if self.carbon else []) + list(self.options)
 
     @property
     def receiver_name(self) -> str:

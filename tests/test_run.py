@@ -87,7 +87,9 @@ def test_configuration_is_written_for_operators_to_reuse(stack):
     assert f"BG_STORE = sqlite://{stack.data_dir / 'bgl.db'}" in carbon
     assert f"LINE_RECEIVER_PORT = {stack.ports['--line-port']}" in carbon
     assert "LINE_RECEIVER_INTERFACE = 127.0.0.1" in carbon
+    assert "CARBON_METRIC_INTERVAL = 60.0" in carbon  # carbon's own default, until --self-metrics-interval
     settings = (conf / "local_settings.py").read_text()
+    assert "BG_SELF_METRICS_INTERVAL" not in settings  # graphite-web's then follows $BGL_SELF_METRICS_INTERVAL
     assert settings.startswith("# graphite-web") and "from graphite_plugin.settings import *" in settings
     assert f"CARBONLINK_HOSTS = ['127.0.0.1:{stack.ports['--carbonlink-port']}:a']" in settings
     gunicorn = (conf / "gunicorn.conf.py").read_text()

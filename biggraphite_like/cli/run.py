@@ -13,10 +13,13 @@ def cmd_run(args: argparse.Namespace, io: Streams) -> int:
 
     if args.web_workers < 1:
         raise StackError(f"--web-workers {args.web_workers}: give at least 1")
+    if args.self_metrics_interval is not None and not 0 <= args.self_metrics_interval < float("inf"):
+        raise StackError(f"--self-metrics-interval {args.self_metrics_interval}: give seconds, 0 or more"
+                         " (0: no self-metrics)")
     config = stack.StackConfig.create(
         args.data_dir or settings.default_data_dir(), args.store, bind=args.bind, line_port=args.line_port,
         pickle_port=args.pickle_port, carbonlink_port=args.carbonlink_port, web_port=args.web_port,
-        web_workers=args.web_workers, carbon=args.carbon)
+        web_workers=args.web_workers, carbon=args.carbon, self_metrics_interval=args.self_metrics_interval)
     return stack.run(config, io.out, io.err)
 
 
@@ -36,4 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="receive with carbon-cache and our carbon plugin instead of `bgl receive` (needs carbon)")
     p.add_argument("--web-workers", type=int, default=2, metavar="N",
                    help="graphite-web processes, 4 threads each (default 2)")
+    p.add_argument("--self-metrics-interval", type=float, metavar="SECONDS",
+                   help="seconds between two records of the receiver's (or carbon-cache's) carbon.agents.*"
+                        " and graphite-web's bgl.web.* self-metrics (default 60; graphite-web's follows"
+                        " $BGL_SELF_METRICS_INTERVAL when this is not given; 0: none)")
     p.set_defaults(handler=cmd_run)

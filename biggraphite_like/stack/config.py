@@ -38,6 +38,7 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 CARBONLINK_INTERFACE = "127.0.0.1"  # set-metadata changes stored metrics, unauthenticated: never wider
 ALLOWED_HOSTS_ENV = "BGL_ALLOWED_HOSTS"  # more names graphite-web answers to, comma-separated
+DEFAULT_SELF_METRICS_INTERVAL = 60.0  # seconds, as carbon's CARBON_METRIC_INTERVAL
 _LOOPBACK_BINDS = ("127.0.0.1", "::1", "localhost")
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SIOCGIFADDR = 0x8915
@@ -96,6 +97,7 @@ class StackConfig:
     web_port: int = 8080
     web_workers: int = 2
     carbon: bool = False  # carbon-cache with our plugin instead of `bgl receive`
+    self_metrics_interval: float | None = None  # seconds; None: 60 (graphite-web: $BGL_SELF_METRICS_INTERVAL)
 
     @classmethod
     def create(cls, data_dir: str | os.PathLike[str], store_url: str | None = None, **options: object) -> "StackConfig":
@@ -181,6 +183,11 @@ class StackConfig:
         hosts += [h.strip() for h in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()]
         return list(dict.fromkeys(hosts))
 
+    @property
+    def receiver_stats_interval(self) -> float:
+        """Seconds between two records of the receiver's (or carbon-cache's) self-metrics."""
+        return DEFAULT_SELF_METRICS_INTERVAL if self.self_metrics_interval is None else self.self_metrics_interval
+
     def environment(self) -> dict[str, str]:
         """What graphite-web's processes need in their environment to find their settings."""
         return {"DJANGO_SETTINGS_MODULE": "graphite.settings", "GRAPHITE_SETTINGS_MODULE": SETTINGS_MODULE}
@@ -252,6 +259,7 @@ def carbon_conf_text(config: StackConfig) -> str:
         "CACHE_QUERY_PORT": config.carbonlink_port,
         "ENABLE_UDP_LISTENER": "False",
         "ENABLE_MANHOLE": "False",
+        "CARBON_METRIC_INTERVAL": config.receiver_stats_interval,  # carbon.agents.<host>.* (0: none)
         "ENABLE_TAGS": "True",  # tagged series: indexed in the store by the plugin (no HTTP to graphite-web)
         # whisper's limits protect disks from file creation and seeks; the store has neither
         "MAX_CACHE_SIZE": "inf",
@@ -290,7 +298,8 @@ STORAGE_DIR = {str(config.storage_dir)!r}
 LOG_DIR = {str(config.log_dir / 'webapp')!r}
 CARBONLINK_HOSTS = [{f'{CARBONLINK_INTERFACE}:{config.carbonlink_port}:{CARBON_INSTANCE}'!r}]
 ALLOWED_HOSTS = {config.allowed_hosts()!r}  # follows --bind; add names with ${ALLOWED_HOSTS_ENV}
-"""
+""" + ("" if config.self_metrics_interval is None
+       else f"BG_SELF_METRICS_INTERVAL = {config.self_metrics_interval!r}  # --self-metrics-interval\n")
 
 
 def gunicorn_conf_text(config: StackConfig) -> str:

@@ -163,7 +163,8 @@ def receiver_child(config: StackConfig, base: dict[str, str]) -> Child:
                "--carbonlink-port", str(config.carbonlink_port),
                "--storage-schemas", str(config.conf_dir / "storage-schemas.conf"),
                "--storage-aggregation", str(config.conf_dir / "storage-aggregation.conf"),
-               "--metrics-file", str(config.receiver_metrics_file)]
+               "--metrics-file", str(config.receiver_metrics_file),
+               "--stats-interval", str(config.receiver_stats_interval)]
     # the store by environment, not on the command line that `ps` shows to every user
     return Child("receiver", command, dict(base, BGL_STORE=config.store_url), config.receiver_output,
                  config.receiver_output)
