@@ -138,9 +138,11 @@ def _drop_series_row(accessor, path):
 def _drop_postings(accessor, path):
     store = accessor.store
     if accessor.store.url.startswith("sqlite"):
+        index = accessor.tags.index
         with store.write_batch():
-            store._conn.execute("DELETE FROM tag_postings WHERE series_id = (SELECT id FROM tagged_series"
-                                " WHERE path = ?)", (path,))
+            (series_id,), = store._conn.execute("SELECT id FROM tagged_series WHERE path = ?", (path,))
+            for value_id, _ in index._value_ids_of(path):
+                assert index._remove_posting(store._conn, value_id, series_id)
     else:
         from biggraphite_like.stores.cassandra.tags import bucket_of
         from biggraphite_like.tags.series import tags_of_path
@@ -234,33 +236,6 @@ def test_cassandra_intersection_probes_only_the_candidates_in_bounded_statements
     assert sum(len(p[3]) for p in probes if p[0] == "common") == 20
     assert len([p for p in probes if p[0] == "mid"]) <= 60 // 7 + cassandra_tags.POSTING_BUCKETS
     assert not [q for q, params in statements if "bucket IN" in q and params[:2] != ("rare", "2")]
-
-
-def test_sqlite_postings_of_the_unchunked_layout_are_converted_on_first_use(tmp_path):
-    from biggraphite_like.accessor import Accessor
-
-    url = f"sqlite://{tmp_path / 'old.db'}"
-    accessor = Accessor.from_url(url)
-    accessor.syncdb()
-    accessor.create_metrics([(s, META) for s in SERIES], now=1000)
-    expected = (accessor.tags.find_series(["host=web1"]), accessor.tags.find_series(["dc=us", "name=cpu"]),
-                accessor.tags.list_values("host"))
-    conn = accessor.store._conn
-    with accessor.store.write_batch():  # the layout written before postings had a chunk
-        conn.execute("CREATE TABLE old_postings (value_id INTEGER NOT NULL, series_id INTEGER NOT NULL,"
-                     " PRIMARY KEY (value_id, series_id)) WITHOUT ROWID")
-        conn.execute("INSERT INTO old_postings SELECT value_id, series_id FROM tag_postings")
-        conn.execute("DROP TABLE tag_postings")
-        conn.execute("ALTER TABLE old_postings RENAME TO tag_postings")
-    accessor.close()
-    accessor = Accessor.from_url(url)
-    assert (accessor.tags.find_series(["host=web1"]), accessor.tags.find_series(["dc=us", "name=cpu"]),
-            accessor.tags.list_values("host")) == expected
-    columns = [row[1] for row in accessor.store._conn.execute("PRAGMA table_info(tag_postings)")]
-    assert columns == ["chunk", "value_id", "series_id"]
-    assert accessor.tags.index.repair() == {"postings_without_series": 0, "series_without_postings": 0,
-                                            "counts_fixed": 0}
-    accessor.close()
 
 
 def test_names_with_json_and_unicode_special_characters_index_once(accessor):
