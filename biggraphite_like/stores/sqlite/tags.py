@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 _CHUNK = 500
 CHUNK_BITS = 16  # series per postings chunk: 65,536
-_OFFSET_MASK = (1 << CHUNK_BITS) - 1
 _BATCH = 50_000  # series per bulk round of add_series (below a chunk: a round spans at most two)
 _READ_WHOLE = 16  # intersection: a list at most this many times the candidates is read whole, else probed
 TAG_SLOT_BITS = 20  # _PairIds: tags of the pairs kept (at most MAX_CACHED_PAIRS < 2**20)
@@ -109,22 +108,32 @@ class _PairIds(NameStrings):
             " JOIN tag_values v ON v.tag_id = n.id AND v.value = j.value ->> 1", (encoded,))]
 
 
-def _execute_rows(conn, head: str, row: str, rows: Sequence[Sequence], tail: str = "") -> None:
-    """`head row, row, ... tail` for rows, up to 999 parameters a statement: many rows a
-    statement cost about half what executemany's row a statement does."""
-    per = max(1, 999 // row.count("?"))
-    full = len(rows) - len(rows) % per
+def _execute_rows(conn, head: str, row: str, params: list, tail: str = "") -> None:
+    """`head row, row, ... tail` over params (the rows' parameters one after the other), up
+    to 999 parameters a statement: many rows a statement cost about half what
+    executemany's row a statement does."""
+    width = row.count("?")
+    per = max(1, 999 // width) * width
+    full = len(params) - len(params) % per
     if full:
-        conn.executemany(head + ", ".join([row] * per) + tail,
-                         (list(itertools.chain.from_iterable(rows[i:i + per])) for i in range(0, full, per)))
-    if len(rows) > full:
-        conn.execute(head + ", ".join([row] * (len(rows) - full)) + tail,
-                     list(itertools.chain.from_iterable(rows[full:])))
+        conn.executemany(head + ", ".join([row] * (per // width)) + tail,
+                         (params[i:i + per] for i in range(0, full, per)))
+    if len(params) > full:
+        conn.execute(head + ", ".join([row] * ((len(params) - full) // width)) + tail, params[full:])
 
 
-def _packed(series: np.ndarray, value_ids: np.ndarray) -> tuple[list[tuple], np.ndarray, np.ndarray]:
-    """Postings rows (chunk, value id, first, offsets) of the (series id, value id) pairs,
-    one per value id and chunk; and each row's value id and number of series."""
+def _interleaved(*columns: list) -> list:
+    """The rows of columns (equal lengths) as one list of parameters, row after row."""
+    params = [None] * (len(columns) * len(columns[0]))
+    for k, column in enumerate(columns):
+        params[k::len(columns)] = column
+    return params
+
+
+def _packed(series: np.ndarray, value_ids: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
+    """Postings rows of the (series id, value id) pairs, one per value id and chunk, as one
+    list of parameters (chunk, value id, first, offsets, chunk, ...); and each row's value
+    id and number of series."""
     if not series.size:
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
     base = int(series.min()) >> CHUNK_BITS
@@ -133,21 +142,27 @@ def _packed(series: np.ndarray, value_ids: np.ndarray) -> tuple[list[tuple], np.
         rows, values, counts = _packed(series[cut], value_ids[cut])
         more_rows, more_values, more_counts = _packed(series[~cut], value_ids[~cut])
         return rows + more_rows, np.concatenate([values, more_values]), np.concatenate([counts, more_counts])
-    if int(value_ids.max()) >> 40:
-        raise ValueError(f"tag value id {int(value_ids.max())} is past the 2**40 a postings key holds")
+    value_bits = 56 - CHUNK_BITS
+    if int(value_ids.max()) >> value_bits:
+        raise ValueError(f"tag value id {int(value_ids.max())} is past the 2**{value_bits} a postings key holds")
     # one int64 key per posting, (chunk - base, value id, offset): sorting it groups the rows
-    keys = np.sort((((series >> CHUNK_BITS) - base) << 56) | (value_ids << CHUNK_BITS) | (series & _OFFSET_MASK))
+    mask = (1 << CHUNK_BITS) - 1
+    keys = np.sort((((series >> CHUNK_BITS) - base) << 56) | (value_ids << CHUNK_BITS) | (series & mask))
     groups = keys >> CHUNK_BITS
     starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
     ends = np.append(starts[1:], keys.size)
-    offsets = (keys & _OFFSET_MASK).astype("<u2")
+    offsets = (keys & mask).astype("<u2")
     packed = offsets.tobytes()
-    chunks = (groups[starts] >> 40) + base
-    row_values = groups[starts] & ((1 << 40) - 1)
+    chunks = (groups[starts] >> value_bits) + base
+    row_values = groups[starts] & ((1 << value_bits) - 1)
     firsts = (chunks << CHUNK_BITS) + offsets[starts]
-    rows = [(c, v, f, packed[2 * a:2 * b]) for c, v, f, a, b in zip(
-        chunks.tolist(), row_values.tolist(), firsts.tolist(), starts.tolist(), ends.tolist())]
-    return rows, row_values, ends - starts
+    blobs = [packed[a:b] for a, b in zip((2 * starts).tolist(), (2 * ends).tolist())]
+    return _interleaved(chunks.tolist(), row_values.tolist(), firsts.tolist(), blobs), row_values, ends - starts
+
+
+def _insert_postings(conn, params: list) -> None:
+    """Insert postings rows given as _packed's parameters."""
+    _execute_rows(conn, "INSERT INTO tag_postings (chunk, value_id, first, offsets) VALUES ", "(?, ?, ?, ?)", params)
 
 
 def _unpacked(rows: Sequence[tuple[int, bytes]]) -> np.ndarray:
@@ -178,13 +193,11 @@ def convert_postings(conn) -> int:
     converted = 0
     cursor = conn.execute(f"SELECT series_id >> {CHUNK_BITS}, value_id, series_id FROM tag_postings_rows"
                           " ORDER BY 1, 2, 3")
-    insert = "INSERT INTO tag_postings (chunk, value_id, first, offsets) VALUES (?, ?, ?, ?)"
     while block := cursor.fetchmany(100_000):
         converted += len(block)
         array = np.array(block, np.int64)
         # a (chunk, value) group cut by the block's end goes on in the next one: another row, still disjoint
-        rows, _, _ = _packed(array[:, 2], array[:, 1])
-        conn.executemany(insert, rows)
+        _insert_postings(conn, _packed(array[:, 2], array[:, 1])[0])
     conn.execute("DROP TABLE tag_postings_rows")
     return converted
 
@@ -265,31 +278,28 @@ class SQLiteTagIndex(TagIndex):
     def _add_postings(self, conn, series: np.ndarray, paths: Sequence[str]) -> None:
         """Postings of new series (ids above those of their chunk's postings) and the
         counts of their tags and values."""
-        count_of, per_tag = self._write_postings(conn, series, paths)
+        (value_ids, counts), per_tag = self._write_postings(conn, series, paths)
         _execute_rows(conn, "UPDATE tag_values SET series = series + u.column2 FROM (VALUES ", "(?, ?)",
-                      sorted(count_of.items()), ") u WHERE tag_values.id = u.column1")
+                      _interleaved(value_ids.tolist(), counts.tolist()), ") u WHERE tag_values.id = u.column1")
         conn.executemany("UPDATE tag_names SET series = series + ? WHERE tag = ?", per_tag)
 
     def _write_postings(self, conn, series: np.ndarray, paths: Sequence[str]
-                        ) -> tuple[dict[int, int], list[tuple[int, str]]]:
+                        ) -> tuple[tuple[np.ndarray, np.ndarray], list[tuple[int, str]]]:
         """Packed postings rows of series (ids, with their paths), in chunks where they
-        have none yet or above the ids they have; the number of series of each value id
-        and of each tag."""
+        have none yet or above the ids they have; (value ids, their numbers of series), and
+        the number of series of each tag."""
         if not paths:
-            return {}, []
+            return (np.zeros(0, np.int64), np.zeros(0, np.int64)), []
         flat = ("name=" + ";name=".join(paths)).split(";")  # every path's pairs, as _PairIds keys them
         known = self._ids.ids(conn, set(flat))
         coded = np.array(operator.itemgetter(*flat)(known) if len(flat) > 1 else [known[flat[0]]], np.int64)
         rows, row_values, row_counts = _packed(np.repeat(series, [p.count(";") + 1 for p in paths]),
                                                coded >> TAG_SLOT_BITS)
-        _execute_rows(conn, "INSERT INTO tag_postings (chunk, value_id, first, offsets) VALUES ", "(?, ?, ?, ?)", rows)
-        count_of = dict(zip(row_values.tolist(), row_counts.tolist()))
-        if len(count_of) < len(rows):  # a pair in two chunks: its rows' counts added up
-            count_of = {}
-            for value_id, count in zip(row_values.tolist(), row_counts.tolist()):
-                count_of[value_id] = count_of.get(value_id, 0) + count
+        _insert_postings(conn, rows)
+        value_ids, rows_of = np.unique(row_values, return_inverse=True)  # a pair in two chunks: added up
         per_slot = np.bincount(coded & ((1 << TAG_SLOT_BITS) - 1))
-        return count_of, [(int(per_slot[slot]), self._ids.tags[slot]) for slot in np.flatnonzero(per_slot)]
+        return ((value_ids, np.bincount(rows_of, weights=row_counts).astype(np.int64)),
+                [(int(per_slot[slot]), self._ids.tags[slot]) for slot in np.flatnonzero(per_slot)])
 
     def remove_series(self, paths: Sequence[str]) -> int:
         if not paths:
