@@ -279,13 +279,14 @@ def test_sqlite_pair_ids_a_process_keeps_stay_right_across_writers_and_rollbacks
 
 @pytest.mark.parametrize("read_whole", [0, 10**9])
 def test_sqlite_packed_postings_across_many_chunks_stay_exact(tmp_path, monkeypatch, read_whole):
-    """Chunks of 4 series (so a batch spans more chunks than one sort key holds), pairs
-    whose rows are cut by chunks and batches: every query, removal and repair agrees with
+    """Chunks of 4 series (so a batch spans more chunks than one sort key holds), rows of
+    at most 3 series, pairs whose rows are cut by chunks, batches and the row size: every query, removal and repair agrees with
     the series themselves, intersections probing (read_whole 0) or reading whole."""
     from biggraphite_like.accessor import Accessor
     from biggraphite_like.stores.sqlite import tags as sqlite_tags
 
     monkeypatch.setattr(sqlite_tags, "CHUNK_BITS", 2)
+    monkeypatch.setattr(sqlite_tags, "ROW_SERIES", 3)  # a pair's 4 series of a chunk take two rows
     monkeypatch.setattr(sqlite_tags, "_READ_WHOLE", read_whole)
     accessor = Accessor.from_url(f"sqlite://{tmp_path / 'tags.db'}")
     accessor.syncdb()

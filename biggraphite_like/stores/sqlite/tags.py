@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 _CHUNK = 500
 CHUNK_BITS = 16  # series per postings chunk: 65,536
 _BATCH = 50_000  # series per bulk round of add_series (below a chunk: a round spans at most two)
-_READ_WHOLE = 16  # intersection: a list at most this many times the candidates is read whole, else probed
+ROW_SERIES = 256  # series a postings row holds at most: 512 bytes of offsets, never an overflow page
+_READ_WHOLE = 256  # intersection: a list at most this many times the candidates is read whole, else probed
 TAG_SLOT_BITS = 20  # _PairIds: tags of the pairs kept (at most MAX_CACHED_PAIRS < 2**20)
 MAX_CACHED_PAIRS = 1_000_000  # tag=value ids a process keeps (about 120 MB when full: ~120 bytes a pair)
 
@@ -150,6 +151,9 @@ def _packed(series: np.ndarray, value_ids: np.ndarray) -> tuple[list, np.ndarray
     keys = np.sort((((series >> CHUNK_BITS) - base) << 56) | (value_ids << CHUNK_BITS) | (series & mask))
     groups = keys >> CHUNK_BITS
     starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
+    lengths = np.diff(np.append(starts, keys.size))
+    if lengths.max() > ROW_SERIES:  # a group longer than a row holds: cut it every ROW_SERIES
+        starts = np.flatnonzero((np.arange(keys.size) - np.repeat(starts, lengths)) % ROW_SERIES == 0)
     ends = np.append(starts[1:], keys.size)
     offsets = (keys & mask).astype("<u2")
     packed = offsets.tobytes()
@@ -158,6 +162,14 @@ def _packed(series: np.ndarray, value_ids: np.ndarray) -> tuple[list, np.ndarray
     firsts = (chunks << CHUNK_BITS) + offsets[starts]
     blobs = [packed[a:b] for a, b in zip((2 * starts).tolist(), (2 * ends).tolist())]
     return _interleaved(chunks.tolist(), row_values.tolist(), firsts.tolist(), blobs), row_values, ends - starts
+
+
+def _among(candidates: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The candidates that are among ids (a binary search each: np.isin hashes both)."""
+    if not ids.size:
+        return ids
+    ids = np.sort(ids)
+    return candidates[ids[np.minimum(np.searchsorted(ids, candidates), ids.size - 1)] == candidates]
 
 
 def _insert_postings(conn, params: list) -> None:
@@ -258,22 +270,17 @@ class SQLiteTagIndex(TagIndex):
         return new
 
     def _add_batch(self, conn, paths: list[str], now: int) -> int:
-        batch = json.dumps(paths)
-        existing = {row[0] for row in conn.execute(
-            "SELECT s.path FROM json_each(?) j JOIN tagged_series s ON s.path = j.value", (batch,))}
-        if existing:
-            conn.execute("UPDATE tagged_series SET updated_on = ? WHERE path IN (SELECT value FROM json_each(?))",
-                         (now, json.dumps(sorted(existing))))
-            paths = [p for p in paths if p not in existing]
-            if not paths:
-                return 0
-            batch = json.dumps(paths)
-        # The writer lock is held (write_batch): ids from max(id) + 1 are ours to give.
+        # One statement inserts the new series and sets the time of the others: SQLite gives
+        # a new row max(id) + 1 (the writer lock is held), so the rows returned from `first`
+        # on are the new ones.
         first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tagged_series").fetchone()[0]
-        conn.execute("INSERT INTO tagged_series (id, path, updated_on) SELECT ? + key, value, ? FROM json_each(?)",
-                     (first, now, batch))
-        self._add_postings(conn, np.arange(first, first + len(paths), dtype=np.int64), paths)
-        return len(paths)
+        new = [row for row in conn.execute(
+            "INSERT INTO tagged_series (path, updated_on) SELECT value, ? FROM json_each(?) WHERE true ON CONFLICT"
+            " (path) DO UPDATE SET updated_on = excluded.updated_on RETURNING id, path", (now, json.dumps(paths)))
+            if row[0] >= first]
+        if new:
+            self._add_postings(conn, np.array([row[0] for row in new], np.int64), [row[1] for row in new])
+        return len(new)
 
     def _add_postings(self, conn, series: np.ndarray, paths: Sequence[str]) -> None:
         """Postings of new series (ids above those of their chunk's postings) and the
@@ -417,7 +424,7 @@ class SQLiteTagIndex(TagIndex):
             if not series.size:
                 break
             other = self._series_of([value_id]) if count <= _READ_WHOLE * series.size else self._probe(value_id, series)
-            series = series[np.isin(series, other)]
+            series = _among(series, other)
         return self._paths(series)
 
     def _probe(self, value_id: int, series: np.ndarray) -> np.ndarray:
