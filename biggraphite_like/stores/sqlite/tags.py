@@ -8,9 +8,9 @@ value), autocomplete a range with a limit. Rows of names and values whose count 
 stay (their ids are reused) and are never listed.
 
 Postings are packed. Series ids are cut into chunks of 65,536 (chunk = id >> 16); a row
-`(chunk, value id, first, offsets)` holds series of one pair in one chunk: their offsets in
-the chunk (id - chunk << 16), ascending, two bytes each (uint16 little-endian), keyed by the
-lowest id, `first`. Indexing a batch of new series (increasing ids) writes one row per
+`(chunk, value id, first, offsets)` holds up to 256 series of one pair in one chunk: their
+offsets in the chunk (id - chunk << 16), ascending, two bytes each (uint16 little-endian;
+512 bytes at most: no overflow page), keyed by the lowest id, `first`. Indexing a batch of new series (increasing ids) writes one row per
 pair and chunk it holds, all in the region of its chunk: a batch of 10,000 series with 11
 pairs each writes ~29,000 rows in the benchmark, not 110,000 (one per series and pair, the
 layout before, which `bgl syncdb` converts). The rows of a pair in a chunk hold disjoint
@@ -57,9 +57,9 @@ SCHEMA_SQL = [
     "  series INTEGER NOT NULL DEFAULT 0\n);",
     "CREATE TABLE IF NOT EXISTS tag_values (\n  id INTEGER PRIMARY KEY,\n  tag_id INTEGER NOT NULL,\n"
     "  value TEXT NOT NULL,\n  series INTEGER NOT NULL DEFAULT 0,\n  UNIQUE (tag_id, value)\n);",
-    "-- Postings, packed: the series of one tag=value pair in one chunk of 65,536 series ids",
-    "-- (chunk = id >> 16), as offsets in the chunk (uint16 little-endian, ascending); first is",
-    "-- the lowest id of the row, and the rows of a pair in a chunk hold disjoint ranges of ids.",
+    "-- Postings, packed: up to 256 series of one tag=value pair in one chunk of 65,536 series",
+    "-- ids (chunk = id >> 16), as offsets in the chunk (uint16 little-endian, ascending); first",
+    "-- is the lowest id of the row, and the rows of a pair in a chunk hold disjoint ranges of ids.",
     POSTINGS_SQL,
     "CREATE TABLE IF NOT EXISTS tagged_series (\n  id INTEGER PRIMARY KEY,\n  path TEXT NOT NULL UNIQUE,\n"
     "  updated_on INTEGER NOT NULL\n);",
