@@ -299,7 +299,8 @@ class SQLiteTagIndex(TagIndex):
             return (np.zeros(0, np.int64), np.zeros(0, np.int64)), []
         flat = ("name=" + ";name=".join(paths)).split(";")  # every path's pairs, as _PairIds keys them
         known = self._ids.ids(conn, set(flat))
-        coded = np.array(operator.itemgetter(*flat)(known) if len(flat) > 1 else [known[flat[0]]], np.int64)
+        coded = np.fromiter(operator.itemgetter(*flat)(known) if len(flat) > 1 else [known[flat[0]]], np.int64,
+                            len(flat))
         rows, row_values, row_counts = _packed(np.repeat(series, [p.count(";") + 1 for p in paths]),
                                                coded >> TAG_SLOT_BITS)
         _insert_postings(conn, rows)
