@@ -307,8 +307,8 @@ CREATE TABLE IF NOT EXISTS tag_values (
   series INTEGER NOT NULL DEFAULT 0,
   UNIQUE (tag_id, value)
 );
--- Postings, packed: up to 256 series of one tag=value pair in one chunk of 65,536 series
--- ids (chunk = id >> 16), as offsets in the chunk (uint16 little-endian, ascending); first
+-- Postings, packed: up to 256 series of one tag=value pair in one chunk of 32,768 series
+-- ids (chunk = id >> 15), as offsets in the chunk (uint16 little-endian, ascending); first
 -- is the lowest id of the row, and the rows of a pair in a chunk hold disjoint ranges of ids.
 CREATE TABLE IF NOT EXISTS tag_postings (
   chunk INTEGER NOT NULL,

@@ -7,16 +7,19 @@ with their time of last write. `=` is one index lookup, a prefix is a range over
 value), autocomplete a range with a limit. Rows of names and values whose count fell to 0
 stay (their ids are reused) and are never listed.
 
-Postings are packed. Series ids are cut into chunks of 65,536 (chunk = id >> 16); a row
+Postings are packed. Series ids are cut into chunks of 32,768 (chunk = id >> 15); a row
 `(chunk, value id, first, offsets)` holds up to 256 series of one pair in one chunk: their
-offsets in the chunk (id - chunk << 16), ascending, two bytes each (uint16 little-endian;
-512 bytes at most: no overflow page), keyed by the lowest id, `first`. Indexing a batch of new series (increasing ids) writes one row per
-pair and chunk it holds, all in the region of its chunk: a batch of 10,000 series with 11
+offsets in the chunk (id - chunk << 15), ascending, two bytes each (uint16 little-endian;
+512 bytes at most: no overflow page), keyed by the lowest id, `first`. Indexing a batch of
+new series (increasing ids) writes one row per pair and chunk it holds, all in the region of its chunk: a batch of 10,000 series with 11
 pairs each writes ~29,000 rows in the benchmark, not 110,000 (one per series and pair, the
 layout before, which `bgl syncdb` converts). The rows of a pair in a chunk hold disjoint
 ranges of ids, so the row that may hold series s is the one with the greatest first <= s
 (the probes of an intersection, the removal of a series). A pair read whole is one seek
-per chunk (16 for a million series), then its rows.
+per chunk (31 for a million series), then its rows. The smaller the chunk, the fewer
+earlier batches share its region, whose pages a batch dirties too (the batch of series
+300,000-310,000 wrote 821 postings pages to the write-ahead log with chunks of 65,536,
+273 with 32,768).
 
 Indexing maps the tag=value pairs of a batch to their ids in Python (_PairIds, a cache of
 interned strings like the name strings': ids never change once committed, and a rollback
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from biggraphite_like.stores.sqlite import SQLiteStore
 
 _CHUNK = 500
-CHUNK_BITS = 16  # series per postings chunk: 65,536
+CHUNK_BITS = 15  # series per postings chunk: 32,768 (offsets fit in uint16 up to 16 bits)
 _BATCH = 50_000  # series per bulk round of add_series (below a chunk: a round spans at most two)
 ROW_SERIES = 256  # series a postings row holds at most: 512 bytes of offsets, never an overflow page
 _READ_WHOLE = 256  # intersection: a list at most this many times the candidates is read whole, else probed
@@ -57,8 +60,8 @@ SCHEMA_SQL = [
     "  series INTEGER NOT NULL DEFAULT 0\n);",
     "CREATE TABLE IF NOT EXISTS tag_values (\n  id INTEGER PRIMARY KEY,\n  tag_id INTEGER NOT NULL,\n"
     "  value TEXT NOT NULL,\n  series INTEGER NOT NULL DEFAULT 0,\n  UNIQUE (tag_id, value)\n);",
-    "-- Postings, packed: up to 256 series of one tag=value pair in one chunk of 65,536 series",
-    "-- ids (chunk = id >> 16), as offsets in the chunk (uint16 little-endian, ascending); first",
+    "-- Postings, packed: up to 256 series of one tag=value pair in one chunk of 32,768 series",
+    "-- ids (chunk = id >> 15), as offsets in the chunk (uint16 little-endian, ascending); first",
     "-- is the lowest id of the row, and the rows of a pair in a chunk hold disjoint ranges of ids.",
     POSTINGS_SQL,
     "CREATE TABLE IF NOT EXISTS tagged_series (\n  id INTEGER PRIMARY KEY,\n  path TEXT NOT NULL UNIQUE,\n"
