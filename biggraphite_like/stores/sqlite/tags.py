@@ -11,9 +11,10 @@ Postings are packed. Series ids are cut into chunks of 32,768 (chunk = id >> 15)
 `(chunk, value id, first, offsets)` holds up to 256 series of one pair in one chunk: their
 offsets in the chunk (id - chunk << 15), ascending, two bytes each (uint16 little-endian;
 512 bytes at most: no overflow page), keyed by the lowest id, `first`. Indexing a batch of
-new series (increasing ids) writes one row per pair and chunk it holds, all in the region of its chunk: a batch of 10,000 series with 11
-pairs each writes ~29,000 rows in the benchmark, not 110,000 (one per series and pair, the
-layout before, which `bgl syncdb` converts). The rows of a pair in a chunk hold disjoint
+new series (increasing ids) writes one row per pair and chunk it holds, all in the region
+of its chunk: a batch of 10,000 series with 11 pairs each writes ~29,000 rows in the
+benchmark, not 110,000 (one per series and pair, the layout before, which `bgl syncdb`
+converts). The rows of a pair in a chunk hold disjoint
 ranges of ids, so the row that may hold series s is the one with the greatest first <= s
 (the probes of an intersection, the removal of a series). A pair read whole is one seek
 per chunk (31 for a million series), then its rows. The smaller the chunk, the fewer
