@@ -47,7 +47,8 @@ _CHUNK = 500
 CHUNK_BITS = 15  # series per postings chunk: 32,768 (offsets fit in uint16 up to 16 bits)
 _BATCH = 50_000  # series per bulk round of add_series (below a chunk: a round spans at most two)
 ROW_SERIES = 256  # series a postings row holds at most: 512 bytes of offsets, never an overflow page
-_READ_WHOLE = 256  # intersection: a list at most this many times the candidates is read whole, else probed
+_READ_WHOLE = 1024  # intersection: a list at most this many times the candidates is read whole, else probed
+# (reading costs ~5 ns a series, probing ~8 us a candidate: t0 of a million series, 333,000, read 1.7 ms)
 TAG_SLOT_BITS = 20  # _PairIds: tags of the pairs kept (at most MAX_CACHED_PAIRS < 2**20)
 MAX_CACHED_PAIRS = 1_000_000  # tag=value ids a process keeps (about 120 MB when full: ~120 bytes a pair)
 
@@ -172,7 +173,8 @@ def _among(candidates: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """The candidates that are among ids (a binary search each: np.isin hashes both)."""
     if not ids.size:
         return ids
-    ids = np.sort(ids)
+    if not (ids[1:] >= ids[:-1]).all():  # a pair's rows come in key order: its ids ascending, as a rule
+        ids = np.sort(ids)
     return candidates[ids[np.minimum(np.searchsorted(ids, candidates), ids.size - 1)] == candidates]
 
 
