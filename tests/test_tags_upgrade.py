@@ -82,3 +82,44 @@ def test_bgl_syncdb_packs_the_postings_of_an_older_store_and_answers_as_it_did(t
     assert len(accessor.tags.find_series(["name=cpu"])) == len(expected["find"]['["name=cpu"]']) - 2 + 1
     assert repair(accessor).tag_counts_fixed == 0
     accessor.close()
+
+
+@pytest.mark.parametrize("layout", ["chunked", "unchunked"])
+def test_syncdb_packs_postings_of_many_chunks_and_rows_exactly(tmp_path, monkeypatch, layout):
+    """Postings of 700 series in the earlier layouts (old chunks of 8 series), packed into
+    chunks of 4 series and rows of at most 3: every pair's series and count as before."""
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+    monkeypatch.setattr(sqlite_tags, "CHUNK_BITS", 2)
+    monkeypatch.setattr(sqlite_tags, "ROW_SERIES", 3)
+    accessor = Accessor.from_url(f"sqlite://{tmp_path / 'bgl.db'}")
+    accessor.syncdb()
+    names = [f"m{i % 3};a={i % 2};b={i % 5};c=x;i={i}" for i in range(700)]  # c=x: every series of a chunk
+    accessor.tags.tag_series(names[:350])
+    accessor.tags.tag_series(names[350:])
+    queries = [["a=1"], ["b=3", "name=m2"], ["i=~1"], ["a=0", "b=4"], ["c=x", "a=1", "b=2"]]
+    expected = [accessor.tags.find_series(q) for q in queries]
+    values = accessor.tags.list_values("b")
+    store = accessor.store
+    ids = accessor.tags.index._series_of  # the postings rows as (series, value) pairs, written back row by row
+    pairs = [(int(s), v) for (v,) in store._conn.execute("SELECT id FROM tag_values") for s in ids([v])]
+    assert len(pairs) == 700 * 5
+    columns = "chunk INTEGER NOT NULL, " if layout == "chunked" else ""
+    key = "chunk, " if layout == "chunked" else ""
+    with store.write_batch():
+        store._conn.execute("DROP TABLE tag_postings")
+        store._conn.execute(f"CREATE TABLE tag_postings ({columns}value_id INTEGER NOT NULL, series_id INTEGER NOT NULL,"
+                            f" PRIMARY KEY ({key}value_id, series_id)) WITHOUT ROWID")
+        store._conn.executemany(f"INSERT INTO tag_postings VALUES ({'?, ' if key else ''}?, ?)",
+                                [((s >> 3, v, s) if key else (v, s)) for s, v in pairs])
+    accessor.close()
+    accessor = Accessor.from_url(f"sqlite://{tmp_path / 'bgl.db'}")
+    accessor.syncdb()
+    conn = accessor.store._conn
+    assert conn.execute("SELECT count(*), sum(length(offsets)) / 2, max(length(offsets)) FROM tag_postings"
+                        ).fetchone()[1:] == (700 * 5, 6)  # c=x's 4 series of a chunk: rows of 3 and 1
+    assert [accessor.tags.find_series(q) for q in queries] == expected
+    assert accessor.tags.list_values("b") == values
+    assert accessor.tags.index.repair(dry_run=True) == {"postings_without_series": 0, "series_without_postings": 0,
+                                                        "counts_fixed": 0}
+    accessor.close()

@@ -203,19 +203,27 @@ def postings_layout(conn) -> str | None:
 def convert_postings(conn) -> int:
     """Rewrite postings of an older layout (one row per series and pair, with or without
     a chunk column) packed, in place, inside the caller's transaction (syncdb's); how many
-    postings were converted."""
-    if postings_layout(conn) is None:
+    postings were converted. The chunked layout is read one of its chunks at a time (its
+    primary key leads with the chunk: memory bounded by a chunk's postings); the unchunked
+    one, in series order, a block at a time (SQLite sorts it first)."""
+    layout = postings_layout(conn)
+    if layout is None:
         return 0
     conn.execute("ALTER TABLE tag_postings RENAME TO tag_postings_rows")
     conn.execute(POSTINGS_SQL)
+    if "chunked" in layout:
+        blocks = (conn.execute("SELECT series_id, value_id FROM tag_postings_rows WHERE chunk = ?", chunk).fetchall()
+                  for chunk in conn.execute("SELECT DISTINCT chunk FROM tag_postings_rows").fetchall())
+    else:
+        cursor = conn.execute("SELECT series_id, value_id FROM tag_postings_rows ORDER BY series_id")
+        blocks = iter(lambda: cursor.fetchmany(500_000), [])
     converted = 0
-    cursor = conn.execute(f"SELECT series_id >> {CHUNK_BITS}, value_id, series_id FROM tag_postings_rows"
-                          " ORDER BY 1, 2, 3")
-    while block := cursor.fetchmany(100_000):
-        converted += len(block)
-        array = np.array(block, np.int64)
-        # a (chunk, value) group cut by the block's end goes on in the next one: another row, still disjoint
-        _insert_postings(conn, _packed(array[:, 2], array[:, 1])[0])
+    for block in blocks:
+        if block:
+            converted += len(block)
+            array = np.array(block, np.int64)
+            # a pair's series cut by the end of a block go on in the next one: another row, above
+            _insert_postings(conn, _packed(array[:, 0], array[:, 1])[0])
     conn.execute("DROP TABLE tag_postings_rows")
     return converted
 
