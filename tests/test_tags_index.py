@@ -321,3 +321,25 @@ def test_sqlite_packed_postings_across_many_chunks_stay_exact(tmp_path, monkeypa
     assert accessor.tags.index.repair() == {"postings_without_series": 0, "series_without_postings": 0,
                                             "counts_fixed": 0}
     accessor.close()
+
+
+def test_sqlite_batch_with_more_tags_than_pair_ids_can_code_is_refused_whole(tmp_path, monkeypatch):
+    """The pair ids a process keeps carry a slot of their tag (TAG_SLOT_BITS): a batch with
+    more distinct tags than slots is refused with what to do, indexes nothing, and smaller
+    batches then index exactly."""
+    from biggraphite_like.accessor import Accessor
+    from biggraphite_like.errors import StoreError
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+    monkeypatch.setattr(sqlite_tags, "TAG_SLOT_BITS", 2)  # 4 tags, the name among them
+    monkeypatch.setattr(sqlite_tags._PairIds, "limit", 4)  # pairs kept: below the slots, as 1,000,000 < 2**20
+    accessor = Accessor.from_url(f"sqlite://{tmp_path / 'tags.db'}")
+    accessor.syncdb()
+    with pytest.raises(StoreError, match="more than 4 distinct tags: index it in smaller batches"):
+        accessor.tags.tag_series(["m;a=1;b=1", "m;c=1;d=1"])
+    assert accessor.tags.index.counts() == {"tagged_series": 0, "tags": 0, "tag_values": 0}
+    accessor.tags.tag_series(["m;a=1;b=1"])
+    accessor.tags.tag_series(["m;c=1;d=1"])  # the slots start again with the cache: its limit is 4 pairs
+    assert accessor.tags.find_series(["name=m"]) == ["m;a=1;b=1", "m;c=1;d=1"]
+    assert accessor.tags.list_values("d") == [("1", 1)] and accessor.tags.list_values("name") == [("m", 2)]
+    accessor.close()

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from biggraphite_like.errors import SchemaMissing
+from biggraphite_like.errors import SchemaMissing, StoreError
 from biggraphite_like.stores.sqlite.name_strings import NameStrings
 from biggraphite_like.tags.index import TagIndex, range_conditions
 from biggraphite_like.tags.series import tags_of_path
@@ -107,6 +107,9 @@ class _PairIds(NameStrings):
         slots = self._slots
         for tag, _ in split:
             if tag not in slots:
+                if len(self.tags) == 1 << TAG_SLOT_BITS:
+                    raise StoreError(f"a batch of tagged series holds more than {1 << TAG_SLOT_BITS} distinct tags:"
+                                     " index it in smaller batches")
                 slots[tag] = len(self.tags)
                 self.tags.append(tag)
         return [(missing[key], value_id << TAG_SLOT_BITS | slots[split[key][0]]) for key, value_id in conn.execute(
@@ -150,7 +153,8 @@ def _packed(series: np.ndarray, value_ids: np.ndarray) -> tuple[list, np.ndarray
         return rows + more_rows, np.concatenate([values, more_values]), np.concatenate([counts, more_counts])
     value_bits = 56 - CHUNK_BITS
     if int(value_ids.max()) >> value_bits:
-        raise ValueError(f"tag value id {int(value_ids.max())} is past the 2**{value_bits} a postings key holds")
+        raise StoreError(f"tag value id {int(value_ids.max())} is past the 2**{value_bits} ids the postings of chunks"
+                         f" of 2**{CHUNK_BITS} series can hold")
     # one int64 key per posting, (chunk - base, value id, offset): sorting it groups the rows
     mask = (1 << CHUNK_BITS) - 1
     keys = np.sort((((series >> CHUNK_BITS) - base) << 56) | (value_ids << CHUNK_BITS) | (series & mask))
