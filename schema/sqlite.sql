@@ -307,11 +307,15 @@ CREATE TABLE IF NOT EXISTS tag_values (
   series INTEGER NOT NULL DEFAULT 0,
   UNIQUE (tag_id, value)
 );
+-- Postings, packed: up to 256 series of one tag=value pair in one chunk of 32,768 series
+-- ids (chunk = id >> 15), as offsets in the chunk (uint16 little-endian, ascending); first
+-- is the lowest id of the row, and the rows of a pair in a chunk hold disjoint ranges of ids.
 CREATE TABLE IF NOT EXISTS tag_postings (
   chunk INTEGER NOT NULL,
   value_id INTEGER NOT NULL,
-  series_id INTEGER NOT NULL,
-  PRIMARY KEY (chunk, value_id, series_id)
+  first INTEGER NOT NULL,
+  offsets BLOB NOT NULL,
+  PRIMARY KEY (chunk, value_id, first)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tagged_series (
   id INTEGER PRIMARY KEY,

@@ -138,9 +138,11 @@ def _drop_series_row(accessor, path):
 def _drop_postings(accessor, path):
     store = accessor.store
     if accessor.store.url.startswith("sqlite"):
+        index = accessor.tags.index
         with store.write_batch():
-            store._conn.execute("DELETE FROM tag_postings WHERE series_id = (SELECT id FROM tagged_series"
-                                " WHERE path = ?)", (path,))
+            (series_id,), = store._conn.execute("SELECT id FROM tagged_series WHERE path = ?", (path,))
+            for value_id, _ in index._value_ids_of(path):
+                assert index._remove_posting(store._conn, value_id, series_id)
     else:
         from biggraphite_like.stores.cassandra.tags import bucket_of
         from biggraphite_like.tags.series import tags_of_path
@@ -236,33 +238,6 @@ def test_cassandra_intersection_probes_only_the_candidates_in_bounded_statements
     assert not [q for q, params in statements if "bucket IN" in q and params[:2] != ("rare", "2")]
 
 
-def test_sqlite_postings_of_the_unchunked_layout_are_converted_on_first_use(tmp_path):
-    from biggraphite_like.accessor import Accessor
-
-    url = f"sqlite://{tmp_path / 'old.db'}"
-    accessor = Accessor.from_url(url)
-    accessor.syncdb()
-    accessor.create_metrics([(s, META) for s in SERIES], now=1000)
-    expected = (accessor.tags.find_series(["host=web1"]), accessor.tags.find_series(["dc=us", "name=cpu"]),
-                accessor.tags.list_values("host"))
-    conn = accessor.store._conn
-    with accessor.store.write_batch():  # the layout written before postings had a chunk
-        conn.execute("CREATE TABLE old_postings (value_id INTEGER NOT NULL, series_id INTEGER NOT NULL,"
-                     " PRIMARY KEY (value_id, series_id)) WITHOUT ROWID")
-        conn.execute("INSERT INTO old_postings SELECT value_id, series_id FROM tag_postings")
-        conn.execute("DROP TABLE tag_postings")
-        conn.execute("ALTER TABLE old_postings RENAME TO tag_postings")
-    accessor.close()
-    accessor = Accessor.from_url(url)
-    assert (accessor.tags.find_series(["host=web1"]), accessor.tags.find_series(["dc=us", "name=cpu"]),
-            accessor.tags.list_values("host")) == expected
-    columns = [row[1] for row in accessor.store._conn.execute("PRAGMA table_info(tag_postings)")]
-    assert columns == ["chunk", "value_id", "series_id"]
-    assert accessor.tags.index.repair() == {"postings_without_series": 0, "series_without_postings": 0,
-                                            "counts_fixed": 0}
-    accessor.close()
-
-
 def test_names_with_json_and_unicode_special_characters_index_once(accessor):
     names = ["m;é=ü", 'm;a=b"c\\d', "m;k=😀;z=\u2028x", "m2;a=1=2"]
     tags = accessor.tags
@@ -300,3 +275,71 @@ def test_sqlite_pair_ids_a_process_keeps_stay_right_across_writers_and_rollbacks
                                          "counts_fixed": 0}
     for accessor in (first, second, fresh):
         accessor.close()
+
+
+@pytest.mark.parametrize("read_whole", [0, 10**9])
+def test_sqlite_packed_postings_across_many_chunks_stay_exact(tmp_path, monkeypatch, read_whole):
+    """Chunks of 4 series (so a batch spans more chunks than one sort key holds), rows of
+    at most 3 series, pairs whose rows are cut by chunks, batches and the row size: every query, removal and repair agrees with
+    the series themselves, intersections probing (read_whole 0) or reading whole."""
+    from biggraphite_like.accessor import Accessor
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+    monkeypatch.setattr(sqlite_tags, "CHUNK_BITS", 2)
+    monkeypatch.setattr(sqlite_tags, "ROW_SERIES", 3)  # a pair's 4 series of a chunk take two rows
+    monkeypatch.setattr(sqlite_tags, "_READ_WHOLE", read_whole)
+    accessor = Accessor.from_url(f"sqlite://{tmp_path / 'tags.db'}")
+    accessor.syncdb()
+    names = [f"m{i % 3};a={i % 2};b={i % 5};c={i % 7};i={i}" for i in range(700)]
+    for start in (0, 1, 3, 400):  # batches of 1, 2, 397 and 300 series
+        accessor.tags.tag_series(names[start:{0: 1, 1: 3, 3: 400, 400: 700}[start]])
+    gone = {f"m{i % 3};a={i % 2};b={i % 5};c={i % 7};i={i}" for i in range(5, 700, 9)}
+    accessor.tags.del_series(sorted(gone))
+    live = [n for n in names if n not in gone]
+    rows = accessor.store._conn.execute("SELECT count(*), max(chunk) FROM tag_postings").fetchone()
+    assert rows[1] == 700 >> 2 and rows[0] > 600  # series ids 1..700: rows cut by 176 chunks and 4 batches
+
+    def expect(name=None, **wanted):
+        return sorted(n for n in live if all(f";{t}={v};" in n + ";" for t, v in wanted.items())
+                      and name in (None, n.split(";")[0]))
+    assert accessor.tags.find_series(["a=1", "b=3", "c=2"]) == expect(a=1, b=3, c=2)
+    assert accessor.tags.find_series(["c=2", "a=0"]) == expect(a=0, c=2)
+    assert accessor.tags.find_series(["b=~[34]", "name=m1"]) == sorted(expect("m1", b=3) + expect("m1", b=4))
+    assert accessor.tags.list_values("b") == [(str(v), len(expect(b=v))) for v in range(5)]
+    store = accessor.store
+    with store.write_batch():  # damage: a series without postings, a posting without series
+        victim = live[100]
+        (series_id,), = store._conn.execute("SELECT id FROM tagged_series WHERE path = ?", (victim,))
+        for value_id, _ in accessor.tags.index._value_ids_of(victim):
+            assert accessor.tags.index._remove_posting(store._conn, value_id, series_id)
+        store._conn.execute("DELETE FROM tagged_series WHERE path = ?", (live[200],))
+    found = accessor.tags.index.repair()
+    assert found["series_without_postings"] == 1 and found["postings_without_series"] == 5  # its 5 pairs
+    live.remove(live[200])
+    assert accessor.tags.find_series(["a=1", "b=3"]) == expect(a=1, b=3)
+    assert accessor.tags.list_values("c") == [(str(v), len(expect(c=v))) for v in range(7)]
+    assert accessor.tags.index.repair() == {"postings_without_series": 0, "series_without_postings": 0,
+                                            "counts_fixed": 0}
+    accessor.close()
+
+
+def test_sqlite_batch_with_more_tags_than_pair_ids_can_code_is_refused_whole(tmp_path, monkeypatch):
+    """The pair ids a process keeps carry a slot of their tag (TAG_SLOT_BITS): a batch with
+    more distinct tags than slots is refused with what to do, indexes nothing, and smaller
+    batches then index exactly."""
+    from biggraphite_like.accessor import Accessor
+    from biggraphite_like.errors import StoreError
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+    monkeypatch.setattr(sqlite_tags, "TAG_SLOT_BITS", 2)  # 4 tags, the name among them
+    monkeypatch.setattr(sqlite_tags._PairIds, "limit", 4)  # pairs kept: below the slots, as 1,000,000 < 2**20
+    accessor = Accessor.from_url(f"sqlite://{tmp_path / 'tags.db'}")
+    accessor.syncdb()
+    with pytest.raises(StoreError, match="more than 4 distinct tags: index it in smaller batches"):
+        accessor.tags.tag_series(["m;a=1;b=1", "m;c=1;d=1"])
+    assert accessor.tags.index.counts() == {"tagged_series": 0, "tags": 0, "tag_values": 0}
+    accessor.tags.tag_series(["m;a=1;b=1"])
+    accessor.tags.tag_series(["m;c=1;d=1"])  # the slots start again with the cache: its limit is 4 pairs
+    assert accessor.tags.find_series(["name=m"]) == ["m;a=1;b=1", "m;c=1;d=1"]
+    assert accessor.tags.list_values("d") == [("1", 1)] and accessor.tags.list_values("name") == [("m", 2)]
+    accessor.close()

@@ -33,6 +33,8 @@ class ConnectionMixin:
         self._keys: dict[str, int] = {}  # metric name -> integer key used by datapoint tables
         self._tables: set[str] = set()
         self._strings = NameStrings()  # ids of the components and parents of names
+        self._id_caches: list[NameStrings] = [self._strings]  # forgotten on a rollback (the tag index adds its own)
+        self._tag_index = None  # made by tag_index() (schema), once
         self._windows: dict[str, int] = {}  # stage table -> slots per window (its point_windows row)
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
@@ -139,11 +141,12 @@ class ConnectionMixin:
                 conn.execute("COMMIT")
         except BaseException as exc:
             local.depth = 0
-            # Forget keys, tables and name-string ids the rolled back transaction created before
+            # Forget keys, tables and interned ids the rolled back transaction created before
             # ROLLBACK lets a waiting writer in, or it could write under a key that no longer exists.
             self._keys.clear()
             self._tables.clear()
-            self._strings.forget()
+            for cache in self._id_caches:
+                cache.forget()
             self._windows.clear()
             local.points_marked = False
             if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)

@@ -6,7 +6,8 @@ as the glob design wants, but they hold these ids: a row and each of its indexes
 one- to three-byte integers instead of the strings, and `__END__` is id 0, which SQLite
 stores in no byte at all. Ids never change and are never reused (rows are never deleted),
 so a process may cache them for as long as it likes; only a rolled-back transaction can
-take back ids it handed out (`NameStrings.forget`).
+take back ids it handed out (`NameStrings.forget`, which write_batch calls on every cache of ids
+the store has).
 
 Queries turn strings into ids inside SQL (`ids_in`, `ids_in_range`), so every string still
 reaches SQLite as a bound parameter.
@@ -18,7 +19,7 @@ import sqlite3
 from typing import Iterable
 
 END_ID = 0  # id of biggraphite_like.names.END_MARKER, inserted by syncdb
-CACHE_LIMIT = 1_000_000  # ids kept in memory per store; past it the cache starts again
+CACHE_LIMIT = 1_000_000  # ids kept in memory per store and cache; past it the cache starts again
 
 SCHEMA_SQL = [
     "-- Interned strings of names (biggraphite_like.stores.sqlite.name_strings): every component and",
@@ -44,26 +45,35 @@ def id_of(column: str) -> str:
 
 
 class NameStrings:
-    """One store's cache of string ids; `ids` interns what it does not know yet."""
+    """One store's cache of string ids; `ids` interns what it does not know yet. Other
+    interned strings of the store (the tag index's tag=value pairs) extend it with their
+    own `_intern`; write_batch makes every such cache `forget` on a rollback."""
+
+    limit = CACHE_LIMIT  # ids kept; past it the cache starts again
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
 
     def ids(self, conn: sqlite3.Connection, strings: Iterable[str]) -> dict[str, int]:
         """Ids of strings, interning the new ones (call inside a write transaction): two
-        statements for the whole set, whatever its size."""
+        statements for the whole set, whatever its size. The cache itself is returned:
+        read it, never change it."""
         known = self._ids
-        wanted = set(strings)
-        missing = [s for s in wanted if s not in known]
+        wanted = strings if isinstance(strings, set) else set(strings)
+        missing = list(wanted.difference(known))
         if missing:
-            if len(known) + len(missing) > CACHE_LIMIT:
+            if len(known) + len(missing) > self.limit:
                 known.clear()
                 missing = list(wanted)
-            values = json.dumps(missing)
-            conn.execute("INSERT OR IGNORE INTO name_strings (value) SELECT value FROM json_each(?)", (values,))
-            known.update(conn.execute(
-                "SELECT value, id FROM name_strings WHERE value IN (SELECT value FROM json_each(?))", (values,)))
+            known.update(self._intern(conn, missing))
         return known
+
+    def _intern(self, conn: sqlite3.Connection, missing: list[str]) -> Iterable[tuple[str, int]]:
+        """(string, id) of each of missing, inserting the new ones."""
+        values = json.dumps(missing)
+        conn.execute("INSERT OR IGNORE INTO name_strings (value) SELECT value FROM json_each(?)", (values,))
+        return conn.execute("SELECT value, id FROM name_strings WHERE value IN (SELECT value FROM json_each(?))",
+                            (values,)).fetchall()
 
     def forget(self) -> None:
         """Drop every cached id (after a rollback, which may have taken some back)."""

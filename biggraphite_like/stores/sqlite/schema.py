@@ -210,6 +210,7 @@ class SchemaMixin:
                 for table in text_names:
                     self._convert_names(table)
                 self._convert_point_tables()
+                sqlite_tags.convert_postings(conn)
         self._schema_checked = True
 
     def _check_schema(self) -> None:
@@ -333,5 +334,8 @@ class SchemaMixin:
         return [r[0] for r in rows]
 
     def tag_index(self) -> sqlite_tags.SQLiteTagIndex:
-        return sqlite_tags.SQLiteTagIndex(self)
+        """The store's one tag index (it keeps pair ids the store forgets on a rollback)."""
+        if self._tag_index is None:
+            self._tag_index = sqlite_tags.SQLiteTagIndex(self)
+        return self._tag_index
 
