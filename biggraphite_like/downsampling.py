@@ -88,6 +88,9 @@ def _route(retention: Retention, timestamps: np.ndarray, now: int) -> np.ndarray
 
 _AGGREGATORS = list(Aggregator)
 _INTERVAL_BITS = 33  # timestamps are below 2**32: (metric, interval) packs into one int64
+# Intervals read back per store call at most: a store's read decodes whole blocks of points
+# (SQLite: 10,000 metrics' windows at once took 64 MiB), so a big batch reads in parts.
+READ_BACK_SIZE = 2_000
 
 
 class Downsampler:
@@ -100,6 +103,7 @@ class Downsampler:
     def __init__(self, store: Store, open_intervals: int = DEFAULT_OPEN_INTERVALS):
         self._store = store
         self._open = OpenIntervals(open_intervals)
+        self.read_back_size = READ_BACK_SIZE
         self._token: Hashable | None = None  # store.change_token() after our last write
         self._caching = False  # whether the store has a change token (set by each write)
 
@@ -202,8 +206,9 @@ class Downsampler:
                     request = np.searchsorted(packed, key)
                     mine = held[request]
                     grid[request[mine], (new_ts[mine] - starts[request[mine]]) // fine] = new_values[mine]
-            missing = np.flatnonzero(~held)
-            if len(missing):
+            unheld = np.flatnonzero(~held)
+            for first in range(0, len(unheld), self.read_back_size):
+                missing = unheld[first:first + self.read_back_size]
                 reads = self._store.read_points(
                     table, names[req_who[missing]].tolist(), starts[missing], starts[missing] + coarse
                 )

@@ -105,7 +105,7 @@ class _Table:
     def _reserve(self, points: int) -> None:
         if self.size + points <= len(self.values):
             return
-        if self.size - self.live > self.live:  # mostly dead points: compact instead of growing
+        if 2 * (self.size - self.live) > self.live:  # a third dead or more: compact instead of growing
             self._compact()
         needed = self.size + points
         if needed > len(self.values):
