@@ -21,6 +21,7 @@ from biggraphite_like.downsampling import Downsampler
 from biggraphite_like.errors import InvalidMetricName, InvalidPoint, MetricNotFound, StoreError
 from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata, make_metric
+from biggraphite_like.metric_cache import MetricCache
 from biggraphite_like.stores.base import ScanPage, StageTable, Store
 from biggraphite_like.stores.registry import open_store
 from biggraphite_like.tags.database import TagDatabase
@@ -96,11 +97,10 @@ class Accessor:
         self.max_glob_expansion = max_glob_expansion
         self.max_glob_results = max_glob_results
         self.touch_interval = touch_interval
-        self.cache_ttl = cache_ttl
         self._downsampler = Downsampler(store)
         self.max_metrics_per_write = MAX_METRICS_PER_WRITE
-        self._cache: dict[str, tuple[Metric, float]] = {}
-        self._touched: dict[tuple[str, str], int] = {}
+        self._cache = MetricCache(cache_ttl)
+        self._touched: dict[str, dict[str, int]] = {"updated_on": {}, "read_on": {}}  # field -> name -> time
         self._lock = threading.Lock()
         self.directories_restored = 0  # ancestors found missing right after a creation, and re-created
         self.read_on_failures = 0  # reads whose read_on could not be recorded (logged)
@@ -108,6 +108,15 @@ class Accessor:
         self._unrecorded_reads: dict[str, int] = {}  # name -> read time, for the next attempt
         # Test-only: called between writing names and checking their ancestors, to widen the race window.
         self._race_hook: Callable[[Sequence[str]], None] | None = None
+
+    @property
+    def cache_ttl(self) -> float:
+        """Seconds a metric's metadata is trusted without reading it again (at most)."""
+        return self._cache.ttl
+
+    @cache_ttl.setter
+    def cache_ttl(self, seconds: float) -> None:
+        self._cache.ttl = seconds
 
     @classmethod
     def from_url(cls, url: str, **options) -> "Accessor":
@@ -140,10 +149,8 @@ class Accessor:
         if tagged:  # names are canonical (names.normalize): index them as graphite's TagDB would
             self.tags.tag_series(tagged, now)
         self._check_ancestors([m.name for m in metrics], set())
-        expires = time.monotonic() + self.cache_ttl
         with self._lock:
-            for metric in metrics:
-                self._cache[metric.name] = (metric, expires)
+            self._cache.put(metrics, time.monotonic())
         return metrics
 
     def create_directories(self, names: Sequence[str]) -> None:
@@ -196,18 +203,19 @@ class Accessor:
         found: dict[str, Metric] = {}
         missing = []
         now = time.monotonic()
+        with self._lock:
+            self._cache.rotate(now)
+        get = self._cache.get
         for name in wanted:
-            cached = self._cache.get(name)
-            if cached is not None and cached[1] > now:
-                found[name] = cached[0]
+            cached = get(name)
+            if cached is not None:
+                found[name] = cached
             else:
                 missing.append(name)
         if missing:
             loaded = self.store.get_metrics(missing)
-            expires = now + self.cache_ttl
             with self._lock:
-                for name, metric in loaded.items():
-                    self._cache[name] = (metric, expires)
+                self._cache.put(loaded.values(), now)
             found.update(loaded)
         return found
 
@@ -236,9 +244,9 @@ class Accessor:
     def _forget(self, names: Iterable[str]) -> None:
         with self._lock:
             for name in names:
-                self._cache.pop(name, None)
-                self._touched.pop((name, "updated_on"), None)
-                self._touched.pop((name, "read_on"), None)
+                self._cache.pop(name)
+                for touched in self._touched.values():
+                    touched.pop(name, None)
 
     def touch(self, names: Sequence[str], field: str = "updated_on", now: int | None = None, force: bool = False) -> None:
         """Record a write (updated_on) or read (read_on), at most once per touch_interval per metric."""
@@ -255,19 +263,21 @@ class Accessor:
         """The names whose field was not recorded within touch_interval (marked as recorded now)."""
         due = []
         with self._lock:
+            touched = self._touched.setdefault(field, {})
             for name in names:
-                last = self._touched.get((name, field))
+                last = touched.get(name)
                 if force or last is None or now - last >= self.touch_interval:
-                    self._touched[(name, field)] = now
+                    touched[name] = now
                     due.append(name)
         return due
 
     def _undue(self, names: Sequence[str], field: str, now: int) -> None:
         """Forget the marks _due set: the store did not record them (tried again next time)."""
         with self._lock:
+            touched = self._touched.setdefault(field, {})
             for name in names:
-                if self._touched.get((name, field)) == now:
-                    del self._touched[(name, field)]
+                if touched.get(name) == now:
+                    del touched[name]
 
     # -- full scans --------------------------------------------------------------------
     def scan_metrics(
@@ -519,7 +529,7 @@ class Accessor:
             self.read_on_deferred += 1
             with self._lock:
                 for name, timestamp in reads.items():
-                    self._touched.pop((name, "read_on"), None)
+                    self._touched["read_on"].pop(name, None)
                     if name in self._unrecorded_reads or len(self._unrecorded_reads) < MAX_UNRECORDED_READS:
                         self._unrecorded_reads[name] = max(timestamp, self._unrecorded_reads.get(name, 0))
 

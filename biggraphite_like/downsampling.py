@@ -15,8 +15,9 @@ bit-for-bit whisper's.
 
 Recomputing an interval needs its finer points. Reading them back from the store is most
 of a write's cost, so the downsampler keeps the finer points of the latest interval of each
-metric in memory (`OpenIntervals`) and reads back only what it does not hold. The memory
-is trusted only while the store's `change_token` says nothing else wrote in between.
+metric in memory (`open_intervals.OpenIntervals`: a few bytes a point) and reads back only
+what it does not hold. The memory is trusted only while the store's `change_token` says
+nothing else wrote in between.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import numpy as np
 
 from biggraphite_like.aggregation import Aggregator
 from biggraphite_like.metric import Metric
+from biggraphite_like.open_intervals import DEFAULT_OPEN_INTERVALS, OpenIntervals
 from biggraphite_like.retention import Retention
 from biggraphite_like.stores.base import StageTable, Store
 
@@ -86,68 +88,9 @@ def _route(retention: Retention, timestamps: np.ndarray, now: int) -> np.ndarray
 
 _AGGREGATORS = list(Aggregator)
 _INTERVAL_BITS = 33  # timestamps are below 2**32: (metric, interval) packs into one int64
-
-
-DEFAULT_OPEN_INTERVALS = 250_000  # (metric, stage) intervals kept in memory; about 0.7 KB each at 60 points
-
-
-class OpenIntervals:
-    """The finer-stage points of the latest coarser interval of each (metric, stage) written.
-
-    An entry is what the store holds for that interval, as long as every write to the store
-    went through the owning downsampler: it lets propagation skip reading them back. Entries
-    are dropped whenever that may no longer hold (an older interval written, several
-    intervals of a metric in one batch), and all of them when the store changed otherwise.
-    """
-
-    def __init__(self, max_entries: int = DEFAULT_OPEN_INTERVALS):
-        self.max_entries = max_entries
-        self._grids: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
-
-    def __len__(self) -> int:
-        return len(self._grids)
-
-    def clear(self) -> None:
-        self._grids.clear()
-
-    def lookup(self, table: str, names: list[str], starts: list[int], grid: np.ndarray, alone: np.ndarray
-               ) -> np.ndarray:
-        """Fill grid rows held in memory; returns the mask of those rows.
-
-        Only rows `alone` (the one interval of its metric in the batch) may be used: the
-        points of another interval may have replaced slots of the one remembered.
-        """
-        hit = np.zeros(len(names), dtype=bool)
-        grids = self._grids
-        for row in np.flatnonzero(alone).tolist():
-            name, start = names[row], starts[row]
-            entry = grids.get((table, name))
-            if entry is not None and entry[0] == start:
-                grid[row] = entry[1]
-                hit[row] = True
-        return hit
-
-    def remember(self, table: str, names: list[str], starts: list[int], grid: np.ndarray) -> None:
-        """Keep each row as its metric's latest interval; forget metrics where that is unsure."""
-        grids = self._grids
-        seen: dict[str, int] = {}
-        for row, (name, start) in enumerate(zip(names, starts)):
-            key = (table, name)
-            if name in seen:  # several intervals of one metric in a batch: do not guess
-                grids.pop(key, None)
-                seen[name] = -1
-                continue
-            seen[name] = row
-            entry = grids.get(key)
-            if entry is not None and entry[0] > start:
-                # an older interval was written: its slots may be those of the cached one
-                del grids[key]
-                seen[name] = -1
-                continue
-            grids[key] = (start, grid[row].copy())
-        if len(grids) > self.max_entries:
-            for key in list(grids)[: len(grids) - self.max_entries * 9 // 10]:
-                del grids[key]
+# Intervals read back per store call at most: a store's read decodes whole blocks of points
+# (SQLite: 10,000 metrics' windows at once took 64 MiB), so a big batch reads in parts.
+READ_BACK_SIZE = 2_000
 
 
 class Downsampler:
@@ -160,6 +103,7 @@ class Downsampler:
     def __init__(self, store: Store, open_intervals: int = DEFAULT_OPEN_INTERVALS):
         self._store = store
         self._open = OpenIntervals(open_intervals)
+        self.read_back_size = READ_BACK_SIZE
         self._token: Hashable | None = None  # store.change_token() after our last write
         self._caching = False  # whether the store has a change token (set by each write)
 
@@ -247,7 +191,7 @@ class Downsampler:
             req_who = packed >> _INTERVAL_BITS
             starts = packed & ((1 << _INTERVAL_BITS) - 1)
             table = StageTable(retention.stages[higher], higher > 0)
-            req_names = names[req_who].tolist()
+            req_names = names[req_who].tolist() if caching else []
             grid = np.full((len(starts), coarse // fine), np.nan)
             held = np.zeros(len(starts), dtype=bool)
             if caching:
@@ -255,22 +199,23 @@ class Downsampler:
                 same = req_who[1:] == req_who[:-1]
                 alone[1:] &= ~same
                 alone[:-1] &= ~same
-                held = self._open.lookup(table.name, req_names, starts.tolist(), grid, alone)
+                held = self._open.lookup(table.name, req_names, starts, grid, alone)
                 if held.any():
                     # what we just wrote goes over what the store held before
                     key = (new_who.astype(np.int64) << _INTERVAL_BITS) | (new_ts - new_ts % coarse)
                     request = np.searchsorted(packed, key)
                     mine = held[request]
                     grid[request[mine], (new_ts[mine] - starts[request[mine]]) // fine] = new_values[mine]
-            missing = np.flatnonzero(~held)
-            if len(missing):
+            unheld = np.flatnonzero(~held)
+            for first in range(0, len(unheld), self.read_back_size):
+                missing = unheld[first:first + self.read_back_size]
                 reads = self._store.read_points(
                     table, names[req_who[missing]].tolist(), starts[missing], starts[missing] + coarse
                 )
                 rows = missing[reads.request]
                 grid[rows, (reads.timestamps - starts[rows]) // fine] = reads.values
             if caching:
-                self._open.remember(table.name, req_names, starts.tolist(), grid)
+                self._open.remember(table.name, req_names, starts, grid, alone)
             values = np.empty(len(starts))
             counts = np.empty(len(starts), dtype=np.int64)
             ok = np.empty(len(starts), dtype=bool)

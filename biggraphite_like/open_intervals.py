@@ -1,0 +1,212 @@
+"""The downsampler's memory of what the store holds: each metric's latest coarser interval.
+
+Propagation recomputes a coarser interval from its finer points. Reading them back from
+the store is most of a write's cost, so the downsampler remembers, per table (a finer
+stage) and metric, the start of the latest interval it wrote and the finer points that
+interval holds. It is a cache, never a source of truth: an entry is dropped whenever it
+may not hold what the store holds, and the downsampler clears everything when the store
+changed otherwise (its change token).
+
+Memory is per known point, not per object: a table is a few arrays indexed by a dense
+slot per metric (start, where its points are, how many) and one pool of the points
+(value, column in the interval), about 10 bytes a point and 60 a metric besides the
+name -> slot dict. A young metric (5 points in its hour) costs about 100 bytes, a full
+hour at 60 s about 600; one NumPy row and two tuples per metric cost 700 bytes whatever
+they held (issue 21: 75 MiB at 100,000 metrics). Lookups and updates are a few NumPy
+operations per batch, however many metrics.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_OPEN_INTERVALS = 250_000  # metrics remembered per table at most (the least recently written are forgotten)
+MAX_WIDTH = 1 << 16  # finer points per interval at most for an interval to be remembered (uint16 columns)
+_NONE = -1  # start of a slot that holds nothing
+
+
+class _Table:
+    """The remembered intervals of one finer-stage table."""
+
+    def __init__(self) -> None:
+        self.slots: dict[str, int] = {}  # metric name -> slot
+        self.start = np.empty(0, np.int64)  # per slot: the interval's start, or _NONE
+        self.offset = np.empty(0, np.int64)  # per slot: its first point in the pool
+        self.count = np.empty(0, np.int32)  # per slot: its points in the pool
+        self.used = np.empty(0, np.int64)  # per slot: when it was last remembered (eviction order)
+        self.values = np.empty(0, np.float64)  # the pool: each slot's points, contiguous
+        self.columns = np.empty(0, np.uint16)  # column of each point in its interval's grid row
+        self.size = 0  # points used in the pool (live or dead)
+        self.live = 0  # points of slots that hold an interval
+
+    def entries(self) -> int:
+        return int(np.count_nonzero(self.start[:len(self.slots)] != _NONE))
+
+    def find(self, names: list[str]) -> np.ndarray:
+        """Slot of each name, -1 for names never remembered."""
+        get = self.slots.get
+        return np.fromiter((get(name, -1) for name in names), dtype=np.int64, count=len(names))
+
+    def allocate(self, names: list[str], slots: np.ndarray) -> np.ndarray:
+        """Give the names without a slot (slots == -1) a new one; returns every slot."""
+        new = np.flatnonzero(slots < 0)
+        if len(new):
+            first = len(self.slots)
+            for index, row in enumerate(new.tolist()):
+                self.slots[names[row]] = first + index
+            slots[new] = np.arange(first, first + len(new))
+            self._grow_slots(len(self.slots))
+            self.start[first:len(self.slots)] = _NONE
+            self.count[first:len(self.slots)] = 0
+        return slots
+
+    def _grow_slots(self, needed: int) -> None:
+        if needed <= len(self.start):
+            return
+        capacity = max(needed, len(self.start) * 3 // 2, 1024)
+        for field in ("start", "offset", "count", "used"):
+            old = getattr(self, field)
+            grown = np.empty(capacity, old.dtype)
+            grown[:len(old)] = old
+            setattr(self, field, grown)
+
+    def forget(self, slots: np.ndarray) -> None:
+        slots = np.unique(slots)
+        held = slots[self.start[slots] != _NONE]
+        self.live -= int(self.count[held].sum())
+        self.start[held] = _NONE
+        self.count[held] = 0
+
+    def gather(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(points per slot, pool index of each of their points, slot after slot)."""
+        counts = self.count[slots].astype(np.int64)
+        total = int(counts.sum())
+        first = np.cumsum(counts) - counts
+        return counts, np.repeat(self.offset[slots] - first, counts) + np.arange(total)
+
+    def store(self, slots: np.ndarray, starts: np.ndarray, grid: np.ndarray, write: np.ndarray, now: int) -> None:
+        """slots[i] now holds interval starts[i], whose finer points are the i-th grid row
+        of those selected by `write` (NaN: no point)."""
+        self.forget(slots)
+        known = ~np.isnan(grid)
+        known[~write] = False
+        rows, columns = np.nonzero(known)
+        counts = np.bincount(rows, minlength=len(grid))[write].astype(np.int32)
+        self._reserve(len(rows))
+        end = self.size + len(rows)
+        self.values[self.size:end] = grid[rows, columns]
+        self.columns[self.size:end] = columns
+        self.offset[slots] = self.size + np.cumsum(counts) - counts
+        self.count[slots] = counts
+        self.start[slots] = starts
+        self.used[slots] = now
+        self.size = end
+        self.live += len(rows)
+
+    def _reserve(self, points: int) -> None:
+        if self.size + points <= len(self.values):
+            return
+        if 2 * (self.size - self.live) > self.live:  # a third dead or more: compact instead of growing
+            self._compact()
+        needed = self.size + points
+        if needed > len(self.values):
+            capacity = max(needed, len(self.values) * 3 // 2, 4096)
+            for field in ("values", "columns"):
+                old = getattr(self, field)
+                grown = np.empty(capacity, old.dtype)
+                grown[:self.size] = old[:self.size]
+                setattr(self, field, grown)
+
+    def _compact(self) -> None:
+        held = np.flatnonzero(self.start[:len(self.slots)] != _NONE)
+        counts, index = self.gather(held)
+        self.values[:len(index)] = self.values[index]
+        self.columns[:len(index)] = self.columns[index]
+        self.offset[held] = np.cumsum(counts) - counts
+        self.size = self.live = len(index)
+
+    def keep_latest(self, keep: int) -> None:
+        """Forget all but the `keep` slots remembered last (and every empty slot)."""
+        count = len(self.slots)
+        held = np.flatnonzero(self.start[:count] != _NONE)
+        kept = held[np.argsort(-self.used[held], kind="stable")[:keep]]
+        renumber = np.full(count, -1, np.int64)
+        renumber[kept] = np.arange(len(kept))
+        slot_of = renumber.tolist()
+        self.slots = {name: slot_of[slot] for name, slot in self.slots.items() if slot_of[slot] >= 0}
+        counts, index = self.gather(kept)
+        for field in ("start", "count", "used"):
+            setattr(self, field, getattr(self, field)[kept].copy())
+        self.offset = np.cumsum(counts) - counts
+        self.values, self.columns = self.values[index].copy(), self.columns[index].copy()
+        self.size = self.live = len(index)
+
+
+class OpenIntervals:
+    """The finer-stage points of the latest coarser interval of each (metric, table) written.
+
+    An entry is what the store holds for that interval, as long as every write to the store
+    went through the owning downsampler: it lets propagation skip reading them back. Entries
+    are dropped whenever that may no longer hold (an older interval written, several
+    intervals of a metric in one batch), and all of them when the store changed otherwise.
+    A table remembers `max_entries` metrics at most: past that, the least recently written
+    tenth is forgotten.
+    """
+
+    def __init__(self, max_entries: int = DEFAULT_OPEN_INTERVALS):
+        self.max_entries = max_entries
+        self._tables: dict[str, _Table] = {}
+        self._writes = 0  # remember() calls so far: the eviction order
+
+    def __len__(self) -> int:
+        """Intervals held, over every table."""
+        return sum(table.entries() for table in self._tables.values())
+
+    def clear(self) -> None:
+        self._tables.clear()
+
+    def lookup(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray
+               ) -> np.ndarray:
+        """Fill the grid rows held in memory (rows are all NaN before); returns their mask.
+
+        Only rows `alone` (the one interval of its metric in the batch) may be used: the
+        points of another interval may have replaced slots of the one remembered.
+        """
+        hit = np.zeros(len(names), dtype=bool)
+        memory = self._tables.get(table)
+        rows = np.flatnonzero(alone)
+        if memory is None or not len(rows):
+            return hit
+        slots = memory.find([names[row] for row in rows.tolist()])
+        known = slots >= 0
+        rows, slots = rows[known], slots[known]
+        same = memory.start[slots] == starts[rows]
+        rows, slots = rows[same], slots[same]
+        hit[rows] = True
+        counts, index = memory.gather(slots)
+        grid[np.repeat(rows, counts), memory.columns[index]] = memory.values[index]
+        return hit
+
+    def remember(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray
+                 ) -> None:
+        """Keep each row as its metric's latest interval; forget metrics where that is unsure:
+        a metric with several intervals in the batch (rows not `alone`), or whose remembered
+        interval is later than the one written (its slots may be those of the older one)."""
+        memory = self._tables.get(table)
+        if memory is None:
+            memory = self._tables[table] = _Table()
+        slots = memory.find(names)
+        known = slots >= 0
+        if grid.shape[1] > MAX_WIDTH:  # not remembered: forget what these metrics had
+            memory.forget(slots[known])
+            return
+        doubtful = known & ~alone
+        older = np.zeros(len(names), dtype=bool)
+        older[known] = memory.start[slots[known]] > starts[known]
+        memory.forget(slots[doubtful | (older & alone)])
+        write = alone & ~older
+        rows = np.flatnonzero(write)
+        slots = memory.allocate([names[row] for row in rows.tolist()], slots[rows])
+        self._writes += 1
+        memory.store(slots, starts[rows], grid, write, self._writes)
+        if len(memory.slots) > self.max_entries:
+            memory.keep_latest(self.max_entries * 9 // 10)

@@ -1,0 +1,109 @@
+"""The downsampler's open-interval memory (biggraphite_like/open_intervals.py) against a
+plain model of its rules, and its bound. The whisper differential tests check that the
+downsampler stays exact with it; these check the memory itself, operation by operation."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from biggraphite_like.open_intervals import OpenIntervals
+
+
+class Model:
+    """The rules, one dict entry per (table, metric): the latest interval's start and row."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
+
+    def lookup(self, table, names, starts, grid, alone):
+        hit = np.zeros(len(names), dtype=bool)
+        for row in np.flatnonzero(alone).tolist():
+            entry = self.entries.get((table, names[row]))
+            if entry is not None and entry[0] == starts[row]:
+                grid[row] = entry[1]
+                hit[row] = True
+        return hit
+
+    def remember(self, table, names, starts, grid, alone):
+        for row, name in enumerate(names):
+            key = (table, name)
+            entry = self.entries.get(key)
+            if not alone[row] or (entry is not None and entry[0] > starts[row]):
+                self.entries.pop(key, None)
+            else:
+                self.entries[key] = (int(starts[row]), grid[row].copy())
+
+
+def _batch(rng: random.Random, names: list[str], width: int):
+    """Rows sorted by metric, some metrics with two intervals, sparse rows of exact values."""
+    rows = []
+    for name in rng.sample(names, rng.randint(1, len(names))):
+        for start in sorted(rng.sample(range(0, 3 * width, width), rng.choice([1, 1, 1, 2]))):
+            rows.append((name, start))
+    rows.sort()
+    picked = [name for name, _ in rows]
+    starts = np.array([start for _, start in rows], dtype=np.int64)
+    alone = np.array([picked.count(name) == 1 for name in picked])
+    grid = np.full((len(rows), width), np.nan)
+    for row in range(len(rows)):
+        for column in rng.sample(range(width), rng.randint(0, width)):
+            grid[row, column] = rng.choice([0.0, -0.0, 1e300, -2.5, rng.uniform(-1e9, 1e9), 5e-324])
+    return picked, starts, grid, alone
+
+
+def test_lookups_answer_what_the_rules_remember():
+    rng = random.Random(21)
+    ours, model = OpenIntervals(max_entries=10_000), Model()
+    names = [f"m.{i}" for i in range(40)]
+    hits = 0
+    for step in range(400):
+        table, width = rng.choice([("t60", 60), ("t10", 6), ("t1", 1)])
+        picked, starts, grid, alone = _batch(rng, names, width)
+        mine, theirs = np.full_like(grid, np.nan), np.full_like(grid, np.nan)
+        found = ours.lookup(table, picked, starts, mine, alone)
+        expected = model.lookup(table, picked, starts, theirs, alone)
+        assert (found == expected).all(), step
+        # bit for bit, -0.0 and NaN included
+        assert (mine.view(np.int64) == theirs.view(np.int64)).all(), step
+        hits += int(found.sum())
+        ours.remember(table, picked, starts, grid, alone)
+        model.remember(table, picked, starts, grid, alone)
+        assert len(ours) == len(model.entries), step
+        if step % 97 == 96:
+            ours.clear()
+            model.entries.clear()
+    assert hits > 700  # the memory answered, not only missed
+
+
+def test_the_least_recently_written_are_forgotten_past_the_bound():
+    memory = OpenIntervals(max_entries=100)
+    width = 60
+    for batch in range(12):  # 10 new metrics a batch, one point each
+        names = [f"m.{batch}.{i}" for i in range(10)]
+        grid = np.full((10, width), np.nan)
+        grid[:, batch] = np.arange(10) + batch * 10.0
+        memory.remember("t", names, np.zeros(10, np.int64), grid, np.ones(10, dtype=bool))
+        memory.remember("t", [f"m.0.{i}" for i in range(10)][:1], np.zeros(1, np.int64), grid[:1], np.ones(1, bool))
+    assert len(memory) <= 100
+    grid = np.full((3, width), np.nan)
+    found = memory.lookup("t", ["m.0.0", "m.1.0", "m.11.9"], np.zeros(3, np.int64), grid, np.ones(3, dtype=bool))
+    # m.0.0 was written again in every batch, m.1.0 not since the second: it went first
+    assert found.tolist() == [True, False, True]
+    assert grid[2, 11] == 119.0 and np.isnan(grid[2]).sum() == width - 1
+    assert grid[0, 11] == 110.0  # m.0.0's latest row: the one of the last batch
+
+
+def test_points_cost_memory_not_rows():
+    """100,000 metrics with 5 points each in a 60-slot interval: a few MiB (one NumPy row
+    and two tuples a metric took about 70 MiB)."""
+    memory = OpenIntervals()
+    count, width = 100_000, 60
+    names = [f"young.m{i}" for i in range(count)]
+    grid = np.full((count, width), np.nan)
+    grid[:, :5] = 1.5
+    memory.remember("t", names, np.full(count, 3600, np.int64), grid, np.ones(count, dtype=bool))
+    table = memory._tables["t"]
+    arrays = sum(a.nbytes for a in (table.start, table.offset, table.count, table.used, table.values, table.columns))
+    assert len(memory) == count
+    assert arrays < 12 * count * 5 + 40 * count * 3 // 2 + 100_000, arrays
