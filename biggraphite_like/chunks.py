@@ -7,13 +7,19 @@ back every value bit for bit (NaN payloads, -0.0 and infinities included).
 
 Format: one version byte, then a fixed header followed by byte planes (byte k of every
 integer, then byte k + 1, ...), as a raw-deflate stream (version 1) or as they are when
-deflate would save under 5 % (version 2: reads then skip inflating):
+deflate would save under 5 % (version 2: reads then skip inflating). Versions 3 and 4 are
+1 and 2 with one more header field, the base of the values' integers (below). The deflate
+stream may end a block after each plane, so that each plane gets its own Huffman codes
+(the planes of a number differ: a random low byte, a skewed high one); inflating does not
+care where blocks end, so this is no format of its own:
 - timestamps: base (the first timestamp) and offsets from it in `unit`s (their common
   step, the precision for aligned points), minus the point's index (a full window is all
   zeros: no bytes at all), delta-encoded 0 or 1 times;
 - values, whichever mode is smaller for the chunk:
   DECIMAL - value = m / 10**e for one exponent e and integers m (what metrics with a few
-  decimals are), m delta-encoded 0, 1 or 2 times, zigzagged; values that do not
+  decimals are), m delta-encoded 0, 1 or 2 times, then zigzagged or (versions 3 and 4,
+  v_order bit 0x40) less their minimum, the header's base, unsigned: the smaller of the
+  two (a zigzag costs one bit a value that is never negative); values that do not
   round-trip exactly (NaN, -0.0, inf, odd ones) are kept as exceptions (index, raw bits);
   XOR - the raw bits XORed with the previous value's (Gorilla's idea, as byte planes);
 - counts (aggregated stages): integers, delta-encoded 0 or 1 times.
@@ -31,8 +37,13 @@ from biggraphite_like.errors import CorruptChunk
 
 VERSION = 1  # header and planes deflated
 VERSION_RAW = 2  # header and planes as they are (deflate would not make them much smaller)
+VERSION_BASED = 3  # as 1, with the header of version 3 (values less a base)
+VERSION_BASED_RAW = 4  # as 2, with the header of version 3
+VERSIONS = (VERSION, VERSION_RAW, VERSION_BASED, VERSION_BASED_RAW)
 _RAW_SLACK = 1.05
 _HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
+_HEADER_BASED = struct.Struct("<IqIBBBBBBBBIq")  # the same, then the base of the values' integers
+_BASED = 0x40  # v_order bit: the values' integers are stored less the header's base, not zigzagged
 _MODE_DECIMAL, _MODE_XOR = 0, 1
 _MAX_EXPONENT = 15
 _MAX_EXACT = 2.0**53  # |m| below this: m is an exact float64
@@ -86,22 +97,54 @@ def _deltas(x: np.ndarray, order: int) -> np.ndarray:
     return x
 
 
-def _pack_ints(x: np.ndarray, orders: tuple[int, ...]) -> tuple[int, int, bytes]:
-    """(order, width, planes) of int64 x: the delta order among `orders` giving the fewest
-    bytes, ties broken by the smaller sum (what deflate compresses best)."""
+def _cost(z: np.ndarray, width: int) -> float:
+    """Estimated bytes of the `width` byte planes of z, each deflated in a block of its own:
+    its order-0 entropy and its Huffman table (about 5 bits a byte value it holds), or the
+    plane as it is when that is smaller (a stored block), and a few bytes a block."""
+    n = len(z)
+    planes = z.view(np.uint8).reshape(-1, 8)
+    size = 0.0
+    for k in range(width):
+        counts = np.bincount(planes[:, k], minlength=256)
+        counts = counts[counts > 0]
+        coded = (n * np.log2(n) - float(np.dot(counts, np.log2(counts))) + 5 * len(counts)) / 8
+        size += min(coded, n) + 4
+    return size
+
+
+def _pack_ints(x: np.ndarray, orders: tuple[int, ...], based: bool = False
+               ) -> tuple[int, int, bytes, int | None]:
+    """(order, width, planes, base) of int64 x: the delta order among `orders` giving the
+    fewest bytes, ties broken by the smaller sum (what deflate compresses best); when
+    `based`, zigzagged or less their minimum (the base; None: zigzagged), whichever of all
+    gives the fewest estimated bytes once each plane is deflated on its own."""
     best = None
     for order in orders:
-        z = _zigzag(_deltas(x, order))
+        deltas = _deltas(x, order)
+        z = _zigzag(deltas)
         width, data = _planes(z)
-        key = (width, float(z.sum(dtype=np.float64)))
-        if best is None or key < best[0]:
-            best = (key, order, width, data)
-    return best[1], best[2], best[3]
+        if not based:
+            key = (width, float(z.sum(dtype=np.float64)))
+            if best is None or key < best[0]:
+                best = (key, order, width, data, None)
+            continue
+        low = int(deltas.min()) if len(deltas) else 0
+        choices = [(z, width, data, None, 0)]
+        if order < 2:  # second differences are of smooth series: centred on zero, as zigzag wants
+            choices.append(((deltas - low).view(np.uint64), None, None, low, 8))
+        for z, width, data, base, extra in choices:
+            if width is None:
+                width, data = _planes(z)
+            key = _cost(z, width) + extra  # a base is 8 more bytes of header
+            if best is None or key < best[0]:
+                best = (key, order, width, data, base)
+    return best[1], best[2], best[3], best[4]
 
 
-def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int) -> tuple[np.ndarray, int]:
+def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, base: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, int]:
     z, offset = _unplanes(data, offset, n, width)
-    x = _unzigzag(z)
+    x = _unzigzag(z) if base is None else z.view(np.int64) + base
     for _ in range(order):
         x = np.cumsum(x, axis=1)
     return x, offset
@@ -150,35 +193,64 @@ def encode(points: Points) -> bytes:
         unit = int(np.gcd.reduce(offsets[1:]))
     unit = max(unit, 1)
     # a full window is 0, 1, 2, ... units: kept as the distance from that, nothing at all
-    ts_order, ts_width, ts_data = _pack_ints(offsets // unit - np.arange(n, dtype=np.int64), (0, 1))
-    parts = [ts_data]
+    ts_order, ts_width, ts_data, _ = _pack_ints(offsets // unit - np.arange(n, dtype=np.int64), (0, 1))
+    planes = [ts_data]  # what the deflate stream may end a block after
     decimal = _decimal(values) if n else (0, np.zeros(0, np.int64), np.zeros(0, np.int64))
     exceptions = np.zeros(0, np.int64)
+    v_base = None
     if decimal is not None:
         mode, (e, m, exceptions) = _MODE_DECIMAL, decimal
-        v_order, v_width, v_data = _pack_ints(m, (0, 1, 2))
+        v_order, v_width, v_data, v_base = _pack_ints(m, (0, 1, 2), based=True)
     else:
         mode, e, v_order = _MODE_XOR, 0, 0
         bits = values.view(np.uint64)
         xor = bits.copy()
         xor[1:] ^= bits[:-1]
         v_width, v_data = _planes(xor)
-    parts.append(v_data)
+    planes += _split(v_data, n)
     if len(exceptions):
-        parts.append(exceptions.astype("<u4").tobytes() + values[exceptions].tobytes())
+        planes.append(exceptions.astype("<u4").tobytes() + values[exceptions].tobytes())
     c_order = c_width = 0
     if points.counts is not None:
-        c_order, c_width, c_data = _pack_ints(np.asarray(points.counts, np.int64), (0, 1))
+        c_order, c_width, c_data, _ = _pack_ints(np.asarray(points.counts, np.int64), (0, 1))
         c_order |= 0x80  # counts present
-        parts.append(c_data)
-    header = _HEADER.pack(n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width,
-                          len(exceptions))
-    payload = header + b"".join(parts)
-    deflate = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
-    packed = deflate.compress(payload) + deflate.flush()
+        planes += _split(c_data, n)
+    fields = (n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, len(exceptions))
+    if v_base is None:
+        header, version, raw = _HEADER.pack(*fields), VERSION, VERSION_RAW
+    else:
+        fields = fields[:7] + (v_order | _BASED,) + fields[8:]
+        header, version, raw = _HEADER_BASED.pack(*fields, v_base), VERSION_BASED, VERSION_BASED_RAW
+    planes[0] = header + planes[0]
+    payload = b"".join(planes)
+    packed = _deflate(planes)
     if len(payload) <= len(packed) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads
-        return bytes([VERSION_RAW]) + payload
-    return bytes([VERSION]) + packed
+        return bytes([raw]) + payload
+    return bytes([version]) + packed
+
+
+def _split(data: bytes, n: int) -> list[bytes]:
+    """The planes of data (n bytes each)."""
+    return [data[k:k + n] for k in range(0, len(data), n)] if n else []
+
+
+def _deflate(parts: list[bytes]) -> bytes:
+    """The raw-deflate stream of the concatenated parts, the shorter of one run over them all
+    and one block per part (each part its own Huffman codes; they cost a few bytes a block,
+    which a short chunk may not win back). Blocks look for runs only (Z_RLE): in a plane,
+    longer matches are chance ones that cost more than the bytes they stand for."""
+    whole = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
+    packed = whole.compress(b"".join(parts)) + whole.flush()
+    if len(parts) < 2:
+        return packed
+    blocks = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_RLE)
+    out = [blocks.compress(parts[0])]
+    for part in parts[1:]:
+        out.append(blocks.flush(zlib.Z_BLOCK))
+        out.append(blocks.compress(part))
+    out.append(blocks.flush())
+    per_part = b"".join(out)
+    return per_part if len(per_part) < len(packed) else packed
 
 
 def decode(chunk: bytes) -> Points:
@@ -194,16 +266,18 @@ def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndar
     None when no chunk has counts. CorruptChunk if a blob is not a chunk."""
     payloads: dict[tuple, list[tuple[int, bytes, tuple]]] = {}
     for index, chunk in enumerate(blobs):
-        if not chunk or chunk[0] not in (VERSION, VERSION_RAW):
+        if not chunk or chunk[0] not in VERSIONS:
             raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads formats"
-                               f" {VERSION} and {VERSION_RAW}): the store was written by another version of"
+                               f" {', '.join(map(str, VERSIONS))}): the store was written by another version of"
                                " biggraphite_like")
         try:
-            data = zlib.decompress(memoryview(chunk)[1:], -15) if chunk[0] == VERSION else memoryview(chunk)[1:]
-            header = _HEADER.unpack_from(data)
+            deflated = chunk[0] in (VERSION, VERSION_BASED)
+            data = zlib.decompress(memoryview(chunk)[1:], -15) if deflated else memoryview(chunk)[1:]
+            layout = _HEADER if chunk[0] <= VERSION_RAW else _HEADER_BASED
+            header = layout.unpack_from(data)
         except (zlib.error, struct.error) as exc:
             raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
-        shape = (len(data),) + header[:1] + header[3:]  # all but base and unit
+        shape = (len(data),) + header[:1] + header[3:12] + (layout.size,)  # all but base, unit and value base
         payloads.setdefault(shape, []).append((index, data, header))
     try:
         parts = [_decode_alike(shape, group) for shape, group in payloads.items()]
@@ -222,16 +296,20 @@ def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndar
 def _decode_alike(shape: tuple, group: list[tuple[int, bytes, tuple]]
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """decode_many of chunks with one layout (same sizes, modes and widths)."""
-    size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions = shape
+    size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions, header_size = shape
     k = len(group)
     data = np.frombuffer(b"".join(d for _, d, _ in group), np.uint8).reshape(k, size)
     base = np.array([h[1] for _, _, h in group], np.int64)[:, None]
     unit = np.array([h[2] for _, _, h in group], np.int64)[:, None]
-    offset = _HEADER.size
-    offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
+    offsets, offset = _unpack_ints(data, header_size, n, ts_order, ts_width)
     ts = base + (offsets + np.arange(n, dtype=np.int64)) * unit
     if mode == _MODE_DECIMAL:
-        m, offset = _unpack_ints(data, offset, n, v_order, v_width)
+        v_base = None
+        if v_order & _BASED:
+            if header_size != _HEADER_BASED.size:
+                raise CorruptChunk(f"a chunk of format {VERSION} or {VERSION_RAW} with values less a base: the row is damaged")
+            v_base = np.array([h[12] for _, _, h in group], np.int64)[:, None]
+        m, offset = _unpack_ints(data, offset, n, v_order & ~_BASED, v_width, v_base)
         values = m.astype(np.float64) / 10.0**e
     elif mode == _MODE_XOR:
         xor, offset = _unplanes(data, offset, n, v_width)
