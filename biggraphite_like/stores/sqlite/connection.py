@@ -34,6 +34,7 @@ class ConnectionMixin:
         self._tables: set[str] = set()
         self._strings = NameStrings()  # ids of the components and parents of names
         self._windows: dict[str, int] = {}  # stage table -> slots per window (its point_windows row)
+        self._component_indexes: dict[str, int] = {}  # metrics/directories -> component columns indexed (0 ..)
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
@@ -145,6 +146,7 @@ class ConnectionMixin:
             self._tables.clear()
             self._strings.forget()
             self._windows.clear()
+            self._component_indexes.clear()
             local.points_marked = False
             if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)
                 conn.execute("ROLLBACK")
