@@ -17,9 +17,9 @@ care where blocks end, so this is no format of its own:
   zeros: no bytes at all), delta-encoded 0 or 1 times;
 - values, whichever mode is smaller for the chunk:
   DECIMAL - value = m / 10**e for one exponent e and integers m (what metrics with a few
-  decimals are), m delta-encoded 0, 1 or 2 times, then zigzagged or (versions 3 and 4,
-  v_order bit 0x40) less their minimum, the header's base, unsigned: the smaller of the
-  two (a zigzag costs one bit a value that is never negative); values that do not
+  decimals are), m delta-encoded 0, 1 or 2 times, then zigzagged or, when never negative
+  (random values, counter increments), less their minimum, the header's base, unsigned
+  (versions 3 and 4, v_order bit 0x40: a zigzag would cost them one bit each); values that do not
   round-trip exactly (NaN, -0.0, inf, odd ones) are kept as exceptions (index, raw bits);
   XOR - the raw bits XORed with the previous value's (Gorilla's idea, as byte planes);
 - counts (aggregated stages): integers, delta-encoded 0 or 1 times.
@@ -37,7 +37,7 @@ from biggraphite_like.errors import CorruptChunk
 
 VERSION = 1  # header and planes deflated
 VERSION_RAW = 2  # header and planes as they are (deflate would not make them much smaller)
-VERSION_BASED = 3  # as 1, with the header of version 3 (values less a base)
+VERSION_BASED = 3  # as 1, with the header of version 3 (the values' integers less a base)
 VERSION_BASED_RAW = 4  # as 2, with the header of version 3
 VERSIONS = (VERSION, VERSION_RAW, VERSION_BASED, VERSION_BASED_RAW)
 _RAW_SLACK = 1.05
@@ -49,6 +49,7 @@ _MAX_EXPONENT = 15
 _MAX_EXACT = 2.0**53  # |m| below this: m is an exact float64
 _EXCEPTION_SHARE = 8  # DECIMAL is kept while fewer than 1 value in this many is an exception
 _LEVEL = 6
+_BLOCKS_FROM = 64  # points from which each plane gets a deflate block of its own
 
 
 @dataclasses.dataclass
@@ -97,48 +98,25 @@ def _deltas(x: np.ndarray, order: int) -> np.ndarray:
     return x
 
 
-def _cost(z: np.ndarray, width: int) -> float:
-    """Estimated bytes of the `width` byte planes of z, each deflated in a block of its own:
-    its order-0 entropy and its Huffman table (about 5 bits a byte value it holds), or the
-    plane as it is when that is smaller (a stored block), and a few bytes a block."""
-    n = len(z)
-    planes = z.view(np.uint8).reshape(-1, 8)
-    size = 0.0
-    for k in range(width):
-        counts = np.bincount(planes[:, k], minlength=256)
-        counts = counts[counts > 0]
-        coded = (n * np.log2(n) - float(np.dot(counts, np.log2(counts))) + 5 * len(counts)) / 8
-        size += min(coded, n) + 4
-    return size
-
-
 def _pack_ints(x: np.ndarray, orders: tuple[int, ...], based: bool = False
                ) -> tuple[int, int, bytes, int | None]:
-    """(order, width, planes, base) of int64 x: the delta order among `orders` giving the
-    fewest bytes, ties broken by the smaller sum (what deflate compresses best); when
-    `based`, zigzagged or less their minimum (the base; None: zigzagged), whichever of all
-    gives the fewest estimated bytes once each plane is deflated on its own."""
+    """(order, width, planes, base) of int64 x, zigzagged, or when `based` and the deltas
+    are never negative, less their minimum (the base; None: zigzagged): the delta order
+    among `orders` of the fewest significant bits in all (a cheap estimate of what the
+    planes deflate to; an outlier, as the first delta of a counter, costs its own bits
+    only), ties broken by the smaller sum."""
     best = None
     for order in orders:
         deltas = _deltas(x, order)
-        z = _zigzag(deltas)
-        width, data = _planes(z)
-        if not based:
-            key = (width, float(z.sum(dtype=np.float64)))
-            if best is None or key < best[0]:
-                best = (key, order, width, data, None)
-            continue
         low = int(deltas.min()) if len(deltas) else 0
-        choices = [(z, width, data, None, 0)]
-        if order < 2:  # second differences are of smooth series: centred on zero, as zigzag wants
-            choices.append(((deltas - low).view(np.uint64), None, None, low, 8))
-        for z, width, data, base, extra in choices:
-            if width is None:
-                width, data = _planes(z)
-            key = _cost(z, width) + extra  # a base is 8 more bytes of header
-            if best is None or key < best[0]:
-                best = (key, order, width, data, base)
-    return best[1], best[2], best[3], best[4]
+        base = low if based and low >= 0 else None
+        z = _zigzag(deltas) if base is None else (deltas - base).view(np.uint64)
+        key = (float(np.log2(z.astype(np.float64) + 1.0).sum()), float(z.sum(dtype=np.float64)))
+        if best is None or key < best[0]:
+            best = (key, order, z, base)
+    _, order, z, base = best
+    width, data = _planes(z)
+    return order, width, data, base
 
 
 def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, base: np.ndarray | None = None
@@ -223,7 +201,7 @@ def encode(points: Points) -> bytes:
         header, version, raw = _HEADER_BASED.pack(*fields, v_base), VERSION_BASED, VERSION_BASED_RAW
     planes[0] = header + planes[0]
     payload = b"".join(planes)
-    packed = _deflate(planes)
+    packed = _deflate(planes, n)
     if len(payload) <= len(packed) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads
         return bytes([raw]) + payload
     return bytes([version]) + packed
@@ -234,23 +212,21 @@ def _split(data: bytes, n: int) -> list[bytes]:
     return [data[k:k + n] for k in range(0, len(data), n)] if n else []
 
 
-def _deflate(parts: list[bytes]) -> bytes:
-    """The raw-deflate stream of the concatenated parts, the shorter of one run over them all
-    and one block per part (each part its own Huffman codes; they cost a few bytes a block,
-    which a short chunk may not win back). Blocks look for runs only (Z_RLE): in a plane,
-    longer matches are chance ones that cost more than the bytes they stand for."""
-    whole = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
-    packed = whole.compress(b"".join(parts)) + whole.flush()
-    if len(parts) < 2:
-        return packed
+def _deflate(parts: list[bytes], n: int) -> bytes:
+    """The raw-deflate stream of the concatenated parts: of n >= _BLOCKS_FROM points, one
+    block per part, each with its own Huffman codes, looking for runs only (Z_RLE: in a
+    plane, longer matches are chance ones that cost more than the bytes they stand for);
+    shorter ones in one run, as a block costs a few bytes they would not win back."""
+    if n < _BLOCKS_FROM or len(parts) < 2:
+        whole = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
+        return whole.compress(b"".join(parts)) + whole.flush()
     blocks = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_RLE)
     out = [blocks.compress(parts[0])]
     for part in parts[1:]:
         out.append(blocks.flush(zlib.Z_BLOCK))
         out.append(blocks.compress(part))
     out.append(blocks.flush())
-    per_part = b"".join(out)
-    return per_part if len(per_part) < len(packed) else packed
+    return b"".join(out)
 
 
 def decode(chunk: bytes) -> Points:
