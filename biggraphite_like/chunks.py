@@ -92,10 +92,11 @@ def _unplanes(data: np.ndarray, offset: int, n: int, width: int) -> tuple[np.nda
     return out.view(np.uint64).reshape(len(data), n), offset + n * width
 
 
-def _deltas(x: np.ndarray, order: int) -> np.ndarray:
-    for _ in range(order):
-        x = np.diff(x, prepend=np.int64(0))
-    return x
+def _delta(x: np.ndarray) -> np.ndarray:
+    """x[i] - x[i - 1], x[0] first (np.diff with a 0 prepended, without its overhead)."""
+    out = x.copy()
+    out[1:] -= x[:-1]
+    return out
 
 
 def _pack_ints(x: np.ndarray, orders: tuple[int, ...], based: bool = False
@@ -106,8 +107,12 @@ def _pack_ints(x: np.ndarray, orders: tuple[int, ...], based: bool = False
     planes deflate to; an outlier, as the first delta of a counter, costs its own bits
     only), ties broken by the smaller sum."""
     best = None
-    for order in orders:
-        deltas = _deltas(x, order)
+    deltas = x
+    for order in range(max(orders) + 1):
+        if order:
+            deltas = _delta(deltas)
+        if order not in orders:
+            continue
         low = int(deltas.min()) if len(deltas) else 0
         base = low if based and low >= 0 else None
         z = _zigzag(deltas) if base is None else (deltas - base).view(np.uint64)

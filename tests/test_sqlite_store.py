@@ -673,8 +673,6 @@ def test_young_metrics_pay_for_their_points_and_full_windows_are_compressed(tmp_
         per_point = size / (minutes * len(names))
         assert per_point <= limit, (minutes, per_point)
         assert tails <= 2 * len(names)  # at most the open window of each stage stays a tail
-        with contextlib.closing(sqlite3.connect(path)) as conn:  # a coarse tail is merged at 4 records (64 bytes)
-            assert conn.execute("SELECT max(length(points)) FROM datapoints_17520p_3600s_aggr WHERE id % 2").fetchone()[0] < 64
         values = accessor.fetch(names[:1], end - 1, end + 60 * minutes, now=end + 60 * minutes)[names[0]].values
         assert np.count_nonzero(~np.isnan(values)) == minutes
 
