@@ -22,8 +22,8 @@ run. Three parts, each on fresh stores, same inputs:
 * day: S series x 1 day at 60 s sent over plaintext to both (random two-decimal values, then
   on fresh stores realistic gauges and counters); disk bytes per point after each
   has flushed (ours: WAL checkpoint, bgl.db + bgl.db-wal, and under `parts` the bytes of the
-  datapoints tables, of the metadata tables and indexes and of free pages, from the store's
-  `stats`; VictoriaMetrics: /internal/force_flush, every file under its data directory); then graphite-web's `/render?format=json` of the S
+  datapoints tables, of the metadata tables and indexes and of free pages, and of each table
+  with its indexes (`tables`: a datapoints table a stage), from the store's `stats`; VictoriaMetrics: /internal/force_flush, every file under its data directory); then graphite-web's `/render?format=json` of the S
   series against VictoriaMetrics' `/api/v1/query_range` (and `/api/v1/export`), interleaved,
   values compared.
 * find: N names (`tree.dcN.hostNNNN.cpuN`, as bench/graphite_bench.py) written into our
@@ -112,13 +112,17 @@ def ours_disk_bytes(stack: BglRun) -> int:
 
 def ours_disk_parts(stack: BglRun) -> dict:
     """Where our bytes go (after ours_disk_bytes' checkpoint): the store's own `stats`
-    (dbstat) for the datapoints tables, the metadata tables and indexes, and free pages."""
+    (dbstat) for the datapoints tables, the metadata tables and indexes, and free pages;
+    under `tables`, the bytes of each table with its indexes (one datapoints table a stage)."""
     accessor = Accessor.from_url(store_url(stack))
     try:
         facts = accessor.store.stats()
     finally:
         accessor.close()
-    return {part: facts.get(f"disk_bytes.{part}") for part in ("points", "metadata", "free")}
+    parts = {part: facts.get(f"disk_bytes.{part}") for part in ("points", "metadata", "free")}
+    prefix = "disk_bytes.table."
+    parts["tables"] = {key[len(prefix):]: value for key, value in facts.items() if key.startswith(prefix)}
+    return parts
 
 
 def vm_disk_bytes(vm: VictoriaMetrics, points: int) -> int:

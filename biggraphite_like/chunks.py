@@ -7,13 +7,19 @@ back every value bit for bit (NaN payloads, -0.0 and infinities included).
 
 Format: one version byte, then a fixed header followed by byte planes (byte k of every
 integer, then byte k + 1, ...), as a raw-deflate stream (version 1) or as they are when
-deflate would save under 5 % (version 2: reads then skip inflating):
+deflate would save under 5 % (version 2: reads then skip inflating). Versions 3 and 4 are
+1 and 2 with one more header field, the base of the values' integers (below). The deflate
+stream may end a block after each plane, so that each plane gets its own Huffman codes
+(the planes of a number differ: a random low byte, a skewed high one); inflating does not
+care where blocks end, so this is no format of its own:
 - timestamps: base (the first timestamp) and offsets from it in `unit`s (their common
   step, the precision for aligned points), minus the point's index (a full window is all
   zeros: no bytes at all), delta-encoded 0 or 1 times;
 - values, whichever mode is smaller for the chunk:
   DECIMAL - value = m / 10**e for one exponent e and integers m (what metrics with a few
-  decimals are), m delta-encoded 0, 1 or 2 times, zigzagged; values that do not
+  decimals are), m delta-encoded 0, 1 or 2 times, then zigzagged or, when never negative
+  (random values, counter increments), less their minimum, the header's base, unsigned
+  (versions 3 and 4, v_order bit 0x40: a zigzag would cost them one bit each); values that do not
   round-trip exactly (NaN, -0.0, inf, odd ones) are kept as exceptions (index, raw bits);
   XOR - the raw bits XORed with the previous value's (Gorilla's idea, as byte planes);
 - counts (aggregated stages): integers, delta-encoded 0 or 1 times.
@@ -32,8 +38,13 @@ from biggraphite_like.errors import CorruptChunk
 
 VERSION = 1  # header and planes deflated
 VERSION_RAW = 2  # header and planes as they are (deflate would not make them much smaller)
+VERSION_BASED = 3  # as 1, with the header of version 3 (the values' integers less a base)
+VERSION_BASED_RAW = 4  # as 2, with the header of version 3
+VERSIONS = (VERSION, VERSION_RAW, VERSION_BASED, VERSION_BASED_RAW)
 _RAW_SLACK = 1.05
 _HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
+_HEADER_BASED = struct.Struct("<IqIBBBBBBBBIq")  # the same, then the base of the values' integers
+_BASED = 0x40  # v_order bit: the values' integers are stored less the header's base, not zigzagged
 _LAYOUT = struct.Struct("<I12xBBBBBBBBI")  # the header but base and unit: what chunks decoded together share
 _MODE_DECIMAL, _MODE_XOR = 0, 1
 _MAX_EXPONENT = 15
@@ -42,6 +53,7 @@ _EXCEPTION_SHARE = 8  # DECIMAL is kept while fewer than 1 value in this many is
 _LEVEL = 6
 _INFLATE_BOUND = 1 << 16  # bytes libdeflate may inflate a chunk to (at least; 16 times its size if more)
 _ITEMSIZE = [1, 1, 2, 4, 4, 8, 8, 8, 8]  # the smallest integer size of each plane width 0..8
+_BLOCKS_FROM = 64  # points from which each plane gets a deflate block of its own
 
 
 @dataclasses.dataclass
@@ -90,29 +102,44 @@ def _unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int =
     return out.view(dtype).reshape(k, n), offset + n * width
 
 
-def _deltas(x: np.ndarray, order: int) -> np.ndarray:
-    for _ in range(order):
-        x = np.diff(x, prepend=np.int64(0))
-    return x
+def _delta(x: np.ndarray) -> np.ndarray:
+    """x[i] - x[i - 1], x[0] first (np.diff with a 0 prepended, without its overhead)."""
+    out = x.copy()
+    out[1:] -= x[:-1]
+    return out
 
 
-def _pack_ints(x: np.ndarray, orders: tuple[int, ...]) -> tuple[int, int, bytes]:
-    """(order, width, planes) of int64 x: the delta order among `orders` giving the fewest
-    bytes, ties broken by the smaller sum (what deflate compresses best)."""
+def _pack_ints(x: np.ndarray, orders: tuple[int, ...], based: bool = False
+               ) -> tuple[int, int, bytes, int | None]:
+    """(order, width, planes, base) of int64 x, zigzagged, or when `based` and the deltas
+    are never negative, less their minimum (the base; None: zigzagged): the delta order
+    among `orders` of the fewest significant bits in all (a cheap estimate of what the
+    planes deflate to; an outlier, as the first delta of a counter, costs its own bits
+    only), ties broken by the smaller sum."""
     best = None
-    for order in orders:
-        z = _zigzag(_deltas(x, order))
-        width, data = _planes(z)
-        key = (width, float(z.sum(dtype=np.float64)))
+    deltas = x
+    for order in range(max(orders) + 1):
+        if order:
+            deltas = _delta(deltas)
+        if order not in orders:
+            continue
+        low = int(deltas.min()) if len(deltas) else 0
+        base = low if based and low >= 0 else None
+        z = _zigzag(deltas) if base is None else (deltas - base).view(np.uint64)
+        key = (float(np.log2(z.astype(np.float64) + 1.0).sum()), float(z.sum(dtype=np.float64)))
         if best is None or key < best[0]:
-            best = (key, order, width, data)
-    return best[1], best[2], best[3]
+            best = (key, order, z, base)
+    _, order, z, base = best
+    width, data = _planes(z)
+    return order, width, data, base
 
 
-def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int) -> tuple[np.ndarray, int]:
-    """int64 (k, n) from the zigzagged planes of `order`-times delta-encoded integers."""
+def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, base: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, int]:
+    """int64 (k, n) from the planes of `order`-times delta-encoded integers: zigzagged, or
+    stored less `base` (k, 1) when given (unsigned: zero-extended from the plane width)."""
     z, offset = _unplanes(data, offset, n, width, _ITEMSIZE[width])
-    x = _unzigzag(z).astype(np.int64)
+    x = _unzigzag(z).astype(np.int64) if base is None else z.astype(np.int64) + base
     for _ in range(order):
         np.cumsum(x, axis=1, out=x)
     return x, offset
@@ -161,35 +188,62 @@ def encode(points: Points) -> bytes:
         unit = int(np.gcd.reduce(offsets[1:]))
     unit = max(unit, 1)
     # a full window is 0, 1, 2, ... units: kept as the distance from that, nothing at all
-    ts_order, ts_width, ts_data = _pack_ints(offsets // unit - np.arange(n, dtype=np.int64), (0, 1))
-    parts = [ts_data]
+    ts_order, ts_width, ts_data, _ = _pack_ints(offsets // unit - np.arange(n, dtype=np.int64), (0, 1))
+    planes = [ts_data]  # what the deflate stream may end a block after
     decimal = _decimal(values) if n else (0, np.zeros(0, np.int64), np.zeros(0, np.int64))
     exceptions = np.zeros(0, np.int64)
+    v_base = None
     if decimal is not None:
         mode, (e, m, exceptions) = _MODE_DECIMAL, decimal
-        v_order, v_width, v_data = _pack_ints(m, (0, 1, 2))
+        v_order, v_width, v_data, v_base = _pack_ints(m, (0, 1, 2), based=True)
     else:
         mode, e, v_order = _MODE_XOR, 0, 0
         bits = values.view(np.uint64)
         xor = bits.copy()
         xor[1:] ^= bits[:-1]
         v_width, v_data = _planes(xor)
-    parts.append(v_data)
+    planes += _split(v_data, n)
     if len(exceptions):
-        parts.append(exceptions.astype("<u4").tobytes() + values[exceptions].tobytes())
+        planes.append(exceptions.astype("<u4").tobytes() + values[exceptions].tobytes())
     c_order = c_width = 0
     if points.counts is not None:
-        c_order, c_width, c_data = _pack_ints(np.asarray(points.counts, np.int64), (0, 1))
+        c_order, c_width, c_data, _ = _pack_ints(np.asarray(points.counts, np.int64), (0, 1))
         c_order |= 0x80  # counts present
-        parts.append(c_data)
-    header = _HEADER.pack(n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width,
-                          len(exceptions))
-    payload = header + b"".join(parts)
-    deflate = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
-    packed = deflate.compress(payload) + deflate.flush()
+        planes += _split(c_data, n)
+    fields = (n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, len(exceptions))
+    if v_base is None:
+        header, version, raw = _HEADER.pack(*fields), VERSION, VERSION_RAW
+    else:
+        fields = fields[:7] + (v_order | _BASED,) + fields[8:]
+        header, version, raw = _HEADER_BASED.pack(*fields, v_base), VERSION_BASED, VERSION_BASED_RAW
+    planes[0] = header + planes[0]
+    payload = b"".join(planes)
+    packed = _deflate(planes, n)
     if len(payload) <= len(packed) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads
-        return bytes([VERSION_RAW]) + payload
-    return bytes([VERSION]) + packed
+        return bytes([raw]) + payload
+    return bytes([version]) + packed
+
+
+def _split(data: bytes, n: int) -> list[bytes]:
+    """The planes of data (n bytes each)."""
+    return [data[k:k + n] for k in range(0, len(data), n)] if n else []
+
+
+def _deflate(parts: list[bytes], n: int) -> bytes:
+    """The raw-deflate stream of the concatenated parts: of n >= _BLOCKS_FROM points, one
+    block per part, each with its own Huffman codes, looking for runs only (Z_RLE: in a
+    plane, longer matches are chance ones that cost more than the bytes they stand for);
+    shorter ones in one run, as a block costs a few bytes they would not win back."""
+    if n < _BLOCKS_FROM or len(parts) < 2:
+        whole = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
+        return whole.compress(b"".join(parts)) + whole.flush()
+    blocks = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_RLE)
+    out = [blocks.compress(parts[0])]
+    for part in parts[1:]:
+        out.append(blocks.flush(zlib.Z_BLOCK))
+        out.append(blocks.compress(part))
+    out.append(blocks.flush())
+    return b"".join(out)
 
 
 def decode(chunk: bytes) -> Points:
@@ -244,10 +298,13 @@ def _layouts(blobs: Sequence[bytes]) -> dict[tuple, tuple[list[int], list]]:
     layouts: dict[tuple, tuple[list[int], list]] = {}
     for index, chunk in enumerate(blobs):
         data = _payload(chunk)
+        header_size = _HEADER.size if chunk[0] in (VERSION, VERSION_RAW) else _HEADER_BASED.size
         try:
-            shape = (len(data),) + _LAYOUT.unpack_from(data)
+            shape = (len(data),) + _LAYOUT.unpack_from(data) + (header_size,)
         except struct.error as exc:
             raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
+        if len(data) < header_size:
+            raise CorruptChunk(f"a chunk of format {chunk[0]} shorter than its header: the row is damaged")
         group = layouts.get(shape)
         if group is None:
             group = layouts[shape] = ([], [])
@@ -257,12 +314,12 @@ def _layouts(blobs: Sequence[bytes]) -> dict[tuple, tuple[list[int], list]]:
 
 
 def _payload(chunk: bytes) -> bytes | memoryview:
-    """The header and planes of a chunk (inflated for VERSION)."""
-    if not chunk or chunk[0] not in (VERSION, VERSION_RAW):
+    """The header and planes of a chunk (inflated for VERSION and VERSION_BASED)."""
+    if not chunk or chunk[0] not in VERSIONS:
         raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads formats"
-                           f" {VERSION} and {VERSION_RAW}): the store was written by another version of"
+                           f" {', '.join(map(str, VERSIONS))}): the store was written by another version of"
                            " biggraphite_like")
-    if chunk[0] == VERSION_RAW:
+    if chunk[0] in (VERSION_RAW, VERSION_BASED_RAW):
         return memoryview(chunk)[1:]
     packed = memoryview(chunk)[1:]
     try:  # libdeflate inflates a whole buffer about a fifth faster than zlib
@@ -287,18 +344,24 @@ def _decode_alike(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndarr
 
 def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndarray,
                    counts: np.ndarray | None) -> None:
-    size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions = shape
+    size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions, header_size = shape
     k = len(payloads)
     data = np.frombuffer(b"".join(payloads), np.uint8).reshape(k, size)
     base = np.ascontiguousarray(data[:, 4:12]).view("<i8").astype(np.int64)
     unit = np.ascontiguousarray(data[:, 12:16]).view("<u4").astype(np.int64)
-    offset = _HEADER.size
+    offset = header_size
     offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
     np.add(offsets, np.arange(n, dtype=np.int64), out=ts)
     ts *= unit
     ts += base
     if mode == _MODE_DECIMAL:
-        m, offset = _unpack_ints(data, offset, n, v_order, v_width)
+        v_base = None
+        if v_order & _BASED:
+            if header_size != _HEADER_BASED.size:
+                raise CorruptChunk(f"a chunk of format {VERSION} or {VERSION_RAW} with values less a base:"
+                                   " the row is damaged")
+            v_base = np.ascontiguousarray(data[:, _HEADER.size:_HEADER_BASED.size]).view("<i8").astype(np.int64)
+        m, offset = _unpack_ints(data, offset, n, v_order & ~_BASED, v_width, v_base)
         np.divide(m, 10.0**e, out=values)
     elif mode == _MODE_XOR:
         xor, offset = _unplanes(data, offset, n, v_width)

@@ -50,6 +50,9 @@ def test_render_and_query_range_return_the_same_day(figures):
         assert day["answers"][side]["points"] == points
         assert day["answers"][side]["value_sum"] == pytest.approx(sent)
     assert day["day"]["ours"]["bytes_per_point"] > 0 and day["day"]["vm"]["bytes_per_point"] > 0
+    tables = day["day"]["ours"]["parts"]["tables"]  # bytes a table (a datapoints table a stage) add up to the parts
+    assert {"datapoints_11520p_60s_0", "datapoints_17520p_3600s_aggr", "metrics"} <= set(tables)
+    assert sum(size for name, size in tables.items() if name.startswith("datapoints_")) == day["day"]["ours"]["parts"]["points"]
 
 
 def test_find_names_victoria_metrics_glob_gaps(figures):

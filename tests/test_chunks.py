@@ -2,6 +2,11 @@
 compact on the data metrics hold, and loud on damaged bytes."""
 from __future__ import annotations
 
+import gzip
+import sqlite3
+import zlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +14,7 @@ from biggraphite_like import chunks
 from biggraphite_like.errors import CorruptChunk
 
 START = 1_600_000_000 - 1_600_000_000 % 43_200
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def _roundtrip(ts, values, counts=None) -> bytes:
@@ -79,10 +85,10 @@ def test_realistic_windows_are_small():
     n = 720
     ts = START + 60 * np.arange(n)
     cases = {
-        "gauge": (np.round(50 + np.cumsum(rng.normal(0, 0.5, n)), 2), 1.5),
-        "counter": (np.cumsum(rng.integers(0, 1000, n)).astype(np.float64) + 1e9, 2.0),
+        "gauge": (np.round(50 + np.cumsum(rng.normal(0, 0.5, n)), 2), 1.25),
+        "counter": (np.cumsum(rng.integers(0, 1000, n)).astype(np.float64) + 1e9, 1.4),  # ~10 bits a value
         "constant": (np.full(n, 3.0), 0.2),
-        "random two decimals": (np.round(rng.uniform(0, 100, n), 2), 2.2),
+        "random two decimals": (np.round(rng.uniform(0, 100, n), 2), 1.75),  # ~13.3 bits of entropy a value
         "aggregated average": (np.round(rng.uniform(0, 100, n), 2) / 3, 8.5),  # no decimal: raw bits, XORed
     }
     for name, (values, limit) in cases.items():
@@ -140,3 +146,89 @@ def test_decode_groups_give_each_chunk_once_by_layout_and_labels_name_points():
     index, ts_by_index, _, _ = chunks.decode_many(blobs)
     np.testing.assert_array_equal(label, labels[index])
     np.testing.assert_array_equal(ts, ts_by_index)
+
+
+# Chunks written by earlier encoders (versions 1 and 2), as they were: every version stays readable.
+_FROZEN = [
+    ("01e360606038c019170fa4186c40040323030347232303024442e9cf50fa07943e04a5e5191a1a8054c33b4d868b3fb46edde87560b0ff7f"
+     "c0dedeb1828191a9b48ca11800",
+     START + 60 * np.arange(8), np.array([12.5, 12.75, np.nan, -0.0, 13.0, np.inf, 12.25, 1e-300]),
+     np.array([60, 60, 59, 60, 1, 60, 60, 2])),
+    ("016366606038c019170fa4181841980948723040008f0003834ca8af6468856ea8e0ea50c657a1ebc2424bfe5fbdf3d1feff7e00",
+     START + np.array([0, 7, 3600]), np.array([1 / 3, -np.pi, np.uint64(0x7FF8DEADBEEF0001).view(np.float64)]), None),
+    ("0206000000c0095e5f000000000a000000000001000008000000000000ed624b0a7a2410122116bf32c2e41fb4cf5afabdd5b321260a8fb7"
+     "8710246711c5944563ceeab506ecb10d6f0a6307f3",
+     START + 10 * np.arange(6),
+     np.array([0xdce670afac210ed, 0x622476854726028f, 0x6891b332923923c4, 0xb9727b5218d35ce, 0xc7b62a500428ab4,
+               0xffca01812618b890], np.uint64).view(np.float64), None),
+]
+
+
+@pytest.mark.parametrize("frozen", _FROZEN, ids=["version 1 with counts", "version 1 raw bits", "version 2"])
+def test_chunks_of_earlier_versions_decode_bit_for_bit(frozen):
+    data, ts, values, counts = frozen
+    back = chunks.decode(bytes.fromhex(data))
+    np.testing.assert_array_equal(back.timestamps, ts)
+    np.testing.assert_array_equal(back.values.view(np.uint64), values.view(np.uint64))
+    if counts is None:
+        assert back.counts is None
+    else:
+        np.testing.assert_array_equal(back.counts, counts)
+
+
+def test_chunks_of_the_windows_store_fixture_decode_and_encode_again(tmp_path):
+    """Every chunk of tests/data/windows_store.db.gz (version 1, written before window-first
+    ids) decodes, alone and with today's chunks, and today's encoding of its points gives
+    them back bit for bit (test_sqlite_upgrade compares them with what that release read)."""
+    path = tmp_path / "windows_store.db"
+    path.write_bytes(gzip.decompress((DATA / "windows_store.db.gz").read_bytes()))
+    conn = sqlite3.connect(path)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'datapoints%'")]
+    blobs = [b for t in tables for (b,) in conn.execute(f"SELECT data FROM {t} WHERE id % 2 = 0")]
+    conn.close()
+    assert len(blobs) >= 40 and {b[0] for b in blobs} == {chunks.VERSION}
+    again = []
+    for blob in blobs:
+        old = chunks.decode(blob)
+        new = chunks.encode(old)
+        again.append(new)
+        back = chunks.decode(new)
+        np.testing.assert_array_equal(back.timestamps, old.timestamps)
+        np.testing.assert_array_equal(back.values.view(np.uint64), old.values.view(np.uint64))
+        np.testing.assert_array_equal(back.counts if old.counts is not None else 0, old.counts if old.counts is not None else 0)
+    index, ts, values, _ = chunks.decode_many(blobs + again)  # old and new versions in one call
+    for i, blob in enumerate(blobs):
+        np.testing.assert_array_equal(values[index == i].view(np.uint64),
+                                      values[index == len(blobs) + i].view(np.uint64))
+
+
+def test_values_never_negative_are_kept_less_their_minimum():
+    """Random two-decimal values (never negative) and counter increments: stored less their
+    minimum (version 3), one bit a value smaller than zigzagged, and bit for bit."""
+    rng = np.random.default_rng(8)
+    ts = START + 60 * np.arange(720)
+    for values in (np.round(rng.uniform(0, 100, 720), 2), np.cumsum(rng.integers(0, 1000, 720)) + 1e9):
+        data = _roundtrip(ts, values)
+        assert data[0] == chunks.VERSION_BASED
+    # big random integers: deflate saves nothing, the planes are kept as they are (version 4)
+    raw = _roundtrip(ts[:40], np.random.default_rng(1).integers(0, 10**12, 40).astype(np.float64))
+    assert raw[0] == chunks.VERSION_BASED_RAW
+
+
+def test_each_plane_may_get_a_deflate_block_of_its_own():
+    """A chunk is one raw-deflate stream whatever its blocks: random two-decimal values (a
+    uniform low byte, a skewed high one) are smaller with a block a plane than in one run."""
+    rng = np.random.default_rng(9)
+    data = _roundtrip(START + 60 * np.arange(720), np.round(rng.uniform(0, 100, 720), 2))
+    payload = zlib.decompress(data[1:], -15)
+    one_run = zlib.compressobj(6, zlib.DEFLATED, -15)
+    assert len(data) - 1 < 0.95 * len(one_run.compress(payload) + one_run.flush())
+
+
+def test_a_damaged_base_flag_is_an_error():
+    data = bytearray(_roundtrip(START + 60 * np.arange(40),
+                                np.random.default_rng(1).integers(0, 10**12, 40).astype(np.float64)))
+    assert data[0] == chunks.VERSION_BASED_RAW
+    data[0] = chunks.VERSION_RAW  # the same payload read with the header of version 2: values less a base without one
+    with pytest.raises(CorruptChunk, match="chunk"):
+        chunks.decode(bytes(data))

@@ -448,7 +448,9 @@ PLANNED_PATTERNS = ["a.b.*", "a.b.*.d", "a.b.c*", "a.b.c1*.d", "*.b.c", "*.*.lea
 def test_glob_plan_never_scans_the_table(big_store, pattern, table):
     store = big_store.store
     plan = store._plan(table, GlobPattern(pattern))
-    assert plan
+    if not plan:  # no name of the table is that deep (no component index reaches it): nothing to read
+        assert GlobPattern(pattern).min_depth > store._deepest_name(table, 64) and not store._glob(
+            table, GlobPattern(pattern), 10)
     for sql, params in plan:
         details = [row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
         on_table = [d for d in details if re.match(rf"(SCAN|SEARCH) {table}\b", d)]
@@ -457,6 +459,50 @@ def test_glob_plan_never_scans_the_table(big_store, pattern, table):
             # `SCAN t` reads every row; `SCAN t USING ... INDEX` still reads every name:
             # an indexed lookup shows as SEARCH ... USING (COVERING) INDEX / PRIMARY KEY
             assert detail.startswith(f"SEARCH {table} USING "), f"{pattern!r}: {sql} -> {details}"
+
+
+def _component_indexes(path) -> dict[str, int]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute("SELECT tbl_name, count(*) FROM sqlite_master WHERE type = 'index'"
+                            " AND name LIKE '%\\_component\\_%' ESCAPE '\\' GROUP BY tbl_name").fetchall()
+    return dict(rows)
+
+
+def test_component_indexes_come_with_the_first_name_that_needs_them(tmp_path):
+    """A new store has no component index (each would take a page, empty); a name of n parts
+    brings those of component_0 .. component_n (`__END__` at n), in its table and, for its
+    parent directories, in directories; another store object on the file (another process)
+    that planned a deeper glob before finds the deeper names after."""
+    path = tmp_path / "bgl.db"
+    first = _new_store(path)
+    assert _component_indexes(path) == {}
+    assert first.glob_metrics("p.q.r.s.t") == []  # planned with no index: nothing is that deep
+    other = Accessor.from_url(_url(path))
+    other.create_metrics([("a.b.c", _meta())], now=NOW)
+    assert _component_indexes(path) == {"metrics": 4, "directories": 3}
+    assert first.glob_metrics("p.q.r.s.t") == [] and first.glob_metrics("**.c") == ["a.b.c"]
+    assert first.store._deepest_name("metrics", 3) == 3  # what `first` knows now: names of 3 parts at most
+    other.create_metrics([("p.q.r.s.t", _meta())], now=NOW)
+    assert _component_indexes(path) == {"metrics": 6, "directories": 5}
+    for pattern in ("p.q.r.s.t", "*.*.*.*.t", "**.t", "p.**.s.t"):
+        assert first.glob_metrics(pattern) == ["p.q.r.s.t"], pattern
+    assert first.glob_directories("*.*.*.s") == ["p.q.r.s"]
+    first.close()
+    other.close()
+
+
+def test_a_rolled_back_creation_forgets_the_component_indexes_it_made(tmp_path):
+    path = tmp_path / "bgl.db"
+    accessor = _new_store(path)
+    store = accessor.store
+    with pytest.raises(RuntimeError), store.write_batch():
+        store.create_metrics([Metric("a.b.c.d", _meta())])
+        raise RuntimeError("rolled back")
+    assert _component_indexes(path) == {}
+    accessor.create_metrics([("a.b.c.d", _meta())], now=NOW)  # this process must create them again
+    assert _component_indexes(path) == {"metrics": 5, "directories": 4}
+    assert accessor.glob_metrics("*.*.*.d") == ["a.b.c.d"]
+    accessor.close()
 
 
 def test_glob_plan_uses_an_index_of_the_fixed_component(big_store):

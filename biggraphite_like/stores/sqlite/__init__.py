@@ -7,7 +7,8 @@ tags.
 
 Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it):
 - `metrics` and `directories`: name, parent, component_0..component_63 with `__END__`
-  after the last component, each component column with a partial index, so a glob turns
+  after the last component, each component column with a partial index (created with the
+  first name that has that column: schema.component_index_sql), so a glob turns
   into indexed lookups (parent, name prefix, component equality) before client filtering.
   Parent and components are ids of `name_strings` rows (see name_strings).
 - one `datapoints_<points>p_<precision>s_0|aggr` table per stage, created with the first

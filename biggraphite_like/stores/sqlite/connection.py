@@ -36,6 +36,7 @@ class ConnectionMixin:
         self._id_caches: list[NameStrings] = [self._strings]  # forgotten on a rollback (the tag index adds its own)
         self._tag_index = None  # made by tag_index() (schema), once
         self._windows: dict[str, int] = {}  # stage table -> slots per window (its point_windows row)
+        self._component_indexes: dict[str, int] = {}  # metrics/directories -> component columns indexed (0 ..)
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
@@ -148,6 +149,7 @@ class ConnectionMixin:
             for cache in self._id_caches:
                 cache.forget()
             self._windows.clear()
+            self._component_indexes.clear()
             local.points_marked = False
             if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)
                 conn.execute("ROLLBACK")

@@ -164,7 +164,14 @@ class GlobMixin:
         variable = [i for i, c in enumerate(components) if c.is_globstar or c.optional]
         lead = len(components) if not variable else variable[0]
         trail = 0 if not variable else len(components) - 1 - variable[-1]
-        depths = [depth] if depth is not None else list(range(max(pattern.min_depth, 1), COMPONENTS + 1))
+        # no name is deeper than the component indexes reach (they are created with the first name
+        # that needs them): deeper queries would scan the table for nothing
+        deepest = self._deepest_name(table, COMPONENTS if depth is None else depth)
+        if depth is not None and depth > deepest:
+            return []
+        depths = [depth] if depth is not None else list(range(max(pattern.min_depth, 1), deepest + 1))
+        if not depths:
+            return []
         # (offset from the start, or from the end when negative, the restriction)
         restrictions = [(i, r) for i, r in ((i, _restriction(components[i], _MAX_DRIVER_VALUES)) for i in range(lead))
                         if r]

@@ -64,6 +64,7 @@ class MetadataMixin:
                 components.append(END_ID)
             depth = max(depth, len(components))
             records.append((*values, name, ids[parent], *components))
+        self._ensure_component_indexes(table, depth)
         width = len(columns) + 2 + depth
         per_statement = min(_ROWS_PER_INSERT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width)
         padding = {size: (None,) * (width - size) for size in {len(r) for r in records}}

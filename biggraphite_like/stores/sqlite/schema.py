@@ -48,16 +48,32 @@ def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
         ]
     statements = [f"CREATE TABLE IF NOT EXISTS {table} (\n" + ",\n".join(columns) + "\n);"]
     statements.append(f"CREATE INDEX IF NOT EXISTS {table}_parent ON {table} (parent);")
-    statements += [
-        f"CREATE INDEX IF NOT EXISTS {table}_{c} ON {table} ({c}) WHERE {c} IS NOT NULL;"
-        for c in _COMPONENT_COLUMNS
-    ]
     return statements
+
+
+def component_index_sql(table: str, position: int) -> str:
+    """DDL of the index of component_<position> of metrics or directories, created with the
+    first name that has that column (see _COMPONENT_INDEXES_SQL)."""
+    column = _COMPONENT_COLUMNS[position]
+    return f"CREATE INDEX IF NOT EXISTS {table}_{column} ON {table} ({column}) WHERE {column} IS NOT NULL;"
+
+
+_COMPONENT_INDEXES_SQL = [
+    "-- The index of component_N of metrics (and of directories) is created with the first name of\n"
+    "-- the table that has that column (N parts or more: `__END__` follows the last one), in the same\n"
+    "-- transaction: an empty index would still take a page, and 120 of them were most of a small\n"
+    "-- store. No such index: no name of the table is that deep (the glob planner relies on it).\n"
+    "-- Stores made before keep all 64 of each. For N = 0 .. 63:\n"
+    "-- " + component_index_sql("metrics", 0).replace("component_0", "component_N"),
+]
 
 
 WINDOW_SLOTS = 720  # a new stage table's windows hold at most this many slots of the ring
 _MERGE_BYTES = 1024  # an open tail of a raw stage this long is merged into its window's chunk
-_MERGE_BYTES_AGGREGATED = 256  # the same for a coarser stage (a point an hour: a tail would stay for days)
+# the same for a coarser stage (a point an hour: a tail would stay for days). 64 bytes was tried:
+# the tails' bytes moved into open chunks rewritten in place (pages 66-75 % full instead of 82-87 %,
+# the table no smaller) and the extra merges cost ~20 % more CPU on a bulk load's writes
+_MERGE_BYTES_AGGREGATED = 256
 DIRECT_BYTES = 256  # a window given this many bytes of records in one write is merged directly, no tail
 
 
@@ -132,6 +148,7 @@ def schema_statements() -> list[str]:
         + name_strings.SCHEMA_SQL
         + _metadata_table_sql("metrics", True)
         + _metadata_table_sql("directories", False)
+        + _COMPONENT_INDEXES_SQL
         + _STATE_SQL
         + sqlite_tags.SCHEMA_SQL
         + WINDOWS_SQL
@@ -198,6 +215,7 @@ class SchemaMixin:
 
     def syncdb(self) -> None:
         self._may_create = True
+        self._component_indexes.clear()  # set aside tables lose theirs
         conn = self._conn
         with self._errors("create the schema"):
             conn.execute("PRAGMA journal_mode = WAL")
@@ -258,6 +276,31 @@ class SchemaMixin:
                 conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('metrics',"
                              " max(?, (SELECT coalesce(max(key), 0) FROM metrics)))", (old[0],))
         conn.execute(f"DROP TABLE old_{table}")
+
+    def _ensure_component_indexes(self, table: str, columns: int) -> None:
+        """Create the indexes of component_0 .. component_<columns - 1> of table (metrics or
+        directories) that a name about to be inserted needs (call inside write_batch)."""
+        if columns <= self._component_indexes.get(table, 0):
+            return
+        for position in range(self._component_indexes.get(table, 0), columns):
+            self._conn.execute(component_index_sql(table, position))
+        self._component_indexes[table] = columns
+
+    def _deepest_name(self, table: str, wanted: int) -> int:
+        """The most parts a name of table (metrics or directories) may have, from the
+        component indexes it has (see _COMPONENT_INDEXES_SQL); read from the schema again
+        only when what is known is below `wanted` (indexes are never dropped)."""
+        columns = self._component_indexes.get(table, 0)
+        known = columns if columns >= COMPONENTS else columns - 1
+        if known >= wanted:
+            return known
+        names = {r[0] for r in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,))}
+        columns = 0
+        while columns < COMPONENTS and f"{table}_{_COMPONENT_COLUMNS[columns]}" in names:
+            columns += 1
+        self._component_indexes[table] = max(columns, self._component_indexes.get(table, 0))
+        return columns if columns >= COMPONENTS else columns - 1
 
     def _ensure_table(self, table: StageTable) -> None:
         if table.name in self._tables:
