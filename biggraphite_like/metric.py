@@ -45,7 +45,7 @@ class MetricMetadata:
         }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)  # slots: a receiver keeps one a known metric
 class Metric:
     """A stored metric. Times are epoch seconds; 0 means never."""
 

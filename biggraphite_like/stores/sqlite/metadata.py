@@ -95,7 +95,8 @@ class MetadataMixin:
                     self._drop_points(name, old.retention, keep=wanted[name])
             # the keys come back with the rows: the first write of each new metric needs no lookup
             # (a rollback forgets them, see write_batch)
-            self._keys.update(self._insert_named(
+            same = {m.name: m.name for m in metrics}  # the key cache keeps the caller's strings, not copies
+            self._keys.update((same.get(name, name), key) for name, key in self._insert_named(
                 "INSERT INTO", "metrics",
                 ((m.name, (*fields[id(m.metadata)], m.created_on, m.updated_on, m.read_on)) for m in metrics),
                 _METADATA_COLUMNS,
@@ -115,6 +116,10 @@ class MetadataMixin:
                 rows = self._conn.execute(
                     f"SELECT key, {_METRIC_FIELDS} FROM metrics WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk
                 ).fetchall()
+                # rows name metrics with the caller's strings, not SQLite's copies: the key
+                # cache and the Metric objects then share one string a name with the caller
+                same = {name: name for name in chunk}
+                rows = [(key, same[name], *rest) for key, name, *rest in rows]
                 for row in rows:
                     self._keys[row[1]] = row[0]
                 found.update(self.readable_metrics(row[1:] for row in rows))
