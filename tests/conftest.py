@@ -188,6 +188,15 @@ def url_server(cassandra_kind, request):
     return request.getfixturevalue("cql_server")
 
 
+@pytest.fixture
+def cassandra_accessor(cassandra_url):
+    """An accessor on an empty store of each Cassandra, its schema created."""
+    acc = Accessor.from_url(cassandra_url)
+    acc.syncdb()
+    yield acc
+    acc.close()
+
+
 @pytest.fixture(params=STORE_KINDS)
 def store_url(request, tmp_path) -> str:
     """The URL of an empty store of each kind."""

@@ -26,14 +26,6 @@ NOW = 1_700_000_000
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable))
 
 
-@pytest.fixture
-def chunk_accessor(cassandra_url):
-    accessor = Accessor.from_url(cassandra_url)
-    accessor.syncdb()
-    yield accessor
-    accessor.close()
-
-
 def _fill(accessor, names, now=NOW):
     accessor.create_metrics([(n, META) for n in names], now=now - 3600)
     accessor.insert_points({n: [(now - 3600 + 10 * k, float(k % 97) + i / 4) for k in range(360)]
@@ -45,11 +37,11 @@ def _rows(accessor, table: str) -> int:
     return len(store._execute(f"SELECT metric FROM {store.keyspace}.{table}", [], "data_read", "count rows"))
 
 
-def test_statements_per_fetch_before_and_after_sealing(url_server, chunk_accessor):
+def test_statements_per_fetch_before_and_after_sealing(url_server, cassandra_accessor):
     cql_server = url_server
     if cql_server is None:
         pytest.skip("statement counts come from the CQL test server")
-    accessor = chunk_accessor
+    accessor = cassandra_accessor
     names = [f"cnt.m{i:02d}" for i in range(40)]
     _fill(accessor, names)
     fetch = lambda: accessor.fetch(names, NOW - 600, NOW, NOW)  # noqa: E731
@@ -66,8 +58,8 @@ def test_statements_per_fetch_before_and_after_sealing(url_server, chunk_accesso
     assert counts == [{"EXECUTE": 1 + 40}, {"EXECUTE": 1 + 40 + 40}]
 
 
-def test_sealing_moves_points_into_one_chunk_a_window(chunk_accessor):
-    accessor = chunk_accessor
+def test_sealing_moves_points_into_one_chunk_a_window(cassandra_accessor):
+    accessor = cassandra_accessor
     _fill(accessor, ["one.m"])
     raw = StageTable(META.retention.stages[0], False)
     before = _rows(accessor, raw.name)
@@ -79,11 +71,11 @@ def test_sealing_moves_points_into_one_chunk_a_window(chunk_accessor):
     assert report.points_sealed >= 60 and report.rows_deleted == report.points_sealed
 
 
-def test_a_sealed_window_expires_by_ttl(url_server, chunk_accessor):
+def test_a_sealed_window_expires_by_ttl(url_server, cassandra_accessor):
     cql_server = url_server
     if cql_server is None:
         pytest.skip("needs the test server's clock")
-    accessor = chunk_accessor
+    accessor = cassandra_accessor
     now = int(time.time())
     accessor.create_metric("ttl.m", MetricMetadata.create("1s:60s", "average", 0.0), now=now)
     accessor.insert_points({"ttl.m": [(now - k, 1.0) for k in range(1, 60)]}, now=now)
@@ -97,8 +89,8 @@ def test_a_sealed_window_expires_by_ttl(url_server, chunk_accessor):
     assert accessor.fetch(["ttl.m"], now - 60, now, now)["ttl.m"].values_list().count(1.0) == 0
 
 
-def test_a_store_written_before_chunks_keeps_working_then_syncdb_and_seal(chunk_accessor):
-    accessor = chunk_accessor
+def test_a_store_written_before_chunks_keeps_working_then_syncdb_and_seal(cassandra_accessor):
+    accessor = cassandra_accessor
     store = accessor.store
     _fill(accessor, ["old.a", "old.b"])
     # the store as the previous release left it: no chunk window recorded, no chunk tables
@@ -120,8 +112,8 @@ def test_a_store_written_before_chunks_keeps_working_then_syncdb_and_seal(chunk_
         old.close()
 
 
-def test_bgl_seal_prints_its_counters(chunk_accessor, tmp_path):
-    accessor = chunk_accessor
+def test_bgl_seal_prints_its_counters(cassandra_accessor, tmp_path):
+    accessor = cassandra_accessor
     _fill(accessor, ["cli.m"], now=int(time.time()) - 7200)
     env = dict(os.environ, HOME=str(tmp_path))
     command = [BGL] if BGL else [sys.executable, "-m", "biggraphite_like.cli"]
@@ -149,11 +141,11 @@ def test_deleted_ranges_never_cover_another_windows_row():
     assert _runs([], [1]) == []
 
 
-def test_a_point_written_while_its_window_is_sealed_is_kept(chunk_accessor):
+def test_a_point_written_while_its_window_is_sealed_is_kept(cassandra_accessor):
     """A writer racing `bgl seal` (its point lands after the scan, before the chunk and the
     deletions): the range deletion must not cover it, and reads must prefer it to the
     chunk, in the raw stage and in the aggregate it rewrites."""
-    accessor = chunk_accessor
+    accessor = cassandra_accessor
     _fill(accessor, ["race.m"])
     late = NOW - 400  # in the sealed window [NOW - 800, NOW - 200) of the 10s stage
     older = NOW - 900 - (NOW - 900) % 60  # past the 10s stage: in the sealed window [NOW - 4400, NOW - 800) of the 60s one

@@ -87,14 +87,6 @@ def _retry(action, seconds: float = 30.0):
             time.sleep(0.3)
 
 
-@pytest.fixture
-def cassandra_accessor(cassandra_url):
-    accessor = Accessor.from_url(cassandra_url)
-    accessor.syncdb()
-    yield accessor
-    accessor.close()
-
-
 # -- 1. the CLI against a server subprocess gives the SQLite store's answers -----------------------
 def test_bgl_on_cassandra_answers_as_on_sqlite(tmp_path):
     server = ServerProcess(_free_port()).start()
