@@ -196,8 +196,12 @@ class Accessor:
 
     def get_metrics(self, names: Iterable[str]) -> dict[str, Metric]:
         """Existing metrics among names, by normalised name (metadata cached for cache_ttl)."""
-        cache = self._cache  # a name kept there is canonical already
-        return self._get_normalized([n if n in cache else names_mod.normalize(n) for n in names])
+        return self._get_normalized(self._canonical(names))
+
+    def _canonical(self, names: Iterable[str]) -> list[str]:
+        """names normalised; a name the metric cache keeps is canonical already (not parsed again)."""
+        cache = self._cache
+        return [name if name in cache else names_mod.normalize(name) for name in names]
 
     def _get_normalized(self, wanted: Sequence[str]) -> dict[str, Metric]:
         found: dict[str, Metric] = {}
@@ -475,8 +479,7 @@ class Accessor:
         now = self.now() if now is None else int(now)
         end = now if end is None else int(end)
         start = int(start)
-        cache = self._cache  # a name kept there is canonical already
-        canonical_names = [name if name in cache else names_mod.normalize(name) for name in names]
+        canonical_names = self._canonical(names)
         metrics = self._get_normalized(canonical_names)
         empty: list[str] = []
         groups: dict[tuple[StageTable, int, int, int], list[str]] = collections.defaultdict(list)
