@@ -343,3 +343,37 @@ def test_sqlite_batch_with_more_tags_than_pair_ids_can_code_is_refused_whole(tmp
     assert accessor.tags.find_series(["name=m"]) == ["m;a=1;b=1", "m;c=1;d=1"]
     assert accessor.tags.list_values("d") == [("1", 1)] and accessor.tags.list_values("name") == [("m", 2)]
     accessor.close()
+
+
+def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monkeypatch):
+    """A batch indexing BULK_SERIES new series or more commits without a checkpoint until
+    the WAL passes BULK_WAL_BYTES (then one checkpoint truncates it); smaller batches and
+    the next ordinary commit keep the store's own limit; a reader sees every batch."""
+    from biggraphite_like.accessor import Accessor
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+    monkeypatch.setattr(sqlite_tags, "BULK_SERIES", 500)
+    monkeypatch.setattr(sqlite_tags, "BULK_WAL_BYTES", 1 << 20)
+    url = f"sqlite://{tmp_path / 'tags.db'}"
+    writer, reader = Accessor.from_url(url), Accessor.from_url(url)
+    writer.store.wal_limit = 128 << 10
+    writer.syncdb()
+    wal = tmp_path / "tags.db-wal"
+    sizes = []
+    for batch in range(10):  # about 150 KiB of WAL each
+        writer.tags.tag_series([f"m;b={batch};i={i};j={i % 7}" for i in range(600)])
+        sizes.append(wal.stat().st_size)
+        assert len(reader.tags.find_series([f"b={batch}"])) == 600
+    assert all(size <= 1 << 20 for size in sizes), sizes
+    assert max(sizes) > 512 << 10 and sum(a > b for a, b in zip(sizes, sizes[1:])) == 1, sizes  # grew, cut once
+    writer.tags.tag_series([f"m;b=small;i={i}" for i in range(499)])  # below BULK_SERIES: the store's limit
+    assert wal.stat().st_size <= 128 << 10
+    for batch in range(2):
+        writer.tags.tag_series([f"m;c={batch};i={i}" for i in range(600)])
+    assert wal.stat().st_size > 128 << 10
+    writer.create_metrics([("plain.metric", META)], now=1000)  # an ordinary commit checkpoints again
+    assert wal.stat().st_size <= 128 << 10
+    assert writer.store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    assert reader.tags.index.counts()["tagged_series"] == 10 * 600 + 499 + 2 * 600
+    writer.close()
+    reader.close()

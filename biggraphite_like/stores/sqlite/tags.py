@@ -50,6 +50,8 @@ ROW_SERIES = 256  # series a postings row holds at most: 512 bytes of offsets, n
 _READ_WHOLE = 1024  # intersection: a list at most this many times the candidates is read whole, else probed
 # (reading costs ~5 ns a series, probing ~8 us a candidate: t0 of a million series, 333,000, read 1.7 ms)
 TAG_SLOT_BITS = 20  # _PairIds: tags of the pairs kept (at most MAX_CACHED_PAIRS < 2**20)
+BULK_SERIES = 1000  # a write batch indexing at least this many new series defers its checkpoint ...
+BULK_WAL_BYTES = 64 << 20  # ... until the WAL passes this (store.defer_checkpoint)
 MAX_CACHED_PAIRS = 1_000_000  # tag=value ids a process keeps (about 120 MB when full: ~120 bytes a pair)
 
 POSTINGS_SQL = ("CREATE TABLE IF NOT EXISTS tag_postings (\n  chunk INTEGER NOT NULL,\n  value_id INTEGER NOT NULL,\n"
@@ -285,6 +287,8 @@ class SQLiteTagIndex(TagIndex):
             paths = list(dict.fromkeys(paths))
             for start in range(0, len(paths), _BATCH):
                 new += self._add_batch(conn, paths[start:start + _BATCH], now)
+            if new >= BULK_SERIES:
+                self.store.defer_checkpoint(BULK_WAL_BYTES)
         return new
 
     def _add_batch(self, conn, paths: list[str], now: int) -> int:
