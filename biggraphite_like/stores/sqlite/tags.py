@@ -94,6 +94,10 @@ class _PairIds(NameStrings):
         self.tags: list[str] = []
         self._slots: dict[str, int] = {}
 
+    def known(self) -> dict[str, int]:
+        """The ids kept (read it, never change it): pairs missing from it go through ids()."""
+        return self._ids
+
     def forget(self) -> None:
         super().forget()
         self.tags, self._slots = [], {}
@@ -284,7 +288,7 @@ class SQLiteTagIndex(TagIndex):
         conn = self.store._conn
         new = 0
         with self.store.write_batch(), self.store._errors("index tagged series"):
-            paths = list(dict.fromkeys(paths))
+            paths = sorted(set(paths))  # in path order, the path index's inserts follow one another
             for start in range(0, len(paths), _BATCH):
                 new += self._add_batch(conn, paths[start:start + _BATCH], now)
             if new >= BULK_SERIES:
@@ -292,17 +296,22 @@ class SQLiteTagIndex(TagIndex):
         return new
 
     def _add_batch(self, conn, paths: list[str], now: int) -> int:
-        # One statement inserts the new series and sets the time of the others: SQLite gives
-        # a new row max(id) + 1 (the writer lock is held), so the rows returned from `first`
-        # on are the new ones.
+        # One statement inserts the new series and sets the time of the others. SQLite gives
+        # a new row max(id) + 1 (the writer lock is held) as INSERT ... SELECT reads the
+        # batch, in its order: when every series is new, the series of id first + k is
+        # paths[k]; otherwise the new rows (ids from first on) are read back with their paths.
         first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tagged_series").fetchone()[0]
-        new = [row for row in conn.execute(
-            "INSERT INTO tagged_series (path, updated_on) SELECT value, ? FROM json_each(?) WHERE true ON CONFLICT"
-            " (path) DO UPDATE SET updated_on = excluded.updated_on RETURNING id, path", (now, json.dumps(paths)))
-            if row[0] >= first]
-        if new:
+        conn.execute("INSERT INTO tagged_series (path, updated_on) SELECT value, ? FROM json_each(?) WHERE true"
+                     " ON CONFLICT (path) DO UPDATE SET updated_on = excluded.updated_on", (now, json.dumps(paths)))
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM tagged_series").fetchone()[0]
+        if top < first:
+            return 0
+        if top - first + 1 == len(paths):
+            self._add_postings(conn, np.arange(first, top + 1, dtype=np.int64), paths)
+        else:
+            new = conn.execute("SELECT id, path FROM tagged_series WHERE id >= ?", (first,)).fetchall()
             self._add_postings(conn, np.array([row[0] for row in new], np.int64), [row[1] for row in new])
-        return len(new)
+        return top - first + 1
 
     def _add_postings(self, conn, series: np.ndarray, paths: Sequence[str]) -> None:
         """Postings of new series (ids above those of their chunk's postings) and the
@@ -320,9 +329,11 @@ class SQLiteTagIndex(TagIndex):
         if not paths:
             return (np.zeros(0, np.int64), np.zeros(0, np.int64)), []
         flat = ("name=" + ";name=".join(paths)).split(";")  # every path's pairs, as _PairIds keys them
-        known = self._ids.ids(conn, set(flat))
-        coded = np.fromiter(operator.itemgetter(*flat)(known) if len(flat) > 1 else [known[flat[0]]], np.int64,
-                            len(flat))
+        pick = operator.itemgetter(*flat) if len(flat) > 1 else (lambda known: [known[flat[0]]])
+        try:  # every pair seen before, the steady state: no set of the batch's pairs
+            coded = np.fromiter(pick(self._ids.known()), np.int64, len(flat))
+        except KeyError:
+            coded = np.fromiter(pick(self._ids.ids(conn, set(flat))), np.int64, len(flat))
         rows, row_values, row_counts = _packed(np.repeat(series, [p.count(";") + 1 for p in paths]),
                                                coded >> TAG_SLOT_BITS)
         _insert_postings(conn, rows)
