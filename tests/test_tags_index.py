@@ -72,6 +72,27 @@ def test_series_get_their_time_of_last_write_and_canonical_names(tagged):
     assert tagged.tags.get_series("cpu;host=nobody") is None
 
 
+def test_get_metrics_parses_only_the_tagged_names_the_store_lacks(tagged, monkeypatch):
+    """Cold (empty metric cache): tagged names the store holds are canonical and found
+    without being parsed; a tagged name in another order is normalised and found under its
+    canonical name; a new one is parsed and not found; an invalid one is refused as before."""
+    from biggraphite_like import names as names_mod
+
+    parsed = []
+    normalize = names_mod.normalize
+    monkeypatch.setattr(names_mod, "normalize", lambda name: parsed.append(name) or normalize(name))
+    tagged._cache.clear()
+    found = tagged.get_metrics(["cpu;core=0;dc=us;host=web1", "disk.used;dc=eu;host=db1", "cpu;host=db1;dc=eu;core=0",
+                                "cpu;core=9;dc=us", "plain.name"])
+    assert sorted(found) == ["cpu;core=0;dc=eu;host=db1", "cpu;core=0;dc=us;host=web1", "disk.used;dc=eu;host=db1"]
+    assert found["cpu;core=0;dc=eu;host=db1"].name == "cpu;core=0;dc=eu;host=db1"
+    assert sorted(parsed) == ["cpu;core=9;dc=us", "cpu;host=db1;dc=eu;core=0", "plain.name"]
+    with pytest.raises(InvalidMetricName, match="may not start with '~'"):
+        tagged.get_metrics(["cpu;core=0;dc=us;host=web1", "m;a=~b"])
+    assert tagged.get_metrics(["cpu;core=0;dc=us;host=web1"]) == {
+        "cpu;core=0;dc=us;host=web1": found["cpu;core=0;dc=us;host=web1"]}
+
+
 def test_bad_input_is_refused_with_the_reason_and_the_rest_is_kept(accessor):
     with pytest.raises(InvalidMetricName, match="may not start with '~'"):
         accessor.create_metric("m;a=~b", META)
