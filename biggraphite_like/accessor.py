@@ -211,6 +211,8 @@ class Accessor:
         if not tagged:
             return self._get_normalized(self._canonical(names))
         found = self._get_normalized(tagged)
+        if len(found) == len(names):  # every name tagged, distinct and found: nothing to parse
+            return found
         missed = set(tagged).difference(found)
         rest = [n for n in self._canonical([n for n in names if n not in found]) if n not in missed]
         if rest:
