@@ -203,11 +203,12 @@ class Accessor:
         Tagged names are first looked up as they are: the store holds only canonical names,
         so one it finds is canonical and is not parsed (a writer's first batch after a
         restart, whose tagged names carbon sent canonical: ~2.5 us a name less). Only those
-        it lacks are normalised (InvalidMetricName as before) and, if that changed them,
-        looked up again."""
+        it lacks, and names that are not ASCII, are normalised (InvalidMetricName as
+        before) and, if that changed them, looked up again."""
         names = names if isinstance(names, list) else list(names)
         cache = self._cache
-        tagged = [n for n in names if type(n) is str and ";" in n and n not in cache and len(n) <= _MAX_RAW_LOOKUP]
+        tagged = [n for n in names if type(n) is str and ";" in n and n.isascii() and len(n) <= _MAX_RAW_LOOKUP
+                  and n not in cache]  # (ASCII: a lone surrogate cannot even be bound; normalize refuses it)
         if not tagged:
             return self._get_normalized(self._canonical(names))
         found = self._get_normalized(tagged)

@@ -89,6 +89,8 @@ def test_get_metrics_parses_only_the_tagged_names_the_store_lacks(tagged, monkey
     assert sorted(parsed) == ["cpu;core=9;dc=us", "cpu;host=db1;dc=eu;core=0", "plain.name"]
     with pytest.raises(InvalidMetricName, match="may not start with '~'"):
         tagged.get_metrics(["cpu;core=0;dc=us;host=web1", "m;a=~b"])
+    with pytest.raises(InvalidMetricName, match="control character"):
+        tagged.get_metrics(["m;a=\ud800", "m;a=b\x00"])
     assert tagged.get_metrics(["cpu;core=0;dc=us;host=web1"]) == {
         "cpu;core=0;dc=us;host=web1": found["cpu;core=0;dc=us;host=web1"]}
 
