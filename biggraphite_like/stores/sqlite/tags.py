@@ -24,7 +24,11 @@ earlier batches share its region, whose pages a batch dirties too (the batch of 
 
 Indexing maps the tag=value pairs of a batch to their ids in Python (_PairIds, a cache of
 interned strings like the name strings': ids never change once committed, and a rollback
-makes the store forget them) and groups the postings with numpy.
+makes the store forget them) and groups the postings with numpy. The series rows go in in
+path order (the path index's inserts follow one another), and a transaction indexing
+BULK_SERIES new series or more defers its checkpoint until the WAL passes BULK_WAL_BYTES
+(store.defer_checkpoint: the pages batches dirty again are copied and synced once every
+few batches, not once a batch).
 """
 from __future__ import annotations
 
