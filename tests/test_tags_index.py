@@ -72,6 +72,29 @@ def test_series_get_their_time_of_last_write_and_canonical_names(tagged):
     assert tagged.tags.get_series("cpu;host=nobody") is None
 
 
+def test_get_metrics_parses_only_the_tagged_names_the_store_lacks(tagged, monkeypatch):
+    """Cold (empty metric cache): tagged names the store holds are canonical and found
+    without being parsed; a tagged name in another order is normalised and found under its
+    canonical name; a new one is parsed and not found; an invalid one is refused as before."""
+    from biggraphite_like import names as names_mod
+
+    parsed = []
+    normalize = names_mod.normalize
+    monkeypatch.setattr(names_mod, "normalize", lambda name: parsed.append(name) or normalize(name))
+    tagged._cache.clear()
+    found = tagged.get_metrics(["cpu;core=0;dc=us;host=web1", "disk.used;dc=eu;host=db1", "cpu;host=db1;dc=eu;core=0",
+                                "cpu;core=9;dc=us", "plain.name"])
+    assert sorted(found) == ["cpu;core=0;dc=eu;host=db1", "cpu;core=0;dc=us;host=web1", "disk.used;dc=eu;host=db1"]
+    assert found["cpu;core=0;dc=eu;host=db1"].name == "cpu;core=0;dc=eu;host=db1"
+    assert sorted(parsed) == ["cpu;core=9;dc=us", "cpu;host=db1;dc=eu;core=0", "plain.name"]
+    with pytest.raises(InvalidMetricName, match="may not start with '~'"):
+        tagged.get_metrics(["cpu;core=0;dc=us;host=web1", "m;a=~b"])
+    with pytest.raises(InvalidMetricName, match="control character"):
+        tagged.get_metrics(["m;a=\ud800", "m;a=b\x00"])
+    assert tagged.get_metrics(["cpu;core=0;dc=us;host=web1"]) == {
+        "cpu;core=0;dc=us;host=web1": found["cpu;core=0;dc=us;host=web1"]}
+
+
 def test_bad_input_is_refused_with_the_reason_and_the_rest_is_kept(accessor):
     with pytest.raises(InvalidMetricName, match="may not start with '~'"):
         accessor.create_metric("m;a=~b", META)
@@ -343,3 +366,37 @@ def test_sqlite_batch_with_more_tags_than_pair_ids_can_code_is_refused_whole(tmp
     assert accessor.tags.find_series(["name=m"]) == ["m;a=1;b=1", "m;c=1;d=1"]
     assert accessor.tags.list_values("d") == [("1", 1)] and accessor.tags.list_values("name") == [("m", 2)]
     accessor.close()
+
+
+def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monkeypatch):
+    """A batch indexing BULK_SERIES new series or more commits without a checkpoint until
+    the WAL passes BULK_WAL_BYTES (then one checkpoint truncates it); smaller batches and
+    the next ordinary commit keep the store's own limit; a reader sees every batch."""
+    from biggraphite_like.accessor import Accessor
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+    monkeypatch.setattr(sqlite_tags, "BULK_SERIES", 500)
+    monkeypatch.setattr(sqlite_tags, "BULK_WAL_BYTES", 1 << 20)
+    url = f"sqlite://{tmp_path / 'tags.db'}"
+    writer, reader = Accessor.from_url(url), Accessor.from_url(url)
+    writer.store.wal_limit = 128 << 10
+    writer.syncdb()
+    wal = tmp_path / "tags.db-wal"
+    sizes = []
+    for batch in range(10):  # about 150 KiB of WAL each
+        writer.tags.tag_series([f"m;b={batch};i={i};j={i % 7}" for i in range(600)])
+        sizes.append(wal.stat().st_size)
+        assert len(reader.tags.find_series([f"b={batch}"])) == 600
+    assert all(size <= 1 << 20 for size in sizes), sizes
+    assert max(sizes) > 512 << 10 and sum(a > b for a, b in zip(sizes, sizes[1:])) == 1, sizes  # grew, cut once
+    writer.tags.tag_series([f"m;b=small;i={i}" for i in range(499)])  # below BULK_SERIES: the store's limit
+    assert wal.stat().st_size <= 128 << 10
+    for batch in range(2):
+        writer.tags.tag_series([f"m;c={batch};i={i}" for i in range(600)])
+    assert wal.stat().st_size > 128 << 10
+    writer.create_metrics([("plain.metric", META)], now=1000)  # an ordinary commit checkpoints again
+    assert wal.stat().st_size <= 128 << 10
+    assert writer.store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    assert reader.tags.index.counts()["tagged_series"] == 10 * 600 + 499 + 2 * 600
+    writer.close()
+    reader.close()

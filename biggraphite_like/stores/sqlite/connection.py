@@ -22,6 +22,9 @@ from biggraphite_like.stores.sqlite.name_strings import NameStrings
 from biggraphite_like.stores.sqlite.schema import DEFAULT_TIMEOUT, WAL_LIMIT_BYTES
 
 
+_AUTOCHECKPOINT_PAGES = 1000  # SQLite's default wal_autocheckpoint, restored after a deferring batch
+
+
 class ConnectionMixin:
     """Per-thread connections, transactions and the marks that tell processes what changed."""
 
@@ -84,6 +87,7 @@ class ConnectionMixin:
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
             local.conn, local.pid, local.depth, local.points_marked = conn, os.getpid(), 0, False
+            local.deferred_wal = 0
         return conn
 
     def close(self) -> None:
@@ -142,6 +146,7 @@ class ConnectionMixin:
                 conn.execute("COMMIT")
         except BaseException as exc:
             local.depth = 0
+            self._end_deferral()
             # Forget keys, tables and interned ids the rolled back transaction created before
             # ROLLBACK lets a waiting writer in, or it could write under a key that no longer exists.
             self._keys.clear()
@@ -157,16 +162,41 @@ class ConnectionMixin:
                 self._checkpoint()  # give back the WAL's space if readers allow it
             raise
         local.points_marked = False
-        self._bound_wal()
+        self._bound_wal(max(self.wal_limit, self._end_deferral()))
 
-    def _bound_wal(self) -> None:
-        """Checkpoint and truncate the WAL once it passes wal_limit, so a burst of big
-        transactions (or a long reader holding off autocheckpoints) cannot leave it huge."""
+    def defer_checkpoint(self, up_to: int) -> None:
+        """Let the commit of this write batch leave the WAL up to `up_to` bytes without
+        checkpointing (SQLite's own checkpoint at 1,000 pages is off for it): bulk tag
+        indexing, whose batches each dirty thousands of pages, many the same from batch to
+        batch (the counts, the path index's region), copies them to the file once every
+        few batches, with one fsync, instead of once a batch. The next commit that does not
+        defer checkpoints as usual (the WAL is then past both thresholds)."""
+        local = self._local
+        if not local.depth:
+            raise StoreError("defer_checkpoint is for the commit of a write batch: call it inside one")
+        if not local.deferred_wal:
+            self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+        local.deferred_wal = max(local.deferred_wal, int(up_to))
+
+    def _end_deferral(self) -> int:
+        """Turn SQLite's checkpoint back on after a deferring batch; the WAL size that
+        batch allowed (0 when it did not defer)."""
+        local = self._local
+        allowed, local.deferred_wal = local.deferred_wal, 0
+        if allowed:
+            with contextlib.suppress(sqlite3.Error):  # on a failing batch: its own error is the one to raise
+                local.conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
+        return allowed
+
+    def _bound_wal(self, limit: int) -> None:
+        """Checkpoint and truncate the WAL once it passes limit (wal_limit, or what a
+        deferring batch allowed), so a burst of big transactions (or a long reader holding
+        off autocheckpoints) cannot leave it huge."""
         try:
             size = os.path.getsize(self.path + "-wal")
         except OSError:
             return
-        if size > self.wal_limit:
+        if size > limit:
             self._checkpoint()
 
     def _checkpoint(self) -> bool:
