@@ -87,19 +87,26 @@ def _planes(z: np.ndarray) -> tuple[int, bytes]:
     return width, np.ascontiguousarray(z.view(np.uint8).reshape(-1, 8)[:, :width].T).tobytes()
 
 
-def _unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int = 8) -> tuple[np.ndarray, int]:
+def _unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int = 8,
+              out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Unsigned integers (k, n) of `itemsize` bytes (at least width) from the byte planes
     at offset of each row of data (k, payload bytes): the smallest itemsize that holds
-    `width` bytes saves most of the work on narrow planes."""
+    `width` bytes saves most of the work on narrow planes. `out`: a (k, n) array of that
+    itemsize to fill (values' own bytes: no copy after)."""
     k = len(data)
     dtype = np.dtype(f"u{itemsize}")
     planes = data[:, offset:offset + n * width].reshape(k, width, n)
-    if width == itemsize == 1:
+    if width == itemsize == 1 and out is None:
         return planes[:, 0], offset + n
-    out = np.empty((k, n, itemsize), np.uint8) if width == itemsize else np.zeros((k, n, itemsize), np.uint8)
+    if out is None:
+        out = np.empty((k, n), dtype)
+    out = out.view(dtype)
+    bytes_ = out.view(np.uint8).reshape(k, n, itemsize)
+    if width < itemsize:
+        bytes_[:, :, width:] = 0
     for plane in range(width):  # plane by plane: contiguous reads, twice as fast as one transposed copy
-        out[:, :, plane] = planes[:, plane]
-    return out.view(dtype).reshape(k, n), offset + n * width
+        bytes_[:, :, plane] = planes[:, plane]
+    return out, offset + n * width
 
 
 def _delta(x: np.ndarray) -> np.ndarray:
@@ -134,15 +141,31 @@ def _pack_ints(x: np.ndarray, orders: tuple[int, ...], based: bool = False
     return order, width, data, base
 
 
-def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, base: np.ndarray | None = None
-                 ) -> tuple[np.ndarray, int]:
+def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, base: np.ndarray | None = None,
+                 out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """int64 (k, n) from the planes of `order`-times delta-encoded integers: zigzagged, or
-    stored less `base` (k, 1) when given (unsigned: zero-extended from the plane width)."""
+    stored less `base` (k, 1) when given (unsigned: zero-extended from the plane width);
+    into `out` when given. The first sum widens to int64 as it adds (no copy of its own)."""
+    k = len(data)
     z, offset = _unplanes(data, offset, n, width, _ITEMSIZE[width])
-    x = _unzigzag(z).astype(np.int64) if base is None else z.astype(np.int64) + base
-    for _ in range(order):
-        np.cumsum(x, axis=1, out=x)
-    return x, offset
+    x = _unzigzag(z) if base is None else z
+    if out is None:
+        out = np.empty((k, n), np.int64)
+    if order:
+        np.cumsum(x, axis=1, dtype=np.int64, out=out)
+        for _ in range(order - 1):
+            np.cumsum(out, axis=1, out=out)
+    else:
+        out[...] = x
+    if base is not None:  # the base of the order-th deltas: the sums of a constant are a polynomial
+        if order == 0:
+            out += base
+        else:
+            ramp = np.arange(1, n + 1, dtype=np.int64)
+            if order == 2:
+                ramp = np.cumsum(ramp)
+            out += base * ramp
+    return out, offset
 
 
 def _exact(values: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
@@ -277,17 +300,24 @@ def decode_many(blobs: Sequence[bytes], labels: np.ndarray | None = None
     return out_label, out_ts, out_values, out_counts
 
 
-def decode_groups(blobs: Sequence[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
+def decode_groups(blobs: Sequence[bytes], origin: tuple[int, int] | None = None
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
     """The points of many chunks, one layout at a time: (indices in blobs of k chunks,
     timestamps (k, n), values (k, n), counts (k, n) or None), n the chunks' point count.
     Chunks of one shape (the full windows of similar series are) decode together with a
     few numpy calls; a caller that places each group before asking for the next keeps
-    its arrays small (no copy of every point at once). CorruptChunk if a blob is not a chunk."""
-    for shape, (indices, payloads) in _layouts(blobs).items():
+    its arrays small (no copy of every point at once). With origin (first, step), a grid
+    of columns `step` apart from `first`: each point's column (timestamp - first) // step
+    instead of its timestamp (with whole-step units, as a stage's chunks have, no division
+    at all). CorruptChunk if a blob is not a chunk."""
+    layouts = _layouts(blobs)
+    while layouts:  # each group's payloads freed once decoded: the next group's arrays reuse their memory
+        shape, (indices, payloads) = layouts.popitem()
         k, n = len(indices), shape[1]
         ts, values = np.empty((k, n), np.int64), np.empty((k, n), np.float64)
         counts = np.empty((k, n), np.int64) if shape[8] & 0x80 else None
-        _decode_alike(shape, payloads, ts, values, counts)
+        _decode_alike(shape, payloads, ts, values, counts, origin)
+        del payloads
         yield np.array(indices, np.int64), ts, values, counts
 
 
@@ -333,27 +363,45 @@ def _payload(chunk: bytes) -> bytes | memoryview:
 
 
 def _decode_alike(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndarray,
-                  counts: np.ndarray | None) -> None:
+                  counts: np.ndarray | None, origin: tuple[int, int] | None = None) -> None:
     """Decode chunks of one layout (same sizes, modes and widths) into ts, values and
-    counts (k rows of n points; counts None: not wanted). CorruptChunk if they are damaged."""
+    counts (k rows of n points; counts None: not wanted; origin (first, step): ts gets
+    grid columns (timestamp - first) // step). CorruptChunk if they are damaged."""
     try:
-        _decode_planes(shape, payloads, ts, values, counts)
+        _decode_planes(shape, payloads, ts, values, counts, origin)
     except ValueError as exc:  # planes shorter than the header says
         raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
 
 
 def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndarray,
-                   counts: np.ndarray | None) -> None:
+                   counts: np.ndarray | None, origin: tuple[int, int] | None = None) -> None:
     size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions, header_size = shape
     k = len(payloads)
     data = np.frombuffer(b"".join(payloads), np.uint8).reshape(k, size)
     base = np.ascontiguousarray(data[:, 4:12]).view("<i8").astype(np.int64)
     unit = np.ascontiguousarray(data[:, 12:16]).view("<u4").astype(np.int64)
-    offset = header_size
-    offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
-    np.add(offsets, np.arange(n, dtype=np.int64), out=ts)
-    ts *= unit
-    ts += base
+    if ts_width:
+        _, offset = _unpack_ints(data, header_size, n, ts_order, ts_width, out=ts)
+        ts += np.arange(n, dtype=np.int64)
+    else:  # every slot of the span: 0, 1, 2, ... units
+        ts[...] = np.arange(n, dtype=np.int64)
+        offset = header_size
+    if origin is not None and not (unit % origin[1]).any():
+        # grid columns: (base + j * unit - first) // step is (base - first) // step + j * (unit // step)
+        first, step = origin
+        unit //= step
+        base = (base - first) // step
+    elif origin is not None:  # units that are not whole steps (a store's own precision): through timestamps
+        first, step = origin
+        base -= first
+        ts *= unit
+        ts += base
+        ts //= step
+        unit = None
+    if unit is not None:
+        if (unit != 1).any():
+            ts *= unit
+        ts += base
     if mode == _MODE_DECIMAL:
         v_base = None
         if v_order & _BASED:
@@ -364,8 +412,9 @@ def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndar
         m, offset = _unpack_ints(data, offset, n, v_order & ~_BASED, v_width, v_base)
         np.divide(m, 10.0**e, out=values)
     elif mode == _MODE_XOR:
-        xor, offset = _unplanes(data, offset, n, v_width)
-        np.bitwise_xor.accumulate(xor, axis=1, out=values.view(np.uint64))
+        bits = values.view(np.uint64)
+        _, offset = _unplanes(data, offset, n, v_width, out=bits)
+        np.bitwise_xor.accumulate(bits, axis=1, out=bits)
     else:
         raise CorruptChunk(f"a chunk with value mode {mode}: not one this code writes")
     if n_exceptions:

@@ -27,22 +27,25 @@ def graphite_values(series: TimeSeries) -> list:
 
 
 def graphite_lists(grid: np.ndarray) -> list[list]:
-    """graphite_values of each row of a grid (the series of one read), with one `tolist`
-    for the whole grid when no row is mostly gaps: a value costs the float graphite
-    needs, and the gaps become None one by one."""
-    gaps = np.isnan(grid)
-    if (np.count_nonzero(gaps, axis=1) * 2 > grid.shape[1]).any():
-        return [_listed(values) for values in grid]
-    lists = grid.tolist()
+    """graphite_values of each row of a grid (the series of one read). Row by row, each
+    list's gaps set to None right after its `tolist`, while its floats are still in the
+    CPU's cache (patching after one `tolist` of the whole grid freed cache-cold floats,
+    about a sixth of the cost); a row mostly of gaps goes through _listed."""
     width = grid.shape[1]
-    where = np.flatnonzero(gaps)
+    where = np.flatnonzero(np.isnan(grid))
     rows = where // width
     columns = (where - rows * width).tolist()
     bounds = np.searchsorted(rows, np.arange(len(grid) + 1)).tolist()
-    for row in np.unique(rows).tolist():  # row by row: the list and its items stay in cache
-        listed = lists[row]
-        for column in columns[bounds[row]:bounds[row + 1]]:
+    lists = []
+    for row, values in enumerate(grid):
+        first, last = bounds[row], bounds[row + 1]
+        if 2 * (last - first) > width:
+            lists.append(_listed(values))
+            continue
+        listed = values.tolist()
+        for column in columns[first:last]:
             listed[column] = None
+        lists.append(listed)
     return lists
 
 

@@ -126,6 +126,25 @@ def test_many_chunks_decode_together_each_point_to_its_chunk():
             np.testing.assert_array_equal(counts[mine], p.counts)
 
 
+@pytest.mark.parametrize("precision, step", [(60, 60), (60, 20), (7, 3)])
+def test_decode_groups_give_grid_columns_from_an_origin(precision, step):
+    """With an origin (first, step), decode_groups gives each point's column
+    (timestamp - first) // step, points before first included (negative columns): by
+    whole steps when the chunk's unit is one, through the timestamps when not."""
+    rng = np.random.default_rng(13)
+    originals = [chunks.Points(_window(rng, n, precision, sparse=i % 2 == 1), rng.normal(0, 1, n))
+                 for i, n in enumerate([720, 720, 300, 1, 50])]
+    blobs = [chunks.encode(p) for p in originals]
+    first = START + 37 * precision + 1  # not on a step: the floor matters
+    seen = []
+    for index, columns, values, _ in chunks.decode_groups(blobs, (first, step)):
+        for row, i in enumerate(index.tolist()):
+            seen.append(i)
+            np.testing.assert_array_equal(columns[row], (originals[i].timestamps - first) // step)
+            np.testing.assert_array_equal(values[row].view(np.uint64), originals[i].values.view(np.uint64))
+    assert sorted(seen) == list(range(len(blobs)))
+
+
 def test_decode_groups_give_each_chunk_once_by_layout_and_labels_name_points():
     """decode_groups yields every chunk once, its points as a row of its layout's group;
     decode_many's labels replace the chunk index of each point."""
