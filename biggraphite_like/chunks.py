@@ -11,7 +11,13 @@ deflate would save under 5 % (version 2: reads then skip inflating). Versions 3 
 1 and 2 with one more header field, the base of the values' integers (below). The deflate
 stream may end a block after each plane, so that each plane gets its own Huffman codes
 (the planes of a number differ: a random low byte, a skewed high one); inflating does not
-care where blocks end, so this is no format of its own:
+care where blocks end, so this is no format of its own. Versions 5 and 6 (headers of 1 and
+3) are packed: a Huffman table is built for each deflate block on every read, about 3 us,
+so the parts a block of their own would make no smaller (deflate keeps 98 % or more: the
+noise of low planes) are moved after the others, which share one block; the moved parts
+follow as stored blocks, then a 4-byte mask (bit i: part i moved; parts in the order
+below: timestamps with the header, value planes, exceptions, count planes). A chunk is
+packed when that costs at most 1 % more than a block a part:
 - timestamps: base (the first timestamp) and offsets from it in `unit`s (their common
   step, the precision for aligned points), minus the point's index (a full window is all
   zeros: no bytes at all), delta-encoded 0 or 1 times;
@@ -19,17 +25,18 @@ care where blocks end, so this is no format of its own:
   DECIMAL - value = m / 10**e for one exponent e and integers m (what metrics with a few
   decimals are), m delta-encoded 0, 1 or 2 times, then zigzagged or, when never negative
   (random values, counter increments), less their minimum, the header's base, unsigned
-  (versions 3 and 4, v_order bit 0x40: a zigzag would cost them one bit each); values that do not
+  (versions 3, 4 and 6, v_order bit 0x40: a zigzag would cost them one bit each); values that do not
   round-trip exactly (NaN, -0.0, inf, odd ones) are kept as exceptions (index, raw bits);
   XOR - the raw bits XORed with the previous value's (Gorilla's idea, as byte planes);
 - counts (aggregated stages): integers, delta-encoded 0 or 1 times.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import struct
 import zlib
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import deflate
 import numpy as np
@@ -40,8 +47,14 @@ VERSION = 1  # header and planes deflated
 VERSION_RAW = 2  # header and planes as they are (deflate would not make them much smaller)
 VERSION_BASED = 3  # as 1, with the header of version 3 (the values' integers less a base)
 VERSION_BASED_RAW = 4  # as 2, with the header of version 3
-VERSIONS = (VERSION, VERSION_RAW, VERSION_BASED, VERSION_BASED_RAW)
+VERSION_PACKED = 5  # as 1, the parts deflate cannot shrink stored after the others (one block), then a mask
+VERSION_BASED_PACKED = 6  # as 5, with the header of version 3
+VERSIONS = (VERSION, VERSION_RAW, VERSION_BASED, VERSION_BASED_RAW, VERSION_PACKED, VERSION_BASED_PACKED)
+_PLAIN_HEADER = (VERSION, VERSION_RAW, VERSION_PACKED)  # versions with _HEADER (the others: _HEADER_BASED)
 _RAW_SLACK = 1.05
+_PACKED_SLACK = 1.01  # a packed chunk is kept when at most this much larger than the per-part blocks
+_STORED_SHARE = 0.98  # a part is stored when deflate keeps this much of it or more
+_MASK = struct.Struct("<I")  # the packed chunk's last bytes: bit i, part i stored after the deflated ones
 _HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
 _HEADER_BASED = struct.Struct("<IqIBBBBBBBBIq")  # the same, then the base of the values' integers
 _BASED = 0x40  # v_order bit: the values' integers are stored less the header's base, not zigzagged
@@ -87,19 +100,30 @@ def _planes(z: np.ndarray) -> tuple[int, bytes]:
     return width, np.ascontiguousarray(z.view(np.uint8).reshape(-1, 8)[:, :width].T).tobytes()
 
 
-def _unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int = 8) -> tuple[np.ndarray, int]:
+def _unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int = 8,
+              out: np.ndarray | None = None, at: Callable[[int], int] | None = None) -> tuple[np.ndarray, int]:
     """Unsigned integers (k, n) of `itemsize` bytes (at least width) from the byte planes
     at offset of each row of data (k, payload bytes): the smallest itemsize that holds
-    `width` bytes saves most of the work on narrow planes."""
+    `width` bytes saves most of the work on narrow planes. `out`: a (k, n) array of that
+    itemsize to fill (values' own bytes: no copy after). `at`: where each plane's logical
+    offset is in data (packed chunks), None: where it says."""
     k = len(data)
     dtype = np.dtype(f"u{itemsize}")
-    planes = data[:, offset:offset + n * width].reshape(k, width, n)
-    if width == itemsize == 1:
-        return planes[:, 0], offset + n
-    out = np.empty((k, n, itemsize), np.uint8) if width == itemsize else np.zeros((k, n, itemsize), np.uint8)
+    starts = [offset + plane * n for plane in range(width)]
+    planes = [data[:, start:start + n] for start in (starts if at is None else map(at, starts))]
+    if any(p.shape[1] != n for p in planes):
+        raise ValueError(f"a plane shorter than {n} bytes")
+    if width == itemsize == 1 and out is None:
+        return planes[0], offset + n
+    if out is None:
+        out = np.empty((k, n), dtype)
+    out = out.view(dtype)
+    bytes_ = out.view(np.uint8).reshape(k, n, itemsize)
+    if width < itemsize:
+        bytes_[:, :, width:] = 0
     for plane in range(width):  # plane by plane: contiguous reads, twice as fast as one transposed copy
-        out[:, :, plane] = planes[:, plane]
-    return out.view(dtype).reshape(k, n), offset + n * width
+        bytes_[:, :, plane] = planes[plane]
+    return out, offset + n * width
 
 
 def _delta(x: np.ndarray) -> np.ndarray:
@@ -134,15 +158,31 @@ def _pack_ints(x: np.ndarray, orders: tuple[int, ...], based: bool = False
     return order, width, data, base
 
 
-def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, base: np.ndarray | None = None
-                 ) -> tuple[np.ndarray, int]:
+def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, base: np.ndarray | None = None,
+                 out: np.ndarray | None = None, at: Callable[[int], int] | None = None) -> tuple[np.ndarray, int]:
     """int64 (k, n) from the planes of `order`-times delta-encoded integers: zigzagged, or
-    stored less `base` (k, 1) when given (unsigned: zero-extended from the plane width)."""
-    z, offset = _unplanes(data, offset, n, width, _ITEMSIZE[width])
-    x = _unzigzag(z).astype(np.int64) if base is None else z.astype(np.int64) + base
-    for _ in range(order):
-        np.cumsum(x, axis=1, out=x)
-    return x, offset
+    stored less `base` (k, 1) when given (unsigned: zero-extended from the plane width);
+    into `out` when given. The first sum widens to int64 as it adds (no copy of its own)."""
+    k = len(data)
+    z, offset = _unplanes(data, offset, n, width, _ITEMSIZE[width], at=at)
+    x = _unzigzag(z) if base is None else z
+    if out is None:
+        out = np.empty((k, n), np.int64)
+    if order:
+        np.cumsum(x, axis=1, dtype=np.int64, out=out)
+        for _ in range(order - 1):
+            np.cumsum(out, axis=1, out=out)
+    else:
+        out[...] = x
+    if base is not None:  # the base of the order-th deltas: the sums of a constant are a polynomial
+        if order == 0:
+            out += base
+        else:
+            ramp = np.arange(1, n + 1, dtype=np.int64)
+            if order == 2:
+                ramp = np.cumsum(ramp)
+            out += base * ramp
+    return out, offset
 
 
 def _exact(values: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
@@ -218,10 +258,34 @@ def encode(points: Points) -> bytes:
         header, version, raw = _HEADER_BASED.pack(*fields, v_base), VERSION_BASED, VERSION_BASED_RAW
     planes[0] = header + planes[0]
     payload = b"".join(planes)
-    packed = _deflate(planes, n)
+    packed, sizes = _deflate(planes, n)
     if len(payload) <= len(packed) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads
         return bytes([raw]) + payload
+    if sizes is not None:
+        fewer_blocks = _pack_parts(planes, sizes)
+        if len(fewer_blocks) <= len(packed) * _PACKED_SLACK:  # a block costs a Huffman table on each read
+            return bytes([VERSION_PACKED if v_base is None else VERSION_BASED_PACKED]) + fewer_blocks
     return bytes([version]) + packed
+
+
+def _pack_parts(parts: list[bytes], sizes: list[int]) -> bytes:
+    """The packed stream of parts (versions 5 and 6): the parts that deflated smaller
+    (sizes: what each became in a block of its own) in one deflate block, then as stored
+    blocks the parts deflate cannot shrink (as they are) and the mask naming them. Reading
+    then builds one Huffman table a chunk, not one a part."""
+    stored = [i > 0 and size >= _STORED_SHARE * len(part) for i, (part, size) in enumerate(zip(parts, sizes))]
+    mask = _MASK.pack(sum(1 << i for i, moved in enumerate(stored) if moved))
+    tail = b"".join(part for part, moved in zip(parts, stored) if moved) + mask
+    blocks = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_RLE)
+    head = blocks.compress(b"".join(part for part, moved in zip(parts, stored) if not moved))
+    if len(tail) == _MASK.size:
+        return head + blocks.compress(tail) + blocks.flush()
+    out = [head, blocks.flush(zlib.Z_SYNC_FLUSH)]  # byte-aligned: stored blocks follow
+    for start in range(0, len(tail), 0xFFFF):
+        piece = tail[start:start + 0xFFFF]
+        final = start + 0xFFFF >= len(tail)
+        out.append(struct.pack("<BHH", int(final), len(piece), len(piece) ^ 0xFFFF) + piece)
+    return b"".join(out)
 
 
 def _split(data: bytes, n: int) -> list[bytes]:
@@ -229,21 +293,26 @@ def _split(data: bytes, n: int) -> list[bytes]:
     return [data[k:k + n] for k in range(0, len(data), n)] if n else []
 
 
-def _deflate(parts: list[bytes], n: int) -> bytes:
-    """The raw-deflate stream of the concatenated parts: of n >= _BLOCKS_FROM points, one
-    block per part, each with its own Huffman codes, looking for runs only (Z_RLE: in a
-    plane, longer matches are chance ones that cost more than the bytes they stand for);
-    shorter ones in one run, as a block costs a few bytes they would not win back."""
+def _deflate(parts: list[bytes], n: int) -> tuple[bytes, list[int] | None]:
+    """(stream, sizes): the raw-deflate stream of the concatenated parts: of n >=
+    _BLOCKS_FROM points, one block per part, each with its own Huffman codes, looking for
+    runs only (Z_RLE: in a plane, longer matches are chance ones that cost more than the
+    bytes they stand for), and the bytes each part's block took (about: a block may end
+    mid-byte); shorter ones in one run (sizes None), as a block costs a few bytes they
+    would not win back."""
     if n < _BLOCKS_FROM or len(parts) < 2:
         whole = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
-        return whole.compress(b"".join(parts)) + whole.flush()
+        return whole.compress(b"".join(parts)) + whole.flush(), None
     blocks = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_RLE)
     out = [blocks.compress(parts[0])]
+    sizes = []
     for part in parts[1:]:
         out.append(blocks.flush(zlib.Z_BLOCK))
+        sizes.append(len(out[-1]) + len(out[-2]))
         out.append(blocks.compress(part))
     out.append(blocks.flush())
-    return b"".join(out)
+    sizes.append(len(out[-1]) + len(out[-2]))
+    return b"".join(out), sizes
 
 
 def decode(chunk: bytes) -> Points:
@@ -277,17 +346,24 @@ def decode_many(blobs: Sequence[bytes], labels: np.ndarray | None = None
     return out_label, out_ts, out_values, out_counts
 
 
-def decode_groups(blobs: Sequence[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
+def decode_groups(blobs: Sequence[bytes], origin: tuple[int, int] | None = None
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
     """The points of many chunks, one layout at a time: (indices in blobs of k chunks,
     timestamps (k, n), values (k, n), counts (k, n) or None), n the chunks' point count.
     Chunks of one shape (the full windows of similar series are) decode together with a
     few numpy calls; a caller that places each group before asking for the next keeps
-    its arrays small (no copy of every point at once). CorruptChunk if a blob is not a chunk."""
-    for shape, (indices, payloads) in _layouts(blobs).items():
+    its arrays small (no copy of every point at once). With origin (first, step), a grid
+    of columns `step` apart from `first`: each point's column (timestamp - first) // step
+    instead of its timestamp (with whole-step units, as a stage's chunks have, no division
+    at all). CorruptChunk if a blob is not a chunk."""
+    layouts = _layouts(blobs)
+    while layouts:  # each group's payloads freed once decoded: the next group's arrays reuse their memory
+        shape, (indices, payloads) = layouts.popitem()
         k, n = len(indices), shape[1]
         ts, values = np.empty((k, n), np.int64), np.empty((k, n), np.float64)
         counts = np.empty((k, n), np.int64) if shape[8] & 0x80 else None
-        _decode_alike(shape, payloads, ts, values, counts)
+        _decode_alike(shape, payloads, ts, values, counts, origin)
+        del payloads
         yield np.array(indices, np.int64), ts, values, counts
 
 
@@ -298,13 +374,12 @@ def _layouts(blobs: Sequence[bytes]) -> dict[tuple, tuple[list[int], list]]:
     layouts: dict[tuple, tuple[list[int], list]] = {}
     for index, chunk in enumerate(blobs):
         data = _payload(chunk)
-        header_size = _HEADER.size if chunk[0] in (VERSION, VERSION_RAW) else _HEADER_BASED.size
-        try:
-            shape = (len(data),) + _LAYOUT.unpack_from(data) + (header_size,)
-        except struct.error as exc:
-            raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
-        if len(data) < header_size:
+        header_size = _HEADER.size if chunk[0] in _PLAIN_HEADER else _HEADER_BASED.size
+        packed = chunk[0] in (VERSION_PACKED, VERSION_BASED_PACKED)
+        if len(data) < header_size + packed * _MASK.size:
             raise CorruptChunk(f"a chunk of format {chunk[0]} shorter than its header: the row is damaged")
+        mask = _MASK.unpack_from(data, len(data) - _MASK.size)[0] if packed else None
+        shape = (len(data),) + _LAYOUT.unpack_from(data) + (header_size, mask)
         group = layouts.get(shape)
         if group is None:
             group = layouts[shape] = ([], [])
@@ -314,7 +389,7 @@ def _layouts(blobs: Sequence[bytes]) -> dict[tuple, tuple[list[int], list]]:
 
 
 def _payload(chunk: bytes) -> bytes | memoryview:
-    """The header and planes of a chunk (inflated for VERSION and VERSION_BASED)."""
+    """The header and planes of a chunk (inflated but for VERSION_RAW and VERSION_BASED_RAW)."""
     if not chunk or chunk[0] not in VERSIONS:
         raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads formats"
                            f" {', '.join(map(str, VERSIONS))}): the store was written by another version of"
@@ -333,27 +408,71 @@ def _payload(chunk: bytes) -> bytes | memoryview:
 
 
 def _decode_alike(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndarray,
-                  counts: np.ndarray | None) -> None:
+                  counts: np.ndarray | None, origin: tuple[int, int] | None = None) -> None:
     """Decode chunks of one layout (same sizes, modes and widths) into ts, values and
-    counts (k rows of n points; counts None: not wanted). CorruptChunk if they are damaged."""
+    counts (k rows of n points; counts None: not wanted; origin (first, step): ts gets
+    grid columns (timestamp - first) // step). CorruptChunk if they are damaged."""
     try:
-        _decode_planes(shape, payloads, ts, values, counts)
+        _decode_planes(shape, payloads, ts, values, counts, origin)
     except ValueError as exc:  # planes shorter than the header says
         raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
 
 
+def _locator(header_size: int, n: int, lengths: list[int], mask: int) -> Callable[[int], int]:
+    """Where a logical offset of a packed chunk's payload is: its parts (lengths, in the
+    order encode makes them: timestamps, value planes, exceptions, count planes) come
+    after the header, those of the mask's bits after the others."""
+    if mask & 1 or mask >> len(lengths):
+        raise CorruptChunk(f"a packed chunk's mask {mask:#x} names parts it does not have: the row is damaged")
+    logical = np.cumsum([header_size] + lengths[:-1]).tolist()
+    moved = [bool(mask >> i & 1) for i in range(len(lengths))]
+    physical, position = [0] * len(lengths), header_size
+    for stored in (False, True):
+        for i, length in enumerate(lengths):
+            if moved[i] == stored:
+                physical[i], position = position, position + length
+
+    def at(offset: int) -> int:
+        part = bisect.bisect_right(logical, offset) - 1
+        return physical[part] + offset - logical[part]
+
+    return at
+
+
 def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndarray,
-                   counts: np.ndarray | None) -> None:
-    size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions, header_size = shape
+                   counts: np.ndarray | None, origin: tuple[int, int] | None = None) -> None:
+    size, n, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, n_exceptions, header_size, mask = shape
     k = len(payloads)
     data = np.frombuffer(b"".join(payloads), np.uint8).reshape(k, size)
+    at = None
+    if mask is not None:
+        size -= _MASK.size
+        at = _locator(header_size, n, [n * ts_width] + [n] * v_width * (n > 0) + [12 * n_exceptions] * (n_exceptions > 0)
+                      + [n] * (c_width * (n > 0) if c_order & 0x80 else 0), mask)
     base = np.ascontiguousarray(data[:, 4:12]).view("<i8").astype(np.int64)
     unit = np.ascontiguousarray(data[:, 12:16]).view("<u4").astype(np.int64)
-    offset = header_size
-    offsets, offset = _unpack_ints(data, offset, n, ts_order, ts_width)
-    np.add(offsets, np.arange(n, dtype=np.int64), out=ts)
-    ts *= unit
-    ts += base
+    if ts_width:
+        _, offset = _unpack_ints(data, header_size, n, ts_order, ts_width, out=ts, at=at)
+        ts += np.arange(n, dtype=np.int64)
+    else:  # every slot of the span: 0, 1, 2, ... units
+        ts[...] = np.arange(n, dtype=np.int64)
+        offset = header_size
+    if origin is not None and not (unit % origin[1]).any():
+        # grid columns: (base + j * unit - first) // step is (base - first) // step + j * (unit // step)
+        first, step = origin
+        unit //= step
+        base = (base - first) // step
+    elif origin is not None:  # units that are not whole steps (a store's own precision): through timestamps
+        first, step = origin
+        base -= first
+        ts *= unit
+        ts += base
+        ts //= step
+        unit = None
+    if unit is not None:
+        if (unit != 1).any():
+            ts *= unit
+        ts += base
     if mode == _MODE_DECIMAL:
         v_base = None
         if v_order & _BASED:
@@ -361,22 +480,24 @@ def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndar
                 raise CorruptChunk(f"a chunk of format {VERSION} or {VERSION_RAW} with values less a base:"
                                    " the row is damaged")
             v_base = np.ascontiguousarray(data[:, _HEADER.size:_HEADER_BASED.size]).view("<i8").astype(np.int64)
-        m, offset = _unpack_ints(data, offset, n, v_order & ~_BASED, v_width, v_base)
+        m, offset = _unpack_ints(data, offset, n, v_order & ~_BASED, v_width, v_base, at=at)
         np.divide(m, 10.0**e, out=values)
     elif mode == _MODE_XOR:
-        xor, offset = _unplanes(data, offset, n, v_width)
-        np.bitwise_xor.accumulate(xor, axis=1, out=values.view(np.uint64))
+        bits = values.view(np.uint64)
+        _, offset = _unplanes(data, offset, n, v_width, out=bits, at=at)
+        np.bitwise_xor.accumulate(bits, axis=1, out=bits)
     else:
         raise CorruptChunk(f"a chunk with value mode {mode}: not one this code writes")
     if n_exceptions:
-        where = np.ascontiguousarray(data[:, offset:offset + 4 * n_exceptions]).view("<u4").astype(np.int64)
-        raw = np.ascontiguousarray(data[:, offset + 4 * n_exceptions:offset + 12 * n_exceptions]).view("<f8")
+        start = offset if at is None else at(offset)
+        where = np.ascontiguousarray(data[:, start:start + 4 * n_exceptions]).view("<u4").astype(np.int64)
+        raw = np.ascontiguousarray(data[:, start + 4 * n_exceptions:start + 12 * n_exceptions]).view("<f8")
         if (where >= n).any():
             raise CorruptChunk(f"a chunk of {n} points names exception {int(where.max())}: the row is damaged")
         values[np.arange(k)[:, None], where] = raw
         offset += 12 * n_exceptions
     if c_order & 0x80:
-        decoded, offset = _unpack_ints(data, offset, n, c_order & 0x7F, c_width)
+        decoded, offset = _unpack_ints(data, offset, n, c_order & 0x7F, c_width, at=at)
         if counts is not None:
             counts[...] = decoded
     if offset != size:

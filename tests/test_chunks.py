@@ -126,6 +126,25 @@ def test_many_chunks_decode_together_each_point_to_its_chunk():
             np.testing.assert_array_equal(counts[mine], p.counts)
 
 
+@pytest.mark.parametrize("precision, step", [(60, 60), (60, 20), (7, 3)])
+def test_decode_groups_give_grid_columns_from_an_origin(precision, step):
+    """With an origin (first, step), decode_groups gives each point's column
+    (timestamp - first) // step, points before first included (negative columns): by
+    whole steps when the chunk's unit is one, through the timestamps when not."""
+    rng = np.random.default_rng(13)
+    originals = [chunks.Points(_window(rng, n, precision, sparse=i % 2 == 1), rng.normal(0, 1, n))
+                 for i, n in enumerate([720, 720, 300, 1, 50])]
+    blobs = [chunks.encode(p) for p in originals]
+    first = START + 37 * precision + 1  # not on a step: the floor matters
+    seen = []
+    for index, columns, values, _ in chunks.decode_groups(blobs, (first, step)):
+        for row, i in enumerate(index.tolist()):
+            seen.append(i)
+            np.testing.assert_array_equal(columns[row], (originals[i].timestamps - first) // step)
+            np.testing.assert_array_equal(values[row].view(np.uint64), originals[i].values.view(np.uint64))
+    assert sorted(seen) == list(range(len(blobs)))
+
+
 def test_decode_groups_give_each_chunk_once_by_layout_and_labels_name_points():
     """decode_groups yields every chunk once, its points as a row of its layout's group;
     decode_many's labels replace the chunk index of each point."""
@@ -209,7 +228,7 @@ def test_values_never_negative_are_kept_less_their_minimum():
     ts = START + 60 * np.arange(720)
     for values in (np.round(rng.uniform(0, 100, 720), 2), np.cumsum(rng.integers(0, 1000, 720)) + 1e9):
         data = _roundtrip(ts, values)
-        assert data[0] == chunks.VERSION_BASED
+        assert data[0] in (chunks.VERSION_BASED, chunks.VERSION_BASED_PACKED)
     # big random integers: deflate saves nothing, the planes are kept as they are (version 4)
     raw = _roundtrip(ts[:40], np.random.default_rng(1).integers(0, 10**12, 40).astype(np.float64))
     assert raw[0] == chunks.VERSION_BASED_RAW
@@ -223,6 +242,63 @@ def test_each_plane_may_get_a_deflate_block_of_its_own():
     payload = zlib.decompress(data[1:], -15)
     one_run = zlib.compressobj(6, zlib.DEFLATED, -15)
     assert len(data) - 1 < 0.95 * len(one_run.compress(payload) + one_run.flush())
+
+
+def _packed_mask(data: bytes) -> int:
+    return int.from_bytes(zlib.decompress(data[1:], -15)[-4:], "little")
+
+
+def test_parts_deflate_cannot_shrink_are_stored_after_one_block():
+    """Full-precision random values (the low planes of their XORs are noise): a packed
+    chunk (version 5 or 6), the noise planes stored after one deflate block of the rest,
+    named by its mask; bit for bit with gaps, NaN exceptions, counts, and read together
+    with chunks of the other versions."""
+    rng = np.random.default_rng(21)
+    ts = START + 60 * np.sort(rng.choice(760, 720, replace=False))
+    packed = (chunks.VERSION_PACKED, chunks.VERSION_BASED_PACKED)
+    floats = _roundtrip(ts, rng.random(720) * 100)
+    decimals = np.round(rng.uniform(0, 1e6, 720), 4)
+    decimals[rng.choice(720, 20, replace=False)] = np.nan  # exceptions: a part of their own
+    decimals[5] = -0.0
+    excepted = _roundtrip(ts, decimals)
+    counts = rng.integers(1, 2**40, 720)  # noise planes among the counts too
+    aggregated = _roundtrip(ts, rng.random(720) * 100, counts)
+    for data in (floats, excepted, aggregated):
+        assert data[0] in packed and _packed_mask(data)
+    older = _roundtrip(ts[:40], decimals[:40])  # too few points for blocks: version 1 or 3
+    assert older[0] in (chunks.VERSION, chunks.VERSION_BASED)
+    index, got_ts, values, got_counts = chunks.decode_many([floats, excepted, aggregated, older])
+    np.testing.assert_array_equal(values[index == 1].view(np.uint64), decimals.view(np.uint64))
+    np.testing.assert_array_equal(got_counts[index == 2], counts)
+    np.testing.assert_array_equal(got_ts[index == 3], ts[:40])
+
+
+def test_a_chunk_is_packed_only_when_that_costs_at_most_a_hundredth_more(monkeypatch):
+    """Packing (one Huffman table a chunk on reads) is chosen where it costs at most 1 %
+    more bytes than a deflate block a part, which is kept otherwise."""
+    rng = np.random.default_rng(22)
+    cases = [np.round(rng.uniform(0, 100, 720), 2), rng.random(720) * 100,
+             np.round(50 + np.cumsum(rng.normal(0, 0.5, 720)), 2)]
+    ts = START + 60 * np.arange(720)
+    chosen = [chunks.encode(chunks.Points(ts, v)) for v in cases]
+    monkeypatch.setattr(chunks, "_PACKED_SLACK", 0.0)
+    per_part = [chunks.encode(chunks.Points(ts, v)) for v in cases]
+    assert all(p[0] not in (chunks.VERSION_PACKED, chunks.VERSION_BASED_PACKED) for p in per_part)
+    for mine, theirs in zip(chosen, per_part):
+        assert len(mine) <= len(theirs) * 1.01 + 1
+        assert mine[0] in (chunks.VERSION_PACKED, chunks.VERSION_BASED_PACKED) or mine == theirs
+    assert chosen[1][0] == chunks.VERSION_PACKED  # the noise: packed
+
+
+def test_a_damaged_packed_mask_is_an_error():
+    rng = np.random.default_rng(23)
+    data = _roundtrip(START + 60 * np.arange(720), rng.random(720) * 100)
+    assert data[0] == chunks.VERSION_PACKED
+    payload = bytearray(zlib.decompress(data[1:], -15))
+    payload[-4:] = (1 << 30).to_bytes(4, "little")  # a part this chunk does not have
+    again = zlib.compressobj(6, zlib.DEFLATED, -15)
+    with pytest.raises(CorruptChunk, match="mask"):
+        chunks.decode(bytes([chunks.VERSION_PACKED]) + again.compress(bytes(payload)) + again.flush())
 
 
 def test_a_damaged_base_flag_is_an_error():

@@ -249,7 +249,7 @@ def test_fetched_arrays_serve_only_unchanged_series():
 
 @pytest.mark.parametrize("gaps", [0.0, 0.02, 0.6, 1.0])
 def test_graphite_lists_are_floats_with_none_for_gaps(gaps):
-    """graphite_lists (one tolist per grid) gives what a value-by-value conversion gives:
+    """graphite_lists (a tolist per row) gives what a value-by-value conversion gives:
     Python floats (-0.0 kept), None for NaN; grids with rows mostly gaps included."""
     import math
 

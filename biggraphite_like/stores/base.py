@@ -57,13 +57,21 @@ def place_on_grid(grid: np.ndarray, rows: np.ndarray, timestamps: np.ndarray, va
                   step: int) -> None:
     """grid[rows, (timestamps - first) // step] = values for the points inside the grid's
     time range [first, first + columns * step); rows broadcasts against timestamps (a row
-    per chunk of a (chunks, points) group, or one per point). Timestamps of a row in
-    ascending order (as a chunk's are) let the check be done on its first and last."""
+    per chunk of a (chunks, points) group, or one per point)."""
     if not timestamps.size:
         return
-    width = grid.shape[1]
     columns = timestamps - first
     columns //= step
+    place_columns(grid, rows, columns, values)
+
+
+def place_columns(grid: np.ndarray, rows: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
+    """grid[rows, columns] = values for the columns inside the grid (0 <= column < width;
+    `columns` may be changed); rows broadcasts against columns. Columns of a row in
+    ascending order (as a chunk's are) let the check be done on its first and last."""
+    if not columns.size:
+        return
+    width = grid.shape[1]
     if columns.ndim == 2:
         inside = bool((columns[:, 0] >= 0).all() and (columns[:, -1] < width).all())
     else:

@@ -17,7 +17,7 @@ from biggraphite_like.errors import (
     StoreError,
 )
 from biggraphite_like.retention import Retention, Stage
-from biggraphite_like.stores.base import PointReads, StageTable, place_on_grid
+from biggraphite_like.stores.base import PointReads, StageTable, place_columns, place_on_grid
 from biggraphite_like.stores.sqlite.schema import (
     _IDS_PER_QUERY,
     _MAX_TIMESTAMP,
@@ -210,8 +210,8 @@ class PointsMixin:
             hot = is_tail
         cold = np.flatnonzero(~hot)
         owners = request[cold]
-        for index, ts, values, _ in chunks.decode_groups([blobs[i] for i in cold.tolist()]):
-            place_on_grid(grid, owners[index][:, None], ts, values, first, step)
+        for index, columns, values, _ in chunks.decode_groups([blobs[i] for i in cold.tolist()], (first, step)):
+            place_columns(grid, owners[index][:, None], columns, values)
         if hot.any():
             hot = np.flatnonzero(hot)
             cells = window_of(ids[hot])
