@@ -145,7 +145,10 @@ def peer_rows(peer: dict) -> tuple[list[list[str]], dict[str, float]]:
     ratios: dict[str, float] = {}
     if "ingest" in peer:
         ingest = peer["ingest"]
-        rounds, peaks = ingest["rounds"], ingest["peak_rss_bytes"]
+        # the new round and the median of the existing ones (older figures: their two rounds)
+        rounds = {side: [row["new"], row["existing"]] for side, row in ingest["summary"].items()} \
+            if "summary" in ingest else ingest["rounds"]
+        peaks = ingest["peak_rss_bytes"]
         receivers = ingest.get("receiver_peak_rss_bytes", {})
         labels = {"ours": "bgl run", "ours_carbon": "bgl run --carbon", "whisper": "carbon+whisper", "vm": "VM"}
         for side, reference in (("ours", "vm"), ("ours_carbon", "vm"), ("ours", "whisper"),
@@ -154,8 +157,9 @@ def peer_rows(peer: dict) -> tuple[list[list[str]], dict[str, float]]:
                 continue
             for index, (ours, ref) in enumerate(zip(rounds[side], rounds[reference])):
                 first = index == 0
+                median = f" (median of {ours['rounds']})" if ours.get("rounds", 1) > 1 else ""
                 table.append(["peer", f"ingest plaintext, {labels[side]} vs {labels[reference]},"
-                              f" {ingest['metrics']:,} metrics, {ours['round']} metrics, readable",
+                              f" {ingest['metrics']:,} metrics, {ours['round']} metrics{median}, readable",
                               f"{ours['points_per_second']:,.0f} pts/s",
                               f"{labels[reference]} {ref['points_per_second']:,.0f} pts/s",
                               f"{ours['points_per_second'] / ref['points_per_second']:.2f}x",

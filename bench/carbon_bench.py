@@ -53,10 +53,12 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def make_input(metrics: int, points: int, round_index: int, now: int) -> tuple[list[str], list[tuple]]:
-    """Names and [(name, (timestamp, value))]: round r holds minutes [r*points, (r+1)*points)."""
+def make_input(metrics: int, points: int, round_index: int, now: int,
+               rounds: int = 2) -> tuple[list[str], list[tuple]]:
+    """Names and [(name, (timestamp, value))]: round r of `rounds` holds minutes
+    [r*points, (r+1)*points) of a span that ends points + 1 minutes before now."""
     names = [f"bench.host{i // 1000:04d}.service{i % 1000:03d}.value" for i in range(metrics)]
-    base = now - now % 60 - 2 * 60 * points  # both rounds end two minutes before now
+    base = now - now % 60 - rounds * 60 * points
     messages = []
     for p in range(points):
         ts = float(base + (round_index * points + p - points) * 60)

@@ -5,7 +5,8 @@ named by `BG_STORE`; `DATABASE = whisper+biggraphite_like` also keeps carbon's w
 (double writes while migrating). Threads, as carbon uses them:
 
 - carbon's writer thread calls `exists` (memory; a miss looks up the store once, batched),
-  `create` (memory: the metric is stored with its first points) and `write` (buffers);
+  `create` (memory: the metric is stored with its first points) and `write_many` (the
+  batched writer loop, cache_drain.py) or `write` (buffers);
 - the plugin's flusher thread writes the buffer to the store (see flusher.py);
 - the reactor thread calls `getMetadata` / `setMetadata` for CarbonLink: answered from
   memory, changes persisted by the flusher thread.
@@ -107,6 +108,12 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
     def write(self, metric: str, datapoints) -> None:
         self.flusher.ensure_started()
         self.buffer.add(metric, datapoints)
+
+    def write_many(self, metrics: Sequence[str], datapoints: Sequence[dict[float, float]]) -> None:
+        """`write` for many metrics at once ({timestamp: value} each), from the batched
+        writer loop (cache_drain.py)."""
+        self.flusher.ensure_started()
+        self.buffer.add_many(metrics, datapoints)
 
     def tag(self, *metrics: str) -> None:
         """carbon's tag queue (ENABLE_TAGS), in its tagger thread. A tagged series is indexed
@@ -251,6 +258,7 @@ class WhisperAndBigGraphiteLikeDatabase(BigGraphiteLikeDatabase):
     """
 
     plugin_name = "whisper+biggraphite_like"
+    write_many = None  # both sides are written metric by metric (`write`)
 
     def __init__(self, settings: Any):
         try:

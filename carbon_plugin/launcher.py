@@ -10,7 +10,8 @@ PID_DIR, LOG_DIR and LOCAL_DATA_DIR in carbon.conf place the rest.
 Before carbon builds its services, the launcher puts the guarded plaintext and pickle
 receivers in place of carbon's (receivers.py: a bad line is refused and counted, the
 connection goes on), puts a `write` processor that stores plain names without parsing
-them as tagged series in place of carbon's (pipeline.py), and adds the shutdown drain
+them as tagged series in place of carbon's (pipeline.py), a writer loop that takes many
+metrics from carbon's cache at once in place of carbon's (cache_drain.py), and adds the shutdown drain
 (drain.py: on SIGTERM, bytes clients already sent are read and stored before the exit).
 """
 from __future__ import annotations
@@ -51,11 +52,12 @@ def _guard_receivers() -> None:
     def guarded_make_service(options):
         from carbon.conf import settings
 
-        from carbon_plugin import drain, pipeline, receivers
+        from carbon_plugin import cache_drain, drain, pipeline, receivers
 
         receivers.register()
         pipeline.register()
         service = make_service(serviceMaker, options)
+        cache_drain.install()
         drain.install(settings)
         _record_refusals(settings)
         return service

@@ -21,7 +21,7 @@ class PluginOptions:
 
     store_url: str
     flush_interval: float = 1.0  # seconds a buffered point waits at most before its flush starts
-    flush_size: int = 50_000  # points per store batch (one insert_columns call, one transaction)
+    flush_size: int = 500_000  # points per store batch (one insert_columns call, one transaction), as bgl receive's
     max_buffered_points: int = 1_000_000  # write() waits (carbon's cache holds the rest) above this
     retries: int = 5  # attempts after the first failed one, before the points are dropped and counted
     retry_delay: float = 0.2  # first backoff, doubled on each retry

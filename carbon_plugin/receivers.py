@@ -12,6 +12,14 @@ receivers; carbon's files are not touched). They refuse such a line or point, co
 log it (at most LOGGED_PER_MINUTE a minute) and go on with the connection. They also note
 when each connection last received bytes, for the shutdown drain (drain.py).
 
+They also take a read at a time rather than a line (or pickled point) at a time: the
+plaintext receiver splits and decodes every complete line of a read at once (Twisted's
+LineOnlyReceiver rules: a line over MAX_LENGTH still drops the connection after the lines
+before it), and both apply carbon's checks (NaN values dropped, a timestamp of -1 is now,
+MIN_TIMESTAMP_RESOLUTION) and hand the read's points to the cache together
+(pipeline.cache_many), unless a black or white list or another pipeline is configured,
+where each point goes through carbon's `metricReceived` as before.
+
 `register()` must run after twistd installed its reactor (importing carbon.protocols
 installs the default one): the launcher calls it from carbon's service maker.
 """
@@ -21,6 +29,7 @@ import math
 import time
 from typing import Any
 
+from carbon_plugin import pipeline
 from carbon_plugin.stats import PluginStats, record_in_carbon
 
 LOGGED_PER_MINUTE = 10  # refused lines logged per minute (every one is counted)
@@ -77,7 +86,8 @@ def register() -> None:
     from carbon.util import pickle
 
     class GuardedReceiver:
-        """Mixin: refuse bad points instead of raising; note when bytes last arrived."""
+        """Mixin: refuse bad points instead of raising; note when bytes last arrived; hand a
+        read's points over together."""
 
         last_data = 0.0  # time.monotonic() of the last bytes received
 
@@ -92,22 +102,78 @@ def register() -> None:
                 return
             super().metricReceived(metric, datapoint)  # type: ignore[misc]
 
+        def metricsReceived(self, points: list[tuple[str, tuple[float, float]]]) -> None:
+            """metricReceived for each point, in order; with carbon's default pipeline and no
+            black or white list, the same checks here and the points cached together
+            (pipeline.cache_many)."""
+            from carbon.conf import settings
+            from carbon.regexlist import BlackList, WhiteList
+
+            feeder = pipeline.bulk_feeder()
+            if feeder is None or BlackList or WhiteList:
+                for metric, datapoint in points:
+                    self.metricReceived(metric, datapoint)
+                return
+            resolution = settings.MIN_TIMESTAMP_RESOLUTION
+            accepted = []
+            for metric, datapoint in points:
+                timestamp, value = datapoint
+                if not math.isfinite(timestamp):
+                    refusals.refuse(self.peerName, finite_timestamp(datapoint), (metric, datapoint))  # type: ignore[attr-defined]
+                    continue
+                if value != value:  # carbon drops NaN values
+                    continue
+                if -2.0 < timestamp <= -1.0:  # carbon: int(timestamp) == -1 means now
+                    timestamp = time.time()
+                if resolution:
+                    timestamp = int(timestamp) // resolution * resolution
+                accepted.append((metric, (timestamp, value)))
+            if accepted:
+                pipeline.cache_many(feeder, accepted)
+                self.resetTimeout()  # type: ignore[attr-defined]
+
     class GuardedLineReceiver(GuardedReceiver, MetricLineReceiver):
         plugin_name = "line"  # replaces carbon's MetricLineReceiver
 
+        def dataReceived(self, data: bytes) -> None:
+            """Twisted's LineOnlyReceiver.dataReceived, every complete line of the read at once
+            (a line longer than MAX_LENGTH still drops the connection after the lines before it)."""
+            self.last_data = time.monotonic()
+            lines = (self._buffer + data).split(self.delimiter)
+            self._buffer = lines.pop(-1)
+            if self.transport.disconnecting:
+                return
+            if lines and max(map(len, lines)) > self.MAX_LENGTH:
+                index = next(i for i, line in enumerate(lines) if len(line) > self.MAX_LENGTH)
+                self.linesReceived(lines[:index])
+                return self.lineLengthExceeded(lines[index])
+            self.linesReceived(lines)
+            if len(self._buffer) > self.MAX_LENGTH:
+                return self.lineLengthExceeded(self._buffer)
+
         def lineReceived(self, line: bytes) -> None:
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                refusals.refuse(self.peerName, f"byte {exc.start} is not UTF-8", line)
+            self.linesReceived([line])
+
+        def linesReceived(self, lines: list[bytes]) -> None:
+            if not lines:
                 return
             try:
-                metric, value, timestamp = text.split()
-                datapoint = (float(timestamp), float(value))
-            except ValueError:
-                refusals.refuse(self.peerName, "expected 'name value timestamp'", text)
-                return
-            self.metricReceived(metric, datapoint)
+                texts = b"\n".join(lines).decode("utf-8").split("\n")  # one decode for the read
+            except UnicodeDecodeError:
+                texts = []
+                for line in lines:
+                    try:
+                        texts.append(line.decode("utf-8"))
+                    except UnicodeDecodeError as exc:
+                        refusals.refuse(self.peerName, f"byte {exc.start} is not UTF-8", line)
+            points = []
+            for text in texts:
+                try:
+                    metric, value, timestamp = text.split()
+                    points.append((metric, (float(timestamp), float(value))))
+                except ValueError:
+                    refusals.refuse(self.peerName, "expected 'name value timestamp'", text)
+            self.metricsReceived(points)
 
     class GuardedPickleReceiver(GuardedReceiver, MetricPickleReceiver):
         plugin_name = "pickle"  # replaces carbon's MetricPickleReceiver
@@ -122,6 +188,7 @@ def register() -> None:
             if not isinstance(datapoints, (list, tuple)):
                 refusals.refuse(self.peerName, "a pickle message must be a list of points", datapoints)
                 return
+            points = []
             for raw in datapoints:
                 try:
                     metric, (timestamp, value) = raw
@@ -138,7 +205,8 @@ def register() -> None:
                 if not isinstance(metric, str):
                     refusals.refuse(self.peerName, "name is not a string", raw)
                     continue
-                self.metricReceived(metric, datapoint)
+                points.append((metric, datapoint))
+            self.metricsReceived(points)
 
 
 def record_refusals() -> None:

@@ -13,7 +13,7 @@ from bench import peer_bench, victoria
 from bench.__main__ import peer_rows
 from bench.carbon_bench import make_input
 
-SIZES = dict(peer_bench.SIZES["quick"], metrics=40, points=3, day_series=6, names=300, find_runs=3, find_budget=0.5,
+SIZES = dict(peer_bench.SIZES["quick"], metrics=40, points=3, existing_rounds=2, day_series=6, names=300, find_runs=3, find_budget=0.5,
              render_runs=2, render_budget=1.0)
 
 
@@ -27,16 +27,20 @@ def figures(tmp_path_factory) -> dict:
 
 
 def test_ingest_both_systems_return_every_point_sent(figures):
-    sent = [message for r in (0, 1) for message in make_input(SIZES["metrics"], SIZES["points"], r, 0)[1]]
+    sent = [message for r in (0, 1, 2) for message in make_input(SIZES["metrics"], SIZES["points"], r, 0, 3)[1]]
     total = math.fsum(value for _, (_, value) in sent)
     answers = figures["ingest"]["answers"]
     for side in ("ours", "ours_carbon", "vm"):  # bgl run (receiver), bgl run --carbon, VictoriaMetrics
         assert answers[side]["mismatches"] == 0, (side, answers[side])
-        assert answers[side]["points"] == len(sent) == SIZES["metrics"] * SIZES["points"] * 2
+        assert answers[side]["points"] == len(sent) == SIZES["metrics"] * SIZES["points"] * 3
         assert answers[side]["value_sum"] == pytest.approx(total)
     rounds = figures["ingest"]["rounds"]
     assert set(rounds) == {"ours", "ours_carbon", "whisper", "vm"}
-    assert all([r["round"] for r in side] == ["new", "existing"] for side in rounds.values())
+    assert all([r["round"] for r in side] == ["new", "existing", "existing"] for side in rounds.values())
+    for side, summary in figures["ingest"]["summary"].items():  # the median of the existing rounds
+        assert summary["new"] == rounds[side][0] and summary["existing"]["rounds"] == 2
+        assert summary["existing"]["points_per_second"] == pytest.approx(
+            (rounds[side][1]["points_per_second"] + rounds[side][2]["points_per_second"]) / 2)
     assert set(figures["ingest"]["receiver_peak_rss_bytes"]) == set(rounds)
     assert all(r["points_per_second"] > 0 and r["cpu_seconds"] >= 0 for side in rounds.values() for r in side)
 
