@@ -13,12 +13,18 @@ connection goes on), puts a `write` processor that stores plain names without pa
 them as tagged series in place of carbon's (pipeline.py), a writer loop that takes many
 metrics from carbon's cache at once in place of carbon's (cache_drain.py), and adds the shutdown drain
 (drain.py: on SIGTERM, bytes clients already sent are read and stored before the exit).
+The `write` processor and the writer loop replace carbon's internals: they are installed
+only on the carbon release they are tested against (TESTED_CARBON); on another, carbon's
+own code runs and the log says so.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import sys
+
+TESTED_CARBON = ("1.1.10",)  # carbon releases whose pipeline and writer loop ours replace
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,19 +56,34 @@ def _guard_receivers() -> None:
     make_service = type(serviceMaker).makeService
 
     def guarded_make_service(options):
+        from carbon import log
         from carbon.conf import settings
 
         from carbon_plugin import cache_drain, drain, pipeline, receivers
 
         receivers.register()
-        pipeline.register()
+        replace = carbon_release() in TESTED_CARBON
+        if replace:
+            pipeline.register()
         service = make_service(serviceMaker, options)
-        cache_drain.install()
+        if replace:
+            cache_drain.install()
+        else:
+            log.msg(f"biggraphite_like: carbon {carbon_release()} is not one of {', '.join(TESTED_CARBON)}:"
+                    " carbon's own write processor and writer loop run (slower, same points)")
         drain.install(settings)
         _record_refusals(settings)
         return service
 
     serviceMaker.makeService = guarded_make_service
+
+
+def carbon_release() -> str:
+    """The installed carbon's version ("" when its metadata is missing)."""
+    try:
+        return importlib.metadata.version("carbon")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def _record_refusals(settings) -> None:

@@ -204,3 +204,47 @@ def test_rate_limits_keep_carbons_own_loop(tmp_path, carbon_writer, monkeypatch)
         database.close()
     assert counters["updateOperations"] == len(expected)
     assert math.isclose(bucket.tokens, 1_000 - len(expected), abs_tol=1.0)
+
+
+def test_the_replacements_are_installed_only_on_the_pinned_carbon():
+    """The launcher replaces carbon's write processor and writer loop only on the release
+    they are tested against: that must be the release the project pins and installs."""
+    from carbon_plugin import launcher
+
+    pins = [line.split("==", 1)[1].strip() for line in
+            (Path(__file__).parent.parent / "constraints.txt").read_text().splitlines() if line.startswith("carbon==")]
+    assert pins and pins[0] in launcher.TESTED_CARBON
+    assert launcher.carbon_release() == pins[0]
+
+
+def test_another_carbon_release_runs_carbons_own_code_and_stores_every_point(tmp_path):
+    """The launcher as it runs under a carbon release it was not tested on: carbon's own
+    write processor and writer loop run, the log says so, and every point is stored."""
+    import random
+    import sys
+
+    from tests.carbon_env import CarbonCache
+    from tests.test_carbon_plugin import SIGTERM_EXIT, series_points
+
+    script = tmp_path / "bgl-carbon-cache-untested"
+    script.write_text(f"#!{sys.executable}\nimport sys\nfrom carbon_plugin import launcher\n"
+                      "launcher.TESTED_CARBON = ('0.0',)\n"
+                      "if __name__ == '__main__':  # the plugin's writer process imports this script\n"
+                      "    sys.exit(launcher.main())\n")
+    script.chmod(0o755)
+    url, accessor = make_store(tmp_path)
+    now = int(time.time())
+    rng = random.Random(7)
+    points = [p for i in range(30) for p in series_points(f"untested.host{i}.value", 60, 5, now, rng)]
+    carbon = CarbonCache(tmp_path / "carbon", url, launcher=script)
+    carbon.start()
+    try:
+        carbon.send_plaintext(points)
+    finally:
+        code = carbon.stop()
+    assert code in SIGTERM_EXIT, carbon.log()[-3000:]
+    assert "is not one of 0.0: carbon's own write processor and writer loop run" in carbon.log()
+    expected: dict[str, dict[int, float]] = {}
+    for name, ts, value in points:
+        expected.setdefault(name, {})[int(ts)] = value
+    assert stored_values(Accessor.from_url(url), sorted(expected), now - 3600, now) == expected
