@@ -100,6 +100,16 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
     def exists(self, metric: str) -> bool:
         return self.known.exists(metric)
 
+    def exists_many(self, metrics: Sequence[str]) -> list[bool]:
+        """exists() of each metric, the ones not in memory looked up in the store
+        BG_LOOKUP_BATCH at a time (the batched writer loop asks about a whole take of
+        carbon's cache at once, when the cache no longer holds the names to batch with)."""
+        batch = self.options.lookup_batch
+        unknown = [m for m in metrics if not self.known.in_memory(m)]
+        for start in range(0, len(unknown), batch):
+            self.known.lookup(unknown[start:start + batch])
+        return [self.exists(metric) for metric in metrics]
+
     def create(self, metric: str, retentions: list, xfilesfactor: float | None,
                aggregation_method: str | None) -> None:
         """Remember the metadata; the metric is stored in the transaction of its first points."""

@@ -56,6 +56,10 @@ class KnownMetrics:
     def invalid_reason(self, name: str) -> str | None:
         return self._invalid.get(name)
 
+    def in_memory(self, name: str) -> bool:
+        """Whether exists() can answer without the store (known, absent or invalid)."""
+        return name in self._metadata or name in self._absent or name in self._invalid
+
     def exists(self, name: str) -> bool:
         """True if the metric is known or in the store; looks up the store on a memory miss."""
         if name in self._metadata:

@@ -143,6 +143,33 @@ def test_batched_loop_stores_and_counts_what_carbons_loop_does(tmp_path, carbon_
     assert str(metadata["other.h1"].retention) == "240*30s"
 
 
+def test_a_take_of_many_new_metrics_is_looked_up_in_batches(tmp_path, carbon_writer):
+    """A take that empties carbon's cache leaves no waiting names to batch a lookup with:
+    the loop asks about the whole take at once, and the plugin looks its unknown names up
+    BG_LOOKUP_BATCH at a time (one store query a name made a take of 100,000 new metrics
+    take minutes)."""
+    from carbon import state
+    from carbon.cache import MetricCache
+
+    (tmp_path / "lookups").mkdir()
+    url, database = plugin(tmp_path, "lookups")
+    cache = MetricCache()
+    now = int(time.time())
+    names = [f"app.many.h{i}.value" for i in range(2_500)] + ["old.a.max"]
+    for index, name in enumerate(names):
+        cache.store(name, (float(now - now % 60 - 60), float(index)))
+    state.database = database
+    try:
+        cache_drain.write_cached_datapoints()
+        assert database.flush(timeout=60)
+        lookups = database.stats.totals()["lookups"]
+    finally:
+        database.close()
+    assert lookups == -(-len(names) // database.options.lookup_batch)  # 1 with the default 5,000
+    stored = stored_values(Accessor.from_url(url), names, now - 600, now + 60)
+    assert stored == {name: {now - now % 60 - 60: float(index)} for index, name in enumerate(names)}
+
+
 def test_whisper_gets_the_same_files_metric_by_metric(tmp_path, carbon_writer):
     """A database without write_many (carbon's whisper) is written one metric at a time."""
     from carbon.conf import Settings
