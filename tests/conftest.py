@@ -188,13 +188,18 @@ def url_server(cassandra_kind, request):
     return request.getfixturevalue("cql_server")
 
 
-@pytest.fixture
-def cassandra_accessor(cassandra_url):
-    """An accessor on an empty store of each Cassandra, its schema created."""
-    acc = Accessor.from_url(cassandra_url)
+def _synced_accessor(url: str):
+    """An accessor on url with its schema created, closed after the test (fixtures yield from it)."""
+    acc = Accessor.from_url(url)
     acc.syncdb()
     yield acc
     acc.close()
+
+
+@pytest.fixture
+def cassandra_accessor(cassandra_url):
+    """An accessor on an empty store of each Cassandra, its schema created."""
+    yield from _synced_accessor(cassandra_url)
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -216,18 +221,12 @@ def schemaless_store_url(request, store_url) -> str:
 @pytest.fixture
 def accessor(store_url):
     """An accessor on an empty store with its schema created."""
-    acc = Accessor.from_url(store_url)
-    acc.syncdb()
-    yield acc
-    acc.close()
+    yield from _synced_accessor(store_url)
 
 
 @pytest.fixture
 def sqlite_accessor(tmp_path):
-    acc = Accessor.from_url(f"sqlite://{tmp_path / 'bgl.db'}")
-    acc.syncdb()
-    yield acc
-    acc.close()
+    yield from _synced_accessor(f"sqlite://{tmp_path / 'bgl.db'}")
 
 
 @pytest.fixture
