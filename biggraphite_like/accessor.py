@@ -20,7 +20,7 @@ from biggraphite_like import names as names_mod
 from biggraphite_like.downsampling import Downsampler
 from biggraphite_like.errors import InvalidMetricName, InvalidPoint, MetricNotFound, StoreError
 from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, GlobPattern
-from biggraphite_like.metric import Metric, MetricMetadata, make_metric
+from biggraphite_like.metric import Metric, MetricMetadata, make_metric, per_retention
 from biggraphite_like.metric_cache import MetricCache
 from biggraphite_like.stores.base import ScanPage, StageTable, Store
 from biggraphite_like.stores.registry import open_store
@@ -505,22 +505,23 @@ class Accessor:
         metrics = self._get_normalized(canonical_names)
         empty: list[str] = []
         groups: dict[tuple[StageTable, int, int, int], list[str]] = collections.defaultdict(list)
-        windows: dict[int, tuple] = {}  # id(retention) -> (retention, its read window and tables)
+
+        @per_retention
+        def group_of(metric: Metric) -> tuple[StageTable, int, int, int] | None:
+            window = metric.retention.read_window(start, end, now)
+            if window is None:
+                return None
+            return StageTable.of(metric, window.stage_index), window.start, window.end, window.step
+
         for canonical in canonical_names:
             metric = metrics.get(canonical)
             if metric is None:
                 raise MetricNotFound(f"metric {canonical!r} does not exist")
-            retention = metric.retention
-            known = windows.get(id(retention))
-            if known is None:  # metrics share few retentions: one read_window each
-                window = retention.read_window(start, end, now)
-                group = None if window is None else (StageTable.of(metric, window.stage_index), window.start,
-                                                     window.end, window.step)
-                known = windows[id(retention)] = (retention, group)
-            if known[1] is None:
+            group = group_of(metric)
+            if group is None:
                 empty.append(canonical)
             else:
-                groups[known[1]].append(canonical)
+                groups[group].append(canonical)
         with self.store.read_snapshot():
             grids = [FetchedGrid(group, first, last, step, self.store.read_grid(table, group, first, last, step))
                      for (table, first, last, step), group in groups.items()]

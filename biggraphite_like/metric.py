@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import uuid
+from typing import Callable, TypeVar
 
 from biggraphite_like import names
 from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
@@ -72,6 +73,26 @@ class Metric:
             "updated_on": self.updated_on,
             "read_on": self.read_on,
         }
+
+
+_Derived = TypeVar("_Derived")
+
+
+def per_retention(derive: Callable[[Metric], _Derived]) -> Callable[[Metric], _Derived]:
+    """derive(metric), computed once per retention object (derive must depend on the
+    metric's retention alone): a read of many series derives each retention's read window
+    once, as metrics share few retentions. Keyed by identity: hashing a retention's stages
+    would cost about what derive saves."""
+    known: dict[int, tuple[Retention, _Derived]] = {}
+
+    def derived(metric: Metric) -> _Derived:
+        retention = metric.retention
+        hit = known.get(id(retention))
+        if hit is None:  # kept with the retention, so that its id stays its own
+            hit = known[id(retention)] = (retention, derive(metric))
+        return hit[1]
+
+    return derived
 
 
 def make_metric(name: str, metadata: MetricMetadata, now: int = 0) -> Metric:

@@ -13,7 +13,7 @@ from graphite.intervals import Interval, IntervalSet
 from graphite.readers.utils import BaseReader, merge_with_cache
 
 from biggraphite_like.accessor import Accessor, TimeSeries
-from biggraphite_like.metric import Metric
+from biggraphite_like.metric import Metric, per_retention
 from biggraphite_like.urls import redact_url
 from graphite_plugin.carbonlink import cached_points
 from graphite_plugin.errors import FetchAbandoned, RenderTooLarge
@@ -156,15 +156,12 @@ def _check_points(metrics: dict[str, Metric], names: Sequence[str], start: int, 
                   max_points: int) -> None:
     """Raise RenderTooLarge when reading the names over [start, end) would read more than
     max_points points (each series' stage as whisper would choose it)."""
-    total = 0
-    sizes: dict[int, tuple] = {}  # id(retention) -> (retention, points a series of it reads)
-    for name in names:
-        retention = metrics[name].retention
-        known = sizes.get(id(retention))
-        if known is None:  # metrics share few retentions: one read_window each
-            window = retention.read_window(start, end, now)
-            known = sizes[id(retention)] = (retention, 0 if window is None else (window.end - window.start) // window.step)
-        total += known[1]
+    @per_retention
+    def points_read(metric: Metric) -> int:
+        window = metric.retention.read_window(start, end, now)
+        return 0 if window is None else window.size
+
+    total = sum(points_read(metrics[name]) for name in names)
     if total > max_points:
         raise RenderTooLarge(
             f"this render reads {total} points ({len(names)} series from {start} to {end}), more than"
