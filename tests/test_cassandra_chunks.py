@@ -76,7 +76,9 @@ def test_a_sealed_window_expires_by_ttl(url_server, cassandra_accessor):
     if cql_server is None:
         pytest.skip("needs the test server's clock")
     accessor = cassandra_accessor
-    now = int(time.time())
+    # the end of the last whole 60 s window: the 59 points before it fill that window alone
+    # (unaligned, one second in sixty put them all in the open window and nothing sealed)
+    now = int(time.time()) // 60 * 60
     accessor.create_metric("ttl.m", MetricMetadata.create("1s:60s", "average", 0.0), now=now)
     accessor.insert_points({"ttl.m": [(now - k, 1.0) for k in range(1, 60)]}, now=now)
     report = seal(accessor, now=now, grace=0, settle=0)
