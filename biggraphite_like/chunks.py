@@ -13,8 +13,10 @@ stream may end a block after each plane, so that each plane gets its own Huffman
 (the planes of a number differ: a random low byte, a skewed high one); inflating does not
 care where blocks end, so this is no format of its own. Versions 5 and 6 (headers of 1 and
 3) are packed: a Huffman table is built for each deflate block on every read, about 3 us,
-so the parts a block of their own would make no smaller (deflate keeps 98 % or more: the
-noise of low planes) are moved after the others, which share one block; the moved parts
+so the parts a block of their own would make little smaller (deflate keeps 90 % or more:
+the noise of low planes, the half-random byte under a float's exponent; decoding their
+literals costs reads about as much as the table, for under a tenth of their bytes) are
+moved after the others, which share one block; the moved parts
 follow as stored blocks, then a 4-byte mask (bit i: part i moved; parts in the order
 below: timestamps with the header, value planes, exceptions, count planes). A chunk is
 packed when that costs at most 1 % more than a block a part:
@@ -53,7 +55,7 @@ VERSIONS = (VERSION, VERSION_RAW, VERSION_BASED, VERSION_BASED_RAW, VERSION_PACK
 _PLAIN_HEADER = (VERSION, VERSION_RAW, VERSION_PACKED)  # versions with _HEADER (the others: _HEADER_BASED)
 _RAW_SLACK = 1.05
 _PACKED_SLACK = 1.01  # a packed chunk is kept when at most this much larger than the per-part blocks
-_STORED_SHARE = 0.98  # a part is stored when deflate keeps this much of it or more
+_STORED_SHARE = 0.9  # a part is stored when deflate keeps this much of it or more
 _MASK = struct.Struct("<I")  # the packed chunk's last bytes: bit i, part i stored after the deflated ones
 _HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
 _HEADER_BASED = struct.Struct("<IqIBBBBBBBBIq")  # the same, then the base of the values' integers
