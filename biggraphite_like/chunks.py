@@ -187,6 +187,29 @@ def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, 
     return out, offset
 
 
+def _unpack_times(data: np.ndarray, offset: int, n: int, order: int, width: int, out: np.ndarray,
+                  start: np.ndarray | int, at: Callable[[int], int] | None = None) -> int:
+    """out (k, n) = start (k, 1) + each point's index plus its stored deviation from it (the
+    timestamps' planes: deviations delta-encoded `order` times, zigzagged), in units; the
+    offset after the planes. Of order 1, the sums of the deltas plus one are the index
+    plus the deviation: start joins the first column, one cumulative sum gives the rest."""
+    if order not in (0, 1):
+        raise CorruptChunk(f"a chunk with timestamps delta-encoded {order} times: the row is damaged")
+    if not width:  # every slot of the span: 0, 1, 2, ... units
+        np.add(np.arange(n, dtype=np.int64), start, out=out)
+        return offset
+    z, offset = _unplanes(data, offset, n, width, _ITEMSIZE[width], at=at)
+    out[...] = _unzigzag(z)
+    if order == 1:
+        out += 1
+        out[:, :1] += start - 1
+        np.cumsum(out, axis=1, out=out)
+    else:
+        out += np.arange(n, dtype=np.int64)
+        out += start
+    return offset
+
+
 def _exact(values: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
     """(m, ok): rint(values * 10**e), and where m / 10**e gives the value back bit for bit."""
     scale = 10.0**e
@@ -373,38 +396,48 @@ def _layouts(blobs: Sequence[bytes]) -> dict[tuple, tuple[list[int], list]]:
     """([index], [payload]) of the chunks of each layout: payload size and header but base
     and unit. No object a chunk but its payload: a fetch decodes thousands of chunks, and
     what it keeps alive meanwhile is what Python's garbage collector keeps scanning."""
-    layouts: dict[tuple, tuple[list[int], list]] = {}
+    groups: dict[tuple, tuple[list[int], list]] = {}
+    inflate, bound, error = deflate.deflate_decompress, _INFLATE_BOUND, deflate.DeflateError
+    kinds, layout, mask = _KINDS, _LAYOUT.unpack_from, _MASK.unpack_from
     for index, chunk in enumerate(blobs):
-        data = _payload(chunk)
-        header_size = _HEADER.size if chunk[0] in _PLAIN_HEADER else _HEADER_BASED.size
-        packed = chunk[0] in (VERSION_PACKED, VERSION_BASED_PACKED)
-        if len(data) < header_size + packed * _MASK.size:
+        kind = kinds.get(chunk[0]) if chunk else None
+        if kind is None:
+            _version_error(chunk)
+        header_size, packed, raw = kind
+        if raw:
+            data = memoryview(chunk)[1:]
+        else:
+            try:  # libdeflate inflates a whole buffer about a fifth faster than zlib
+                data = inflate(memoryview(chunk)[1:], max(bound, 16 * len(chunk)))
+            except error:  # larger than the bound (zlib needs none), or damaged (zlib says how)
+                data = _inflate_zlib(chunk)
+        size = len(data)
+        if size < header_size + packed * _MASK.size:
             raise CorruptChunk(f"a chunk of format {chunk[0]} shorter than its header: the row is damaged")
-        mask = _MASK.unpack_from(data, len(data) - _MASK.size)[0] if packed else None
-        shape = (len(data),) + _LAYOUT.unpack_from(data) + (header_size, mask)
-        group = layouts.get(shape)
+        key = (size, layout(data), header_size, mask(data, size - _MASK.size)[0] if packed else None)
+        group = groups.get(key)
         if group is None:
-            group = layouts[shape] = ([], [])
+            group = groups[key] = ([], [])
         group[0].append(index)
         group[1].append(data)
-    return layouts
+    return {(size,) + layout + (header_size, mask): group for (size, layout, header_size, mask), group in groups.items()}
 
 
-def _payload(chunk: bytes) -> bytes | memoryview:
-    """The header and planes of a chunk (inflated but for VERSION_RAW and VERSION_BASED_RAW)."""
-    if not chunk or chunk[0] not in VERSIONS:
-        raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads formats"
-                           f" {', '.join(map(str, VERSIONS))}): the store was written by another version of"
-                           " biggraphite_like")
-    if chunk[0] in (VERSION_RAW, VERSION_BASED_RAW):
-        return memoryview(chunk)[1:]
-    packed = memoryview(chunk)[1:]
-    try:  # libdeflate inflates a whole buffer about a fifth faster than zlib
-        return deflate.deflate_decompress(packed, max(_INFLATE_BOUND, 16 * len(packed)))
-    except deflate.DeflateError:
-        pass  # larger than the bound (zlib needs none), or damaged (zlib says how)
+# version -> (header size, packed, raw: no deflate)
+_KINDS = {version: (_HEADER.size if version in _PLAIN_HEADER else _HEADER_BASED.size,
+                    version in (VERSION_PACKED, VERSION_BASED_PACKED), version in (VERSION_RAW, VERSION_BASED_RAW))
+          for version in VERSIONS}
+
+
+def _version_error(chunk: bytes) -> None:
+    raise CorruptChunk(f"a chunk of format {chunk[0] if chunk else 'none'} (this code reads formats"
+                       f" {', '.join(map(str, VERSIONS))}): the store was written by another version of"
+                       " biggraphite_like")
+
+
+def _inflate_zlib(chunk: bytes) -> bytes:
     try:
-        return zlib.decompress(packed, -15)
+        return zlib.decompress(memoryview(chunk)[1:], -15)
     except zlib.error as exc:
         raise CorruptChunk(f"a chunk cannot be decoded ({exc}): the row is damaged") from exc
 
@@ -453,28 +486,24 @@ def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndar
                       + [n] * (c_width * (n > 0) if c_order & 0x80 else 0), mask)
     base = np.ascontiguousarray(data[:, 4:12]).view("<i8").astype(np.int64)
     unit = np.ascontiguousarray(data[:, 12:16]).view("<u4").astype(np.int64)
-    if ts_width:
-        _, offset = _unpack_ints(data, header_size, n, ts_order, ts_width, out=ts, at=at)
-        ts += np.arange(n, dtype=np.int64)
-    else:  # every slot of the span: 0, 1, 2, ... units
-        ts[...] = np.arange(n, dtype=np.int64)
-        offset = header_size
-    if origin is not None and not (unit % origin[1]).any():
-        # grid columns: (base + j * unit - first) // step is (base - first) // step + j * (unit // step)
+    through_timestamps = None
+    if origin is not None:
         first, step = origin
-        unit //= step
-        base = (base - first) // step
-    elif origin is not None:  # units that are not whole steps (a store's own precision): through timestamps
-        first, step = origin
-        base -= first
+        if not (unit % step).any():
+            # grid columns: (base + j * unit - first) // step is (base - first) // step + j * (unit // step)
+            unit //= step
+            base = (base - first) // step
+        else:  # units that are not whole steps (a store's own precision): through timestamps
+            through_timestamps = step
+            base -= first
+    if (unit == 1).all() and through_timestamps is None:
+        offset = _unpack_times(data, header_size, n, ts_order, ts_width, ts, base, at)
+    else:
+        offset = _unpack_times(data, header_size, n, ts_order, ts_width, ts, 0, at)
         ts *= unit
         ts += base
-        ts //= step
-        unit = None
-    if unit is not None:
-        if (unit != 1).any():
-            ts *= unit
-        ts += base
+        if through_timestamps is not None:
+            ts //= through_timestamps
     if mode == _MODE_DECIMAL:
         v_base = None
         if v_order & _BASED:
