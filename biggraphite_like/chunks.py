@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import struct
 import zlib
 from typing import Callable, Iterator, Sequence
@@ -459,7 +460,7 @@ def _locator(header_size: int, n: int, lengths: list[int], mask: int) -> Callabl
     after the header, those of the mask's bits after the others."""
     if mask & 1 or mask >> len(lengths):
         raise CorruptChunk(f"a packed chunk's mask {mask:#x} names parts it does not have: the row is damaged")
-    logical = np.cumsum([header_size] + lengths[:-1]).tolist()
+    logical = list(itertools.accumulate(lengths[:-1], initial=header_size))
     moved = [bool(mask >> i & 1) for i in range(len(lengths))]
     physical, position = [0] * len(lengths), header_size
     for stored in (False, True):
