@@ -898,6 +898,45 @@ def test_point_reads_writes_and_drops_never_scan_a_stage_table(tmp_path):
                 (what, sql, plan)
 
 
+def test_open_rows_are_read_by_key_range_or_by_id_and_each_metric_gets_its_own(tmp_path):
+    """The open rows (open chunks, tails) of the windows read: for a dense run of keys, one
+    range of ids a window, which also meets the open rows of metrics not asked for (left
+    out); for scattered keys, by id. Either way each metric gets exactly its own points,
+    from its sealed chunk, open chunk and tail."""
+    names = [f"open.m{i:02d}" for i in range(20)]
+    store = _ring_store(tmp_path / "bgl.db", names)
+    start = BASE - BASE % 400  # slot 0: window 0 is slots 0-149, window 1 slots 150-299
+    rng = np.random.default_rng(5)
+    expected: dict[str, dict[int, float]] = {n: {} for n in names}
+
+    def write(name: str, ts: np.ndarray) -> None:
+        values = np.round(rng.uniform(0, 100, len(ts)), 2)
+        store.write_points(RING, [name] * len(ts), ts, values)
+        expected[name].update(zip(ts.tolist(), values.tolist()))
+
+    for i, name in enumerate(names):
+        write(name, start + np.arange(150))  # window 0 sealed: its last slot written
+        if i % 2 == 0:
+            write(name, start + 150 + np.arange(30))  # 30 points at once: merged into an open chunk
+        write(name, start + 200 + i + np.arange(3))  # then a tail
+    sealed, open_rows = (store._conn.execute(f"SELECT count(*) FROM {RING.name} WHERE id {op} ?", (1 << 62,))
+                         .fetchone()[0] for op in ("<", ">="))
+    assert (sealed, open_rows) == (20, 30)
+
+    for asked, how in ((names[:3] + names[5:7] + names[8:], "BETWEEN"), ([names[0], names[19]], "= j.value")):
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        try:
+            reads = store.read_points(RING, asked, np.full(len(asked), start), np.full(len(asked), start + 300))
+        finally:
+            store._conn.set_trace_callback(None)
+        reads_of = [s for s in statements if f"JOIN {RING.name}" in s]
+        assert (how == "BETWEEN") == any("BETWEEN" in s for s in reads_of), reads_of
+        for request, name in enumerate(asked):
+            mine = reads.request == request
+            assert dict(zip(reads.timestamps[mine].tolist(), reads.values[mine].tolist())) == expected[name], name
+
+
 # -- 5. delete then recreate -----------------------------------------------------------
 
 def _key_of(path, name):

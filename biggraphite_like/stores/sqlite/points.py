@@ -223,7 +223,10 @@ class PointsMixin:
     def _read_rows(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
         """(request, row id, bytes) of the rows of the windows read, in write order within
-        each window (chunk, then tail), in one statement per many thousand windows."""
+        each window (chunk, then tail), in a few statements per many thousand windows: the
+        sealed chunks by id; the open rows (open chunks, tails: most windows have none) of a
+        window read for a dense run of metric keys as one range of ids, so the ids of rows
+        that do not exist cost no lookup each (see _open_ranges)."""
         empty = np.zeros(0, np.int64)
         if not len(names):
             return empty, empty, []
@@ -234,18 +237,26 @@ class PointsMixin:
             request, windows = self._read_windows(table, names, starts, ends)
             wanted = rows_of(windows)
             unique, asked = np.unique(wanted, return_inverse=True)  # sorted: pages in order
-            found_at, blobs = [], []
+            sealed = int(np.searchsorted(unique, OPEN))
+            ranges, sparse = _open_ranges(unique[sealed:])
+            by_id = f"SELECT d.id, d.points FROM json_each(?) AS j CROSS JOIN {table.name} AS d ON d.id = j.value"
+            by_range = (f"SELECT d.id, d.points FROM json_each(?) AS j CROSS JOIN {table.name} AS d"
+                        " ON d.id BETWEEN json_extract(j.value, '$[0]') AND json_extract(j.value, '$[1]')")
+            rows: list = []
             step = 3 * _REQUESTS_PER_QUERY
-            for start in range(0, len(unique), step):
-                rows = self._conn.execute(
-                    f"SELECT j.key, d.points FROM json_each(?) AS j CROSS JOIN {table.name} AS d ON d.id = j.value",
-                    (_json_ids(unique[start:start + step]),)).fetchall()
-                found_at += [start + k for k, _ in rows]
-                blobs += [b for _, b in rows]
+            for query, ids in ((by_id, unique[:sealed]), (by_range, ranges), (by_id, sparse)):
+                for start in range(0, len(ids), step):
+                    rows += self._conn.execute(query, (_json_ids(ids[start:start + step]),)).fetchall()
+        if not rows:
+            return empty, empty, []
+        found = np.array([i for i, _ in rows], dtype=np.int64)
+        found_at = np.searchsorted(unique, found)
+        asked_for = unique[np.minimum(found_at, len(unique) - 1)] == found  # a range also finds others' rows
+        blobs = [b for _, b in rows] if asked_for.all() else [b for (_, b), a in zip(rows, asked_for.tolist()) if a]
         if not blobs:
             return empty, empty, []
         position = np.full(len(unique), -1, np.int64)
-        position[np.array(found_at, dtype=np.int64)] = np.arange(len(found_at))
+        position[found_at[asked_for]] = np.arange(len(blobs))
         hit = np.flatnonzero(position[asked.reshape(-1)] >= 0)  # (request, row) pairs found
         row = position[asked.reshape(-1)[hit]]
         if len(row) != len(blobs) or (np.diff(row) < 0).any():
@@ -322,6 +333,21 @@ class PointsMixin:
                                                    (ids[:whole] & TAIL).astype(bool), [b for _, b in rows[:whole]])[0])
                 self._conn.execute(f"DELETE FROM {name} WHERE {expired}", (cutoff,))
         return removed
+
+
+def _open_ranges(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ranges, others) of sorted open row ids: [first, last] of the ids of each window whose
+    range holds at most twice as many ids as asked for (the keys read are a dense run, as
+    series created together are: the range reads at most as many rows of other metrics as
+    asked for), and the ids of the other windows."""
+    if not len(ids):
+        return np.zeros((0, 2), np.int64), ids
+    window = ids >> WINDOW_SHIFT
+    starts = np.flatnonzero(np.diff(window, prepend=window[0] - 1))
+    ends = np.append(starts[1:], len(ids))
+    first, last = ids[starts], ids[ends - 1]
+    dense = last - first < 2 * (ends - starts)
+    return np.stack([first[dense], last[dense]], axis=1), ids[~np.repeat(dense, ends - starts)]
 
 
 def _json_ids(ids: np.ndarray) -> str:
