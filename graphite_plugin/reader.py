@@ -51,17 +51,15 @@ def graphite_lists(grid: np.ndarray) -> list[list]:
 
 
 def _settled_lists(count: int) -> list[list]:
-    """count empty lists, already in the garbage collector's oldest generation: CPython's
-    collector scans every container of the generations it collects item by item, and
-    each series' list filled while young (a thousand series of 1,440 floats, enough
-    allocations to set it off) was scanned once or twice per fetch, about a tenth of its
-    time; settled in the middle generation only, a collection of that one (every tenth
-    of the youngest) still scanned them full: 20-30 ms, one fetch in a few. Collected
-    with the two younger generations while they are empty (cheap), they are left to the
-    rare full collections. Nothing is collected while the collector is off."""
+    """count empty lists, already past the garbage collector's youngest generation:
+    CPython's collector scans every young container item by item, and each series' list
+    filled while young (a thousand series of 1,440 floats, enough allocations to set it
+    off) was scanned once or twice per fetch, about a tenth of its time. Filled after
+    one collection of the youngest generation while they are empty (cheap), they are
+    left to the rarer older collections. Nothing is collected while the collector is off."""
     lists: list[list] = [[] for _ in range(count)]
     if gc.isenabled():
-        gc.collect(1)
+        gc.collect(0)
     return lists
 
 

@@ -272,25 +272,6 @@ def test_graphite_lists_are_floats_with_none_for_gaps(gaps):
     assert all(math.copysign(1, v) == -1 for v in lists[0][:3] if v is not None)
 
 
-def test_graphite_lists_are_filled_in_the_collectors_oldest_generation():
-    """The lists are moved to the garbage collector's oldest generation while empty: the
-    collections of the younger ones (several per fetch) never scan their floats."""
-    import gc
-
-    import numpy as np
-
-    from tests.graphite_env import configure
-
-    configure()
-    from graphite_plugin.reader import graphite_lists
-
-    lists = graphite_lists(np.arange(6.0).reshape(3, 2))
-    young = {id(o) for generation in (0, 1) for o in gc.get_objects(generation)}
-    oldest = {id(o) for o in gc.get_objects(2)}
-    assert lists == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
-    assert all(id(row) in oldest and id(row) not in young for row in lists)
-
-
 def test_render_json_reads_the_finders_arrays(store_url):
     """A render through render_json hands its context to the finder, which records each
     series' array there."""
