@@ -28,7 +28,7 @@ makes the store forget them) and groups the postings with numpy. The series rows
 path order (the path index's inserts follow one another), and a transaction indexing
 BULK_SERIES new series or more defers its checkpoint until the WAL passes BULK_WAL_BYTES
 (store.defer_checkpoint: the pages batches dirty again are copied and synced once every
-few batches, not once a batch).
+few batches, not once a batch, and in a thread of its own: stores/sqlite/checkpointer.py).
 """
 from __future__ import annotations
 
