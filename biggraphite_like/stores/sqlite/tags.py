@@ -5,8 +5,8 @@ Tables (schema/sqlite.sql): `tag_names` interns tag names with their series coun
 the series count of each pair by its id (a narrow table apart: a batch of new series
 updates thousands of counts scattered over the ids, and ~400 counts a page instead of
 ~200 with the values dirty half as many pages), `tag_postings` lists the series of each
-pair, `tagged_series` holds the canonical paths with their time of last write. `=` is one index lookup, a prefix is a range over (tag id,
-value), autocomplete a range with a limit. Rows of names and values whose count fell to 0
+pair, `tagged_series` holds the canonical paths with their time of last write. `=` is one
+index lookup, a prefix is a range over (tag id, value), autocomplete a range with a limit. Rows of names and values whose count fell to 0
 stay (their ids are reused) and are never listed.
 
 Postings are packed. Series ids are cut into chunks of 32,768 (chunk = id >> 15); a row
