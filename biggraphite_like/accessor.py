@@ -206,12 +206,11 @@ class Accessor:
         it lacks, and names that are not ASCII, are normalised (InvalidMetricName as
         before) and, if that changed them, looked up again."""
         names = names if isinstance(names, list) else list(names)
-        cache = self._cache
-        tagged = [n for n in names if type(n) is str and ";" in n and n.isascii() and len(n) <= _MAX_RAW_LOOKUP
-                  and n not in cache]  # (ASCII: a lone surrogate cannot even be bound; normalize refuses it)
+        tagged = self._cache.uncached([n for n in names if type(n) is str and ";" in n and n.isascii()
+                                       and len(n) <= _MAX_RAW_LOOKUP])  # (ASCII: a lone surrogate cannot be bound)
         if not tagged:
             return self._get_normalized(self._canonical(names))
-        found = self._get_normalized(tagged)
+        found = self._load(tagged)  # not cached: straight to the store
         if len(found) == len(names):  # every name tagged, distinct and found: nothing to parse
             return found
         missed = set(tagged).difference(found)
@@ -239,11 +238,15 @@ class Accessor:
             else:
                 missing.append(name)
         if missing:
-            loaded = self.store.get_metrics(missing)
-            with self._lock:
-                self._cache.put(loaded.values(), now)
-            found.update(loaded)
+            found.update(self._load(missing, now))
         return found
+
+    def _load(self, names: Sequence[str], now: float | None = None) -> dict[str, Metric]:
+        """The metrics of normalised names from the store, cached."""
+        loaded = self.store.get_metrics(names)
+        with self._lock:
+            self._cache.put(loaded.values(), time.monotonic() if now is None else now)
+        return loaded
 
     def update_metadata(self, name: str, metadata: MetricMetadata) -> Metric:
         name = names_mod.normalize(name)

@@ -172,7 +172,7 @@ INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);
 INSERT OR IGNORE INTO store_state (name, value) VALUES ('directory_deletions', 0);
 -- Graphite tags (biggraphite_like.stores.sqlite.tags): interned tag names and tag=value
--- pairs with their series counts, postings per pair, tagged series by canonical path.
+-- pairs, series counts per pair, postings per pair, tagged series by canonical path.
 CREATE TABLE IF NOT EXISTS tag_names (
   id INTEGER PRIMARY KEY,
   tag TEXT NOT NULL UNIQUE,
@@ -182,8 +182,12 @@ CREATE TABLE IF NOT EXISTS tag_values (
   id INTEGER PRIMARY KEY,
   tag_id INTEGER NOT NULL,
   value TEXT NOT NULL,
-  series INTEGER NOT NULL DEFAULT 0,
   UNIQUE (tag_id, value)
+);
+-- Series count of each tag=value pair (tag_values.id), narrow: a batch updates thousands.
+CREATE TABLE IF NOT EXISTS tag_value_counts (
+  id INTEGER PRIMARY KEY,
+  series INTEGER NOT NULL
 );
 -- Postings, packed: up to 256 series of one tag=value pair in one chunk of 32,768 series
 -- ids (chunk = id >> 15), as offsets in the chunk (uint16 little-endian, ascending); first

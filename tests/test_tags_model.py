@@ -14,7 +14,14 @@ import pytest
 from biggraphite_like.errors import InvalidMetricName, InvalidTag, InvalidTagExpression
 from biggraphite_like import names
 from biggraphite_like.tags.expressions import TagQuery, parse_term
-from biggraphite_like.tags.series import TaggedSeries, canonical_path, is_canonical, is_tagged, tags_of_path
+from biggraphite_like.tags.series import (
+    TaggedSeries,
+    canonical_path,
+    canonical_paths,
+    is_canonical,
+    is_tagged,
+    tags_of_path,
+)
 from tests.graphite_env import configure
 
 configure()
@@ -59,10 +66,13 @@ def test_canonical_path_and_its_shortcut_equal_graphite(name):
     expected = graphite_parse(name)
     if expected[0] == "ok":
         assert canonical_path(name) == expected[1]
+        assert canonical_paths(["a;b=c", name]) == ["a;b=c", expected[1]]  # the batch's inlined shortcut
         assert is_canonical(name) == (name == expected[1] and is_tagged(name))
     else:
         with pytest.raises(InvalidTag):
             canonical_path(name)
+        with pytest.raises(InvalidTag):
+            canonical_paths(["a;b=c", name])
         assert not is_canonical(name)
 
 

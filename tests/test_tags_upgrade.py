@@ -5,7 +5,9 @@ tests/data/tags_store.sql is the dump of a store whose tag index was written by 
 id)), and tags_store.json what that code answered on it (see make_tags_store.py). Today's
 code refuses to read such postings until `bgl syncdb` packs them, then answers the same,
 and indexing, deletion and repair go on working on the converted postings. The layout
-before the chunk column, (value id, series id), is converted the same way.
+before the chunk column, (value id, series id), is converted the same way. Its series
+counts, in a column of tag_values then, move to tag_value_counts; a store with packed
+postings and those counts (the layout until that move) is upgraded alone the same way.
 """
 from __future__ import annotations
 
@@ -68,6 +70,8 @@ def test_bgl_syncdb_packs_the_postings_of_an_older_store_and_answers_as_it_did(t
     assert [r[1] for r in conn.execute("PRAGMA table_info(tag_postings)")] == ["chunk", "value_id", "first", "offsets"]
     assert conn.execute("SELECT count(*), sum(length(offsets)) / 2 FROM tag_postings").fetchone() == (95, 371)  # a row per pair
     assert conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'tag_postings_%'").fetchall() == []
+    assert [r[1] for r in conn.execute("PRAGMA table_info(tag_values)")] == ["id", "tag_id", "value"]  # counts moved
+    assert conn.execute("SELECT sum(series) FROM tag_value_counts").fetchone()[0] == 371
     conn.close()
 
     accessor = Accessor.from_url(f"sqlite://{path}")
@@ -122,4 +126,40 @@ def test_syncdb_packs_postings_of_many_chunks_and_rows_exactly(tmp_path, monkeyp
     assert accessor.tags.list_values("b") == values
     assert accessor.tags.index.repair(dry_run=True) == {"postings_without_series": 0, "series_without_postings": 0,
                                                         "counts_fixed": 0}
+    accessor.close()
+
+
+def test_syncdb_moves_the_counts_of_a_store_with_packed_postings_out_of_tag_values(tmp_path, env):
+    """The layout before tag_value_counts (packed postings, counts in tag_values.series,
+    rebuilt here from a store of today's): refused with the command, `bgl syncdb` moves
+    the counts, then every answer is the same and indexing and repair go on."""
+    path = tmp_path / "bgl.db"
+    accessor = Accessor.from_url(f"sqlite://{path}")
+    accessor.syncdb()
+    accessor.tags.tag_series([f"cpu;core={i % 4};dc={'us' if i % 3 else 'eu'};host=h{i % 7}" for i in range(50)])
+    accessor.tags.del_series(["cpu;core=1;dc=eu;host=h3"])  # counts fallen by one
+    queries = ['["name=cpu"]', '["dc=eu"]', '["core=1", "host=~h[13]"]']
+    expected = _answers(accessor, queries)
+    with accessor.store.write_batch():
+        conn = accessor.store._conn
+        conn.execute("ALTER TABLE tag_values ADD COLUMN series INTEGER NOT NULL DEFAULT 0")
+        conn.execute("UPDATE tag_values SET series = coalesce((SELECT c.series FROM tag_value_counts c"
+                     " WHERE c.id = tag_values.id), 0)")
+        conn.execute("DROP TABLE tag_value_counts")
+    accessor.close()
+
+    before = Accessor.from_url(f"sqlite://{path}")
+    with pytest.raises(SchemaMissing, match=r"counts .* in tag_values.*bgl --store \S+ syncdb"):
+        before.tags.list_values("dc")
+    before.close()
+    process = subprocess.run([BGL, "--store", f"sqlite://{path}", "syncdb"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert process.returncode == 0, process.stderr
+    accessor = Accessor.from_url(f"sqlite://{path}")
+    assert _answers(accessor, queries) == expected
+    series = accessor.tags.index.counts()["tagged_series"]
+    assert sum(c for _, c in accessor.tags.list_values("host")) == series == expected["counts"]["tagged_series"]
+    accessor.tags.tag_series(["cpu;core=9;dc=us;host=h3"])
+    assert accessor.tags.list_values("core")[-1] == ("9", 1)
+    assert repair(accessor).tag_counts_fixed == 0
     accessor.close()

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 from biggraphite_like.errors import InvalidTag, TooManyResults
 from biggraphite_like.tags.expressions import TagQuery, TagTerm, compile_regex, regex_literal_prefix
 from biggraphite_like.tags.index import TagIndex
-from biggraphite_like.tags.series import TaggedSeries, canonical_path, tags_of_path
+from biggraphite_like.tags.series import TaggedSeries, canonical_path, canonical_paths, tags_of_path
 
 DEFAULT_MAX_TAG_SERIES = 1_000_000
 DEFAULT_MAX_TAG_VALUES = 1_000_000
@@ -43,18 +43,23 @@ class TagDatabase:
     def tag_series(self, names: Sequence[str], now: int | None = None) -> list[str]:
         """Index series names (any tagged form); their canonical paths, in order. InvalidTag
         for a bad name: nothing of the call is indexed then (use tag_valid for batches)."""
-        paths = [canonical_path(n) for n in names]
+        paths = canonical_paths(names)
         self._add(paths, now)
         return paths
 
     def tag_valid(self, names: Iterable[str], now: int | None = None) -> tuple[list[str], dict[str, str]]:
         """Index the valid names of a batch: (canonical paths, {refused name: reason})."""
-        paths, refused = [], {}
-        for name in names:
-            try:
-                paths.append(canonical_path(name))
-            except InvalidTag as exc:
-                refused[name] = str(exc)
+        names = names if isinstance(names, list) else list(names)
+        refused: dict[str, str] = {}
+        try:  # every name valid, the rule: one pass over the batch
+            paths = canonical_paths(names)
+        except InvalidTag:
+            paths = []
+            for name in names:
+                try:
+                    paths.append(canonical_path(name))
+                except InvalidTag as exc:
+                    refused[name] = str(exc)
         self._add(paths, now)
         return paths, refused
 

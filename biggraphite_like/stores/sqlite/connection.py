@@ -18,6 +18,7 @@ from biggraphite_like.errors import (
     StoreFull,
     StoreUnavailable,
 )
+from biggraphite_like.stores.sqlite.checkpointer import BackgroundCheckpoint
 from biggraphite_like.stores.sqlite.name_strings import NameStrings
 from biggraphite_like.stores.sqlite.schema import DEFAULT_TIMEOUT, WAL_LIMIT_BYTES
 
@@ -44,6 +45,7 @@ class ConnectionMixin:
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
         self.wal_limit = WAL_LIMIT_BYTES  # set before the first connection to change it
+        self._bulk_checkpoint = BackgroundCheckpoint(self.path)  # deferring (bulk tag) batches' checkpoint
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -91,6 +93,7 @@ class ConnectionMixin:
         return conn
 
     def close(self) -> None:
+        self._bulk_checkpoint.wait()
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
@@ -162,7 +165,11 @@ class ConnectionMixin:
                 self._checkpoint()  # give back the WAL's space if readers allow it
             raise
         local.points_marked = False
-        self._bound_wal(max(self.wal_limit, self._end_deferral()))
+        allowed = self._end_deferral()
+        if allowed:
+            self._bound_bulk_wal(max(self.wal_limit, allowed))
+        else:
+            self._bound_wal(self.wal_limit)
 
     def defer_checkpoint(self, up_to: int) -> None:
         """Let the commit of this write batch leave the WAL up to `up_to` bytes without
@@ -170,7 +177,8 @@ class ConnectionMixin:
         indexing, whose batches each dirty thousands of pages, many the same from batch to
         batch (the counts, the path index's region), copies them to the file once every
         few batches, with one fsync, instead of once a batch. The next commit that does not
-        defer checkpoints as usual (the WAL is then past both thresholds)."""
+        defer checkpoints as usual (the WAL is then past both thresholds). Past `up_to`,
+        the checkpoint runs in a thread of its own (checkpointer.BackgroundCheckpoint)."""
         local = self._local
         if not local.depth:
             raise StoreError("defer_checkpoint is for the commit of a write batch: call it inside one")
@@ -188,16 +196,35 @@ class ConnectionMixin:
                 local.conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
         return allowed
 
-    def _bound_wal(self, limit: int) -> None:
-        """Checkpoint and truncate the WAL once it passes limit (wal_limit, or what a
-        deferring batch allowed), so a burst of big transactions (or a long reader holding
-        off autocheckpoints) cannot leave it huge."""
+    def _wal_size(self) -> int:
         try:
-            size = os.path.getsize(self.path + "-wal")
+            return os.path.getsize(self.path + "-wal")
         except OSError:
-            return
-        if size > limit:
+            return 0
+
+    def _bound_wal(self, limit: int) -> None:
+        """Checkpoint and truncate the WAL once it passes limit (wal_limit), so a burst
+        of big transactions (or a long reader holding off autocheckpoints) cannot leave it
+        huge; a background pass in flight is waited for first."""
+        if self._wal_size() > limit:
+            self._bulk_checkpoint.wait()
+            self._bulk_checkpoint.take_finished()
             self._checkpoint()
+
+    def _bound_bulk_wal(self, allowed: int) -> None:
+        """After a deferring batch's commit: past `allowed` bytes of WAL, start a
+        background checkpoint pass; once one is over, checkpoint the rest here and
+        truncate; wait for it only if the WAL reaches twice `allowed` first."""
+        size = self._wal_size()
+        background = self._bulk_checkpoint
+        if background.running():
+            if size <= 2 * allowed:
+                return
+            background.wait()
+        if background.take_finished():
+            self._checkpoint()
+        elif size > allowed:
+            background.start()
 
     def _checkpoint(self) -> bool:
         """wal_checkpoint(TRUNCATE) without waiting for readers or writers; True when the WAL

@@ -228,7 +228,7 @@ class SchemaMixin:
                 for table in text_names:
                     self._convert_names(table)
                 self._convert_point_tables()
-                sqlite_tags.convert_postings(conn)
+                sqlite_tags.upgrade(conn)
         self._schema_checked = True
 
     def _check_schema(self) -> None:

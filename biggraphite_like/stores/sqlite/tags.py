@@ -1,10 +1,12 @@
 """The tag index of the SQLite store (see biggraphite_like.tags.index).
 
 Tables (schema/sqlite.sql): `tag_names` interns tag names with their series count,
-`tag_values` interns each tag=value pair (id, tag id, value) with its series count,
-`tag_postings` lists the series of each pair, `tagged_series` holds the canonical paths
-with their time of last write. `=` is one index lookup, a prefix is a range over (tag id,
-value), autocomplete a range with a limit. Rows of names and values whose count fell to 0
+`tag_values` interns each tag=value pair (id, tag id, value), `tag_value_counts` holds
+the series count of each pair by its id (a narrow table apart: a batch of new series
+updates thousands of counts scattered over the ids, and ~400 counts a page instead of
+~200 with the values dirty half as many pages), `tag_postings` lists the series of each
+pair, `tagged_series` holds the canonical paths with their time of last write. `=` is one
+index lookup, a prefix is a range over (tag id, value), autocomplete a range with a limit. Rows of names and values whose count fell to 0
 stay (their ids are reused) and are never listed.
 
 Postings are packed. Series ids are cut into chunks of 32,768 (chunk = id >> 15); a row
@@ -28,7 +30,7 @@ makes the store forget them) and groups the postings with numpy. The series rows
 path order (the path index's inserts follow one another), and a transaction indexing
 BULK_SERIES new series or more defers its checkpoint until the WAL passes BULK_WAL_BYTES
 (store.defer_checkpoint: the pages batches dirty again are copied and synced once every
-few batches, not once a batch).
+few batches, not once a batch, and in a thread of its own: stores/sqlite/checkpointer.py).
 """
 from __future__ import annotations
 
@@ -62,13 +64,16 @@ MAX_CACHED_PAIRS = 1_000_000  # tag=value ids a process keeps (about 120 MB when
 POSTINGS_SQL = ("CREATE TABLE IF NOT EXISTS tag_postings (\n  chunk INTEGER NOT NULL,\n  value_id INTEGER NOT NULL,\n"
                 "  first INTEGER NOT NULL,\n  offsets BLOB NOT NULL,\n  PRIMARY KEY (chunk, value_id, first)\n"
                 ") WITHOUT ROWID;")
+COUNTS_SQL = "CREATE TABLE IF NOT EXISTS tag_value_counts (\n  id INTEGER PRIMARY KEY,\n  series INTEGER NOT NULL\n);"
 SCHEMA_SQL = [
     "-- Graphite tags (biggraphite_like.stores.sqlite.tags): interned tag names and tag=value",
-    "-- pairs with their series counts, postings per pair, tagged series by canonical path.",
+    "-- pairs, series counts per pair, postings per pair, tagged series by canonical path.",
     "CREATE TABLE IF NOT EXISTS tag_names (\n  id INTEGER PRIMARY KEY,\n  tag TEXT NOT NULL UNIQUE,\n"
     "  series INTEGER NOT NULL DEFAULT 0\n);",
     "CREATE TABLE IF NOT EXISTS tag_values (\n  id INTEGER PRIMARY KEY,\n  tag_id INTEGER NOT NULL,\n"
-    "  value TEXT NOT NULL,\n  series INTEGER NOT NULL DEFAULT 0,\n  UNIQUE (tag_id, value)\n);",
+    "  value TEXT NOT NULL,\n  UNIQUE (tag_id, value)\n);",
+    "-- Series count of each tag=value pair (tag_values.id), narrow: a batch updates thousands.",
+    COUNTS_SQL,
     "-- Postings, packed: up to 256 series of one tag=value pair in one chunk of 32,768 series",
     "-- ids (chunk = id >> 15), as offsets in the chunk (uint16 little-endian, ascending); first",
     "-- is the lowest id of the row, and the rows of a pair in a chunk hold disjoint ranges of ids.",
@@ -215,6 +220,22 @@ def postings_layout(conn) -> str | None:
     return "one row per series and tag=value pair" + (" (chunked)" if "chunk" in columns else "")
 
 
+def counts_in_values(conn) -> bool:
+    """Whether tag_values holds the series counts (the layout before tag_value_counts)."""
+    return any(row[0] == "series" for row in conn.execute("SELECT name FROM pragma_table_info('tag_values')"))
+
+
+def upgrade(conn) -> None:
+    """syncdb's in-place upgrade of older tag tables, inside its transaction (after the
+    schema statements): postings packed (convert_postings), counts moved out of tag_values
+    into tag_value_counts."""
+    convert_postings(conn)
+    if counts_in_values(conn):
+        conn.execute("INSERT INTO tag_value_counts (id, series) SELECT id, series FROM tag_values WHERE series != 0"
+                     " ON CONFLICT (id) DO UPDATE SET series = excluded.series")
+        conn.execute("ALTER TABLE tag_values DROP COLUMN series")
+
+
 def convert_postings(conn) -> int:
     """Rewrite postings of an older layout (one row per series and pair, with or without
     a chunk column) packed, in place, inside the caller's transaction (syncdb's); how many
@@ -266,9 +287,13 @@ class SQLiteTagIndex(TagIndex):
                 raise SchemaMissing(f"the store {self.store.path} has no tag tables (written before tags):"
                                     f" run `bgl --store {self.store.url} syncdb` to add them")
             layout = postings_layout(conn)
+            old_counts = counts_in_values(conn)
         if layout is not None:
             raise SchemaMissing(f"the tag postings of {self.store.path} have the layout of {layout}, before packed"
                                 f" postings: run `bgl --store {self.store.url} syncdb` to convert them in place")
+        if old_counts:
+            raise SchemaMissing(f"the tag value counts of {self.store.path} are in tag_values (the layout before"
+                                f" tag_value_counts): run `bgl --store {self.store.url} syncdb` to move them in place")
         self._layout_checked = True
 
     def _chunks(self) -> str:
@@ -322,8 +347,9 @@ class SQLiteTagIndex(TagIndex):
         """Postings of new series (ids above those of their chunk's postings) and the
         counts of their tags and values."""
         (value_ids, counts), per_tag = self._write_postings(conn, series, paths)
-        _execute_rows(conn, "UPDATE tag_values SET series = series + u.column2 FROM (VALUES ", "(?, ?)",
-                      _interleaved(value_ids.tolist(), counts.tolist()), ") u WHERE tag_values.id = u.column1")
+        _execute_rows(conn, "INSERT INTO tag_value_counts (id, series) VALUES ", "(?, ?)",
+                      _interleaved(value_ids.tolist(), counts.tolist()),
+                      " ON CONFLICT (id) DO UPDATE SET series = series + excluded.series")
         conn.executemany("UPDATE tag_names SET series = series + ? WHERE tag = ?", per_tag)
 
     def _write_postings(self, conn, series: np.ndarray, paths: Sequence[str]
@@ -361,7 +387,7 @@ class SQLiteTagIndex(TagIndex):
                 series_id = row[0]
                 for value_id, tag_id in self._value_ids_of(path):
                     if self._remove_posting(conn, value_id, series_id):
-                        conn.execute("UPDATE tag_values SET series = series - 1 WHERE id = ?", (value_id,))
+                        conn.execute("UPDATE tag_value_counts SET series = series - 1 WHERE id = ?", (value_id,))
                         conn.execute("UPDATE tag_names SET series = series - 1 WHERE id = ?", (tag_id,))
                 conn.execute("DELETE FROM tagged_series WHERE id = ?", (series_id,))
                 removed += 1
@@ -409,11 +435,13 @@ class SQLiteTagIndex(TagIndex):
 
     def values(self, tag: str, prefix: str = "", after: str | None = None, limit: int = 1000) -> list[tuple[str, int]]:
         sql, params = _range("v.value", prefix, after, limit)
-        return self._query("read tag values", "SELECT v.value, v.series FROM tag_values v JOIN tag_names n"
-                           " ON n.id = v.tag_id WHERE n.tag = ? AND v.series > 0" + sql, [tag, *params])
+        return self._query("read tag values", "SELECT v.value, c.series FROM tag_names n JOIN tag_values v"
+                           " ON v.tag_id = n.id JOIN tag_value_counts c ON c.id = v.id WHERE n.tag = ?"
+                           " AND c.series > 0" + sql, [tag, *params])
 
     def value_count(self, tag: str, value: str) -> int:
-        rows = self._query("read a tag value", "SELECT v.series FROM tag_values v JOIN tag_names n ON n.id = v.tag_id"
+        rows = self._query("read a tag value", "SELECT c.series FROM tag_names n JOIN tag_values v ON v.tag_id = n.id"
+                           " JOIN tag_value_counts c ON c.id = v.id"
                            " WHERE n.tag = ? AND v.value = ?", (tag, value))
         return rows[0][0] if rows else 0
 
@@ -453,8 +481,9 @@ class SQLiteTagIndex(TagIndex):
         candidates is read whole, a longer one probed (for each candidate, its row)."""
         found = []
         for tag, value in pairs:
-            row = self._query("read a tag value", "SELECT v.id, v.series FROM tag_values v JOIN tag_names n"
-                              " ON n.id = v.tag_id WHERE n.tag = ? AND v.value = ?", (tag, value))
+            row = self._query("read a tag value", "SELECT v.id, c.series FROM tag_names n JOIN tag_values v"
+                              " ON v.tag_id = n.id JOIN tag_value_counts c ON c.id = v.id WHERE n.tag = ?"
+                              " AND v.value = ?", (tag, value))
             if not row or not row[0][1]:
                 return []
             found.append(row[0])
@@ -484,7 +513,7 @@ class SQLiteTagIndex(TagIndex):
     def counts(self) -> dict[str, int]:
         row = self._query("count tags", "SELECT (SELECT count(*) FROM tagged_series),"
                           " (SELECT count(*) FROM tag_names WHERE series > 0),"
-                          " (SELECT count(*) FROM tag_values WHERE series > 0)")[0]
+                          " (SELECT count(*) FROM tag_value_counts WHERE series > 0)")[0]
         return {"tagged_series": row[0], "tags": row[1], "tag_values": row[2]}
 
     # -- repair ------------------------------------------------------------------------
@@ -522,10 +551,12 @@ class SQLiteTagIndex(TagIndex):
                     counted[value_id] = counted.get(value_id, 0) + (len(offsets) >> 1)
             fixed = 0
             if not dry_run:
-                wrong_counts = [(counted.get(i, 0), i) for i, c in conn.execute("SELECT id, series FROM tag_values")
-                                if counted.get(i, 0) != c]
-                conn.executemany("UPDATE tag_values SET series = ? WHERE id = ?", wrong_counts)
-                conn.execute("UPDATE tag_names SET series = (SELECT coalesce(sum(v.series), 0) FROM tag_values v"
-                             " WHERE v.tag_id = tag_names.id)")
+                wrong_counts = [(i, counted.get(i, 0)) for i, c in conn.execute(
+                    "SELECT v.id, coalesce(c.series, 0) FROM tag_values v LEFT JOIN tag_value_counts c ON c.id = v.id")
+                    if counted.get(i, 0) != c]
+                conn.executemany("INSERT INTO tag_value_counts (id, series) VALUES (?, ?)"
+                                 " ON CONFLICT (id) DO UPDATE SET series = excluded.series", wrong_counts)
+                conn.execute("UPDATE tag_names SET series = (SELECT coalesce(sum(c.series), 0) FROM tag_values v"
+                             " JOIN tag_value_counts c ON c.id = v.id WHERE v.tag_id = tag_names.id)")
                 fixed = len(wrong_counts)
         return {"postings_without_series": orphans, "series_without_postings": missing, "counts_fixed": fixed}
