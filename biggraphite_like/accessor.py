@@ -147,14 +147,29 @@ class Accessor:
     def create_metrics(self, specs: Sequence[tuple[str, MetricMetadata]], now: int | None = None) -> list[Metric]:
         now = self.now() if now is None else now
         metrics = [make_metric(name, metadata, now) for name, metadata in specs]
-        self.store.create_metrics(metrics)
-        tagged = [m.name for m in metrics if is_tagged(m.name)]
+        self._create(metrics, now, check_ancestors=True)
+        return metrics
+
+    def _create(self, metrics: list[Metric], now: int, check_ancestors: bool) -> set[str]:
+        """Write metrics (names canonical) and their directories, index the tagged ones,
+        cache them. Their updated_on is `now` in the store: they count as touched then.
+        Returns the names the store says hold no point (Store.create_metrics).
+
+        `check_ancestors` False: the caller holds the store's write batch and the store
+        says it is one serializable transaction (`Store.atomic_write_batch`): no cleanup
+        can delete a directory between the rows written here and the commit, so the
+        re-check of the race protocol (see _check_ancestors) would find nothing missing."""
+        empty = self.store.create_metrics(metrics)
+        names = [m.name for m in metrics]
+        tagged = [name for name in names if is_tagged(name)]
         if tagged:  # names are canonical (names.normalize): index them as graphite's TagDB would
             self.tags.tag_series(tagged, now)
-        self._check_ancestors([m.name for m in metrics], set())
+        if check_ancestors:
+            self._check_ancestors(names, set())
         with self._lock:
             self._cache.put(metrics, time.monotonic())
-        return metrics
+            self._touched["updated_on"].update(dict.fromkeys(names, now))
+        return empty or set()
 
     def create_directories(self, names: Sequence[str]) -> None:
         """Create directories and their ancestors so that a concurrent cleanup cannot leave a gap."""
@@ -453,9 +468,12 @@ class Accessor:
         with self.store.write_batch():
             metrics = self._get_normalized(names)
             unknown = [n for n in names if n not in metrics]
+            fresh: set[str] = set()
             if unknown and create is not None:
-                specs = [(n, create(n) if callable(create) else create) for n in unknown]
-                metrics.update((m.name, m) for m in self.create_metrics(specs, now))
+                made = [Metric(n, create(n) if callable(create) else create, created_on=now, updated_on=now)
+                        for n in unknown]  # names are canonical (insert_columns' contract, or normalised above)
+                fresh = self._create(made, now, check_ancestors=not self.store.atomic_write_batch)
+                metrics.update((m.name, m) for m in made)
                 created = len(unknown)
             # renumber owners over the metrics written (others are refused)
             kept = np.array([n in metrics for n in batch_names])
@@ -466,7 +484,8 @@ class Accessor:
                 owner = (np.cumsum(kept) - 1)[owner[mask]]
                 timestamps, values = timestamps[mask], values[mask]
             written = [metrics[n] for n in batch_names if n in metrics]
-            too_old = self._downsampler.write(written, owner, timestamps, values, now)
+            empty = np.fromiter((m.name in fresh for m in written), dtype=bool, count=len(written)) if fresh else None
+            too_old = self._downsampler.write(written, owner, timestamps, values, now, empty)
             self.touch([m.name for m in written], "updated_on", now)
         return len(timestamps) - too_old, too_old, refused, created
 

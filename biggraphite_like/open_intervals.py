@@ -146,8 +146,9 @@ class OpenIntervals:
 
     An entry is what the store holds for that interval, as long as every write to the store
     went through the owning downsampler: it lets propagation skip reading them back. Entries
-    are dropped whenever that may no longer hold (an older interval written, several
-    intervals of a metric in one batch), and all of them when the store changed otherwise.
+    are dropped whenever that may no longer hold (an older interval written, intervals of a
+    metric in one batch whose points may share slots), and all of them when the store
+    changed otherwise.
     A table remembers `max_entries` metrics at most: past that, the least recently written
     tenth is forgotten.
     """
@@ -168,8 +169,9 @@ class OpenIntervals:
                ) -> np.ndarray:
         """Fill the grid rows held in memory (rows are all NaN before); returns their mask.
 
-        Only rows `alone` (the one interval of its metric in the batch) may be used: the
-        points of another interval may have replaced slots of the one remembered.
+        Only rows `alone` may be used: the one interval of its metric in the batch, or one
+        of intervals whose points cannot have replaced slots of the one remembered (less
+        than a ring of the finer stage apart, see the downsampler).
         """
         hit = np.zeros(len(names), dtype=bool)
         memory = self._tables.get(table)
@@ -188,9 +190,11 @@ class OpenIntervals:
 
     def remember(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray
                  ) -> None:
-        """Keep each row as its metric's latest interval; forget metrics where that is unsure:
-        a metric with several intervals in the batch (rows not `alone`), or whose remembered
-        interval is later than the one written (its slots may be those of the older one)."""
+        """Keep each row `alone` as its metric's latest interval (at most one such row a
+        metric: the downsampler passes the last of a metric's intervals when none can have
+        replaced another's points); forget the metrics of the other rows, and those whose
+        remembered interval is later than the one written (its slots may be those of the
+        older one)."""
         memory = self._tables.get(table)
         if memory is None:
             memory = self._tables[table] = _Table()

@@ -80,8 +80,15 @@ class PointsMixin:
         with self.write_batch(), self._errors(f"write points to {table.name}"):
             self._points_changed()
             self._ensure_table(table)
-            keys = np.fromiter((self._key(n) for n in names), dtype=np.int64, count=len(names))
-            self._write_keyed(table, keys, timestamps, values, counts)
+            self._write_keyed(table, self._keys_of(names), timestamps, values, counts)
+
+    def _keys_of(self, names: Sequence[str]) -> np.ndarray:
+        """The key of each name (a name per point: one C-level dict lookup each, the store
+        is asked only for names not cached); MetricNotFound for a name that is no metric."""
+        keys = list(map(self._keys.get, names))
+        if None in keys:
+            keys = [self._key(name) if key is None else key for name, key in zip(names, keys)]
+        return np.fromiter(keys, dtype=np.int64, count=len(keys))
 
     def _write_keyed(self, table: StageTable, keys: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                      counts: np.ndarray | None, seal: bool = False) -> None:
