@@ -241,18 +241,10 @@ class Accessor:
         return [name if name in cache else names_mod.normalize(name) for name in names]
 
     def _get_normalized(self, wanted: Sequence[str]) -> dict[str, Metric]:
-        found: dict[str, Metric] = {}
-        missing = []
         now = time.monotonic()
         with self._lock:
             self._cache.rotate(now)
-        get = self._cache.get
-        for name in wanted:
-            cached = get(name)
-            if cached is not None:
-                found[name] = cached
-            else:
-                missing.append(name)
+        found, missing = self._cache.get_many(wanted if isinstance(wanted, list) else list(wanted))
         if missing:
             loaded = self.store.get_metrics(missing)
             with self._lock:
@@ -305,6 +297,10 @@ class Accessor:
         due = []
         with self._lock:
             touched = self._touched.setdefault(field, {})
+            if not force and names:  # all recorded within the interval (the steady state): one pass in C
+                lasts = list(map(touched.get, names))
+                if None not in lasts and now - min(lasts) < self.touch_interval:
+                    return due
             for name in names:
                 last = touched.get(name)
                 if force or last is None or now - last >= self.touch_interval:
@@ -438,7 +434,9 @@ class Accessor:
                       now: int, create: "MetricMetadata | Callable[[str], MetricMetadata] | None",
                       result: WriteResult) -> WriteResult:
         # names whose every point was refused are neither created nor touched
-        names_with_points = [batch_names[i] for i in np.unique(owner).tolist()]
+        with_points = np.unique(owner)
+        names_with_points = batch_names if len(with_points) == len(batch_names) else \
+            [batch_names[i] for i in with_points.tolist()]
         for attempt in (1, 2):
             try:
                 outcome = self._write_batch(names_with_points, batch_names, owner, timestamps, values, now, create)
@@ -467,7 +465,7 @@ class Accessor:
         created = 0
         with self.store.write_batch():
             metrics = self._get_normalized(names)
-            unknown = [n for n in names if n not in metrics]
+            unknown = [n for n in names if n not in metrics] if len(metrics) < len(names) else []
             fresh: set[str] = set()
             if unknown and create is not None:
                 made = [Metric(n, create(n) if callable(create) else create, created_on=now, updated_on=now)
@@ -476,14 +474,16 @@ class Accessor:
                 metrics.update((m.name, m) for m in made)
                 created = len(unknown)
             # renumber owners over the metrics written (others are refused)
-            kept = np.array([n in metrics for n in batch_names])
+            every = len(metrics) == len(batch_names)  # names are distinct: each has its metric
+            kept = np.ones(len(batch_names), dtype=bool) if every else np.array([n in metrics for n in batch_names])
             if not kept.all():
                 per_name = np.bincount(owner, minlength=len(batch_names))
                 refused = [(n, int(per_name[i])) for i, n in enumerate(batch_names) if not kept[i] and per_name[i]]
                 mask = kept[owner]
                 owner = (np.cumsum(kept) - 1)[owner[mask]]
                 timestamps, values = timestamps[mask], values[mask]
-            written = [metrics[n] for n in batch_names if n in metrics]
+            written = list(map(metrics.__getitem__, batch_names)) if every else [metrics[n] for n in batch_names
+                                                                                  if n in metrics]
             empty = np.fromiter((m.name in fresh for m in written), dtype=bool, count=len(written)) if fresh else None
             too_old = self._downsampler.write(written, owner, timestamps, values, now, empty)
             self.touch([m.name for m in written], "updated_on", now)

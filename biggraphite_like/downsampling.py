@@ -25,6 +25,8 @@ read back either.
 """
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Hashable, Sequence
 
 import numpy as np
@@ -91,6 +93,7 @@ def _route(retention: Retention, timestamps: np.ndarray, now: int) -> np.ndarray
 
 
 _AGGREGATORS = list(Aggregator)
+_NAME, _METADATA, _RETENTION = (operator.attrgetter(field) for field in ("name", "metadata", "retention"))
 _INTERVAL_BITS = 33  # timestamps are below 2**32: (metric, interval) packs into one int64
 # Intervals read back per store call at most: a store's read decodes whole blocks of points
 # (SQLite: 10,000 metrics' windows at once took 64 MiB), so a big batch reads in parts.
@@ -135,6 +138,9 @@ class Downsampler:
     def _write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                now: int, empty: np.ndarray | None) -> int:
         # group by object identity first: hashing a Retention per metric costs more than the rest
+        retentions = list(map(_RETENTION, metrics))
+        if len(set(map(id, retentions))) == 1:  # one shared object (a receiver's rules): no grouping
+            return self._write_retention(retentions[0], metrics, owner, timestamps, values, now, empty)
         by_id: dict[int, tuple[Retention, list[int]]] = {}
         for index, metric in enumerate(metrics):
             retention = metric.retention
@@ -157,10 +163,17 @@ class Downsampler:
     def _write_retention(self, retention: Retention, metrics: Sequence[Metric], owner: np.ndarray,
                          timestamps: np.ndarray, values: np.ndarray, now: int, empty: np.ndarray | None) -> int:
         stage_of = _route(retention, timestamps, now)
-        names = np.array([m.name for m in metrics], dtype=object)
+        names = np.array(list(map(_NAME, metrics)), dtype=object)
+        # per metadata object (a batch shares a few), then per metric by index
+        metadatas = list(map(_METADATA, metrics))
+        first_of: dict[int, int] = {}  # id of a metadata -> index of its first metric
+        first = np.fromiter(map(first_of.setdefault, map(id, metadatas), itertools.count()), dtype=np.int64,
+                            count=len(metadatas))
+        firsts, of_metric = np.unique(first, return_inverse=True)
         codes = {a: i for i, a in enumerate(_AGGREGATORS)}
-        aggregators = np.array([codes[m.metadata.aggregator] for m in metrics])
-        xfilesfactors = np.array([m.metadata.xfilesfactor for m in metrics])
+        shared = [metadatas[i] for i in firsts.tolist()]
+        aggregators = np.array([codes[md.aggregator] for md in shared], dtype=np.int64)[of_metric.reshape(-1)]
+        xfilesfactors = np.array([md.xfilesfactor for md in shared], dtype=np.float64)[of_metric.reshape(-1)]
         arrival = np.arange(len(timestamps))
         # whisper writes the newest points (finest stage) first, each followed by its propagation
         for index, stage in enumerate(retention.stages):

@@ -17,6 +17,8 @@ operations per batch, however many metrics.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 DEFAULT_OPEN_INTERVALS = 250_000  # metrics remembered per table at most (the least recently written are forgotten)
@@ -43,8 +45,7 @@ class _Table:
 
     def find(self, names: list[str]) -> np.ndarray:
         """Slot of each name, -1 for names never remembered."""
-        get = self.slots.get
-        return np.fromiter((get(name, -1) for name in names), dtype=np.int64, count=len(names))
+        return np.fromiter(map(self.slots.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
 
     def allocate(self, names: list[str], slots: np.ndarray) -> np.ndarray:
         """Give the names without a slot (slots == -1) a new one; returns every slot."""

@@ -126,7 +126,7 @@ class PointBuffer:
             timestamps = np.concatenate([c[1] for c in chunks])
             values = np.concatenate([c[2] for c in chunks])
             unique, owner = np.unique(ids, return_inverse=True)
-            names = [self._canonical[i] for i in unique.tolist()]
+            names = list(map(self._canonical.__getitem__, unique.tolist()))
             batch = Batch(names, owner.astype(np.int64), timestamps, values, unique)
             self._in_flight = batch
             self._pending -= len(ids)

@@ -1,13 +1,14 @@
 """carbon's plaintext protocol, `name value timestamp\\n`, decoded in bulk.
 
 A whole read (every complete line of it) is decoded with a few calls over the buffer, not
-one Python call per line or token: numpy finds where each whitespace-separated token
-starts and which line holds it, so that lines with other than three tokens are found at
-once; `bytes.split()` cuts every token in one call; numpy converts the value and timestamp
-columns to float64; names are decoded from UTF-8 in one call. Lines that fail a check
-(not three fields, a field that is not a number, a name that is not UTF-8) are refused one
-by one with the reason, and the others of the read are kept: a bad line never costs the
-good ones.
+one Python-level loop over lines or tokens: numpy finds where each whitespace-separated
+token starts and which line holds it, so that lines with other than three tokens are
+found at once; `bytes.split()` cuts every token in one call; the value and timestamp
+columns are converted by float() mapped over each in C (carbon's parse, and cheaper than
+numpy's bytes-to-float cast); names are decoded from UTF-8 in one call. Lines that fail a
+check (not three fields, a field that is not a number, a name that is not UTF-8) are
+refused one by one with the reason, and the others of the read are kept: a bad line never
+costs the good ones.
 """
 from __future__ import annotations
 
@@ -33,12 +34,19 @@ def decode_lines(data: bytes, refusals: Refusals) -> Points:
     if not tokens:
         return Points.empty()
     try:
-        values = np.array(tokens[1::3]).astype(np.float64)
-        timestamps = np.array(tokens[2::3]).astype(np.float64)
+        values = _floats(tokens[1::3])
+        timestamps = _floats(tokens[2::3])
         names = b"\n".join(tokens[0::3]).decode("utf-8").split("\n")
     except (ValueError, UnicodeDecodeError):
         return _decode_line_by_line(data, None, refusals)
     return Points(names, timestamps, values)
+
+
+def _floats(tokens: list[bytes]) -> np.ndarray:
+    """float() of each token, as carbon parses a field (ValueError as float() raises it):
+    map() over the list costs less than numpy's bytes-to-float cast (~100 ns a token
+    less), and accepts what float() accepts."""
+    return np.fromiter(map(float, tokens), dtype=np.float64, count=len(tokens))
 
 
 def _lines_without_three_fields(data: bytes) -> set[int] | None:
@@ -81,12 +89,4 @@ def _decode_line_by_line(data: bytes, known_bad: set[int] | None, refusals: Refu
         return Points.empty()
     tokens = b"\n".join(good).split()
     names = b"\n".join(tokens[0::3]).decode("utf-8").split("\n")
-    # float() accepted each field; numpy's parser may still refuse a spelling of Python's
-    # (e.g. '1_000'): convert those one by one
-    try:
-        values = np.array(tokens[1::3]).astype(np.float64)
-        timestamps = np.array(tokens[2::3]).astype(np.float64)
-    except ValueError:
-        values = np.array([float(t) for t in tokens[1::3]])
-        timestamps = np.array([float(t) for t in tokens[2::3]])
-    return Points(names, timestamps, values)
+    return Points(names, _floats(tokens[2::3]), _floats(tokens[1::3]))  # float() accepted each field
