@@ -434,9 +434,9 @@ class Accessor:
                       now: int, create: "MetricMetadata | Callable[[str], MetricMetadata] | None",
                       result: WriteResult) -> WriteResult:
         # names whose every point was refused are neither created nor touched
-        with_points = np.unique(owner)
-        names_with_points = batch_names if len(with_points) == len(batch_names) else \
-            [batch_names[i] for i in with_points.tolist()]
+        with_points = np.bincount(owner, minlength=len(batch_names)) > 0
+        names_with_points = batch_names if with_points.all() else \
+            [batch_names[i] for i in np.flatnonzero(with_points).tolist()]
         for attempt in (1, 2):
             try:
                 outcome = self._write_batch(names_with_points, batch_names, owner, timestamps, values, now, create)
