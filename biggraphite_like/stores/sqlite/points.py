@@ -33,6 +33,7 @@ from biggraphite_like.stores.sqlite.windows import (
     WINDOW_SHIFT,
     decode_rows,
     record_dtype,
+    record_groups,
     ring_windows,
     rows_of,
     window_ids,
@@ -122,7 +123,7 @@ class PointsMixin:
         # a window given DIRECT_BYTES of records at once (a backfill, a big flush) is merged into its chunk
         # directly: they would cost more as a tail than merging costs
         direct = (ends - starts) * item >= DIRECT_BYTES if not seal else np.ones(len(ids), dtype=bool)
-        blobs = _groups(records.tobytes(), item, starts, ends)
+        blobs = record_groups(records.tobytes(), item, starts, ends)
         if direct.any():
             chosen = np.flatnonzero(direct)
             self._merge(table, ids[chosen], full[chosen], {int(ids[k]): blobs[k] for k in chosen.tolist()})
@@ -328,17 +329,6 @@ class PointsMixin:
                                                    (ids[:whole] & TAIL).astype(bool), [b for _, b in rows[:whole]])[0])
                 self._conn.execute(f"DELETE FROM {name} WHERE {expired}", (cutoff,))
         return removed
-
-
-def _groups(data: bytes, item: int, starts: np.ndarray, ends: np.ndarray) -> list:
-    """The bytes of records starts[k]:ends[k] of data (records of `item` bytes) for each k.
-    Groups of one size (a flush's windows each get as many points, often) are cut by numpy
-    in one call; others are sliced one by one."""
-    sizes = ends - starts
-    if len(sizes) and (sizes == sizes[0]).all() and starts[0] == 0 and ends[-1] * item == len(data):
-        return np.frombuffer(data, dtype=f"V{int(sizes[0]) * item}").tolist()
-    view = memoryview(data)
-    return [view[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())]
 
 
 def _json_ids(ids: np.ndarray) -> str:
