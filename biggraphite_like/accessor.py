@@ -147,14 +147,29 @@ class Accessor:
     def create_metrics(self, specs: Sequence[tuple[str, MetricMetadata]], now: int | None = None) -> list[Metric]:
         now = self.now() if now is None else now
         metrics = [make_metric(name, metadata, now) for name, metadata in specs]
-        self.store.create_metrics(metrics)
-        tagged = [m.name for m in metrics if is_tagged(m.name)]
+        self._create(metrics, now, check_ancestors=True)
+        return metrics
+
+    def _create(self, metrics: list[Metric], now: int, check_ancestors: bool) -> set[str]:
+        """Write metrics (names canonical) and their directories, index the tagged ones,
+        cache them. Their updated_on is `now` in the store: they count as touched then.
+        Returns the names the store says hold no point (Store.create_metrics).
+
+        `check_ancestors` False: the caller holds the store's write batch and the store
+        says it is one serializable transaction (`Store.atomic_write_batch`): no cleanup
+        can delete a directory between the rows written here and the commit, so the
+        re-check of the race protocol (see _check_ancestors) would find nothing missing."""
+        empty = self.store.create_metrics(metrics)
+        names = [m.name for m in metrics]
+        tagged = [name for name in names if is_tagged(name)]
         if tagged:  # names are canonical (names.normalize): index them as graphite's TagDB would
             self.tags.tag_series(tagged, now)
-        self._check_ancestors([m.name for m in metrics], set())
+        if check_ancestors:
+            self._check_ancestors(names, set())
         with self._lock:
             self._cache.put(metrics, time.monotonic())
-        return metrics
+            self._touched["updated_on"].update(dict.fromkeys(names, now))
+        return empty or set()
 
     def create_directories(self, names: Sequence[str]) -> None:
         """Create directories and their ancestors so that a concurrent cleanup cannot leave a gap."""
@@ -225,18 +240,10 @@ class Accessor:
         return [name if name in cache else names_mod.normalize(name) for name in names]
 
     def _get_normalized(self, wanted: Sequence[str]) -> dict[str, Metric]:
-        found: dict[str, Metric] = {}
-        missing = []
         now = time.monotonic()
         with self._lock:
             self._cache.rotate(now)
-        get = self._cache.get
-        for name in wanted:
-            cached = get(name)
-            if cached is not None:
-                found[name] = cached
-            else:
-                missing.append(name)
+        found, missing = self._cache.get_many(wanted if isinstance(wanted, list) else list(wanted))
         if missing:
             found.update(self._load(missing, now))
         return found
@@ -293,6 +300,10 @@ class Accessor:
         due = []
         with self._lock:
             touched = self._touched.setdefault(field, {})
+            if not force and names:  # all recorded within the interval (the steady state): one pass in C
+                lasts = list(map(touched.get, names))
+                if None not in lasts and now - min(lasts) < self.touch_interval:
+                    return due
             for name in names:
                 last = touched.get(name)
                 if force or last is None or now - last >= self.touch_interval:
@@ -426,7 +437,9 @@ class Accessor:
                       now: int, create: "MetricMetadata | Callable[[str], MetricMetadata] | None",
                       result: WriteResult) -> WriteResult:
         # names whose every point was refused are neither created nor touched
-        names_with_points = [batch_names[i] for i in np.unique(owner).tolist()]
+        with_points = np.bincount(owner, minlength=len(batch_names)) > 0
+        names_with_points = batch_names if with_points.all() else \
+            [batch_names[i] for i in np.flatnonzero(with_points).tolist()]
         for attempt in (1, 2):
             try:
                 outcome = self._write_batch(names_with_points, batch_names, owner, timestamps, values, now, create)
@@ -455,21 +468,27 @@ class Accessor:
         created = 0
         with self.store.write_batch():
             metrics = self._get_normalized(names)
-            unknown = [n for n in names if n not in metrics]
+            unknown = [n for n in names if n not in metrics] if len(metrics) < len(names) else []
+            fresh: set[str] = set()
             if unknown and create is not None:
-                specs = [(n, create(n) if callable(create) else create) for n in unknown]
-                metrics.update((m.name, m) for m in self.create_metrics(specs, now))
+                made = [Metric(n, create(n) if callable(create) else create, created_on=now, updated_on=now)
+                        for n in unknown]  # names are canonical (insert_columns' contract, or normalised above)
+                fresh = self._create(made, now, check_ancestors=not self.store.atomic_write_batch)
+                metrics.update((m.name, m) for m in made)
                 created = len(unknown)
             # renumber owners over the metrics written (others are refused)
-            kept = np.array([n in metrics for n in batch_names])
+            every = len(metrics) == len(batch_names)  # names are distinct: each has its metric
+            kept = np.ones(len(batch_names), dtype=bool) if every else np.array([n in metrics for n in batch_names])
             if not kept.all():
                 per_name = np.bincount(owner, minlength=len(batch_names))
                 refused = [(n, int(per_name[i])) for i, n in enumerate(batch_names) if not kept[i] and per_name[i]]
                 mask = kept[owner]
                 owner = (np.cumsum(kept) - 1)[owner[mask]]
                 timestamps, values = timestamps[mask], values[mask]
-            written = [metrics[n] for n in batch_names if n in metrics]
-            too_old = self._downsampler.write(written, owner, timestamps, values, now)
+            written = list(map(metrics.__getitem__, batch_names)) if every else [metrics[n] for n in batch_names
+                                                                                  if n in metrics]
+            empty = np.fromiter((m.name in fresh for m in written), dtype=bool, count=len(written)) if fresh else None
+            too_old = self._downsampler.write(written, owner, timestamps, values, now, empty)
             self.touch([m.name for m in written], "updated_on", now)
         return len(timestamps) - too_old, too_old, refused, created
 

@@ -17,10 +17,16 @@ Recomputing an interval needs its finer points. Reading them back from the store
 of a write's cost, so the downsampler keeps the finer points of the latest interval of each
 metric in memory (`open_intervals.OpenIntervals`: a few bytes a point) and reads back only
 what it does not hold. The memory is trusted only while the store's `change_token` says
-nothing else wrote in between.
+nothing else wrote in between. A batch's points of a metric may span several intervals
+(a batch across the hour): the memory still serves and keeps them while no point of the
+batch can have replaced a slot of another interval's (less than a ring apart). The
+metrics a batch creates hold nothing before it (the store says so): nothing of them is
+read back either.
 """
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Hashable, Sequence
 
 import numpy as np
@@ -75,6 +81,13 @@ def aggregate(
     return values, counts, propagate
 
 
+def _in_order(who: np.ndarray, timestamps: np.ndarray) -> bool:
+    """Whether points are sorted by metric, then by strictly increasing timestamp (then
+    already in the order of (metric, interval, timestamp, arrival))."""
+    step = np.diff(who)
+    return bool(((step > 0) | ((step == 0) & (np.diff(timestamps) > 0))).all())
+
+
 def route(metric: Metric, timestamps: np.ndarray, now: int) -> np.ndarray:
     """Stage index of each point (whisper's routing by age); -1 for points too old to keep."""
     return _route(metric.retention, timestamps, now)
@@ -87,6 +100,7 @@ def _route(retention: Retention, timestamps: np.ndarray, now: int) -> np.ndarray
 
 
 _AGGREGATORS = list(Aggregator)
+_NAME, _METADATA, _RETENTION = (operator.attrgetter(field) for field in ("name", "metadata", "retention"))
 _INTERVAL_BITS = 33  # timestamps are below 2**32: (metric, interval) packs into one int64
 # Intervals read back per store call at most: a store's read decodes whole blocks of points
 # (SQLite: 10,000 metrics' windows at once took 64 MiB), so a big batch reads in parts.
@@ -108,11 +122,12 @@ class Downsampler:
         self._caching = False  # whether the store has a change token (set by each write)
 
     def write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
-              now: int) -> int:
+              now: int, empty: np.ndarray | None = None) -> int:
         """Write point i (timestamps[i], values[i]) to metrics[owner[i]]; returns how many were too old.
 
         Call it inside the store's write_batch, so that nobody writes between the check of
-        the store's change token and our writes.
+        the store's change token and our writes. `empty[j]`: metrics[j] holds no point in
+        the store (created in this batch): nothing of it is read back.
         """
         token = self._store.change_token()
         self._caching = token is not None
@@ -120,7 +135,7 @@ class Downsampler:
             self._open.clear()
         self._token = None
         try:
-            too_old = self._write(metrics, owner, timestamps, values, now)
+            too_old = self._write(metrics, owner, timestamps, values, now, empty)
         except BaseException:
             self._open.clear()
             raise
@@ -128,8 +143,11 @@ class Downsampler:
         return too_old
 
     def _write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
-               now: int) -> int:
+               now: int, empty: np.ndarray | None) -> int:
         # group by object identity first: hashing a Retention per metric costs more than the rest
+        retentions = list(map(_RETENTION, metrics))
+        if len(set(map(id, retentions))) == 1:  # one shared object (a receiver's rules): no grouping
+            return self._write_retention(retentions[0], metrics, owner, timestamps, values, now, empty)
         by_id: dict[int, tuple[Retention, list[int]]] = {}
         for index, metric in enumerate(metrics):
             retention = metric.retention
@@ -146,16 +164,23 @@ class Downsampler:
                 sel = slice(None)
             else:
                 sel = np.isin(owner, members)
-            too_old += self._write_retention(retention, metrics, owner[sel], timestamps[sel], values[sel], now)
+            too_old += self._write_retention(retention, metrics, owner[sel], timestamps[sel], values[sel], now, empty)
         return too_old
 
     def _write_retention(self, retention: Retention, metrics: Sequence[Metric], owner: np.ndarray,
-                         timestamps: np.ndarray, values: np.ndarray, now: int) -> int:
+                         timestamps: np.ndarray, values: np.ndarray, now: int, empty: np.ndarray | None) -> int:
         stage_of = _route(retention, timestamps, now)
-        names = np.array([m.name for m in metrics], dtype=object)
+        names = np.array(list(map(_NAME, metrics)), dtype=object)
+        # per metadata object (a batch shares a few), then per metric by index
+        metadatas = list(map(_METADATA, metrics))
+        first_of: dict[int, int] = {}  # id of a metadata -> index of its first metric
+        first = np.fromiter(map(first_of.setdefault, map(id, metadatas), itertools.count()), dtype=np.int64,
+                            count=len(metadatas))
+        firsts, of_metric = np.unique(first, return_inverse=True)
         codes = {a: i for i, a in enumerate(_AGGREGATORS)}
-        aggregators = np.array([codes[m.metadata.aggregator] for m in metrics])
-        xfilesfactors = np.array([m.metadata.xfilesfactor for m in metrics])
+        shared = [metadatas[i] for i in firsts.tolist()]
+        aggregators = np.array([codes[md.aggregator] for md in shared], dtype=np.int64)[of_metric.reshape(-1)]
+        xfilesfactors = np.array([md.xfilesfactor for md in shared], dtype=np.float64)[of_metric.reshape(-1)]
         arrival = np.arange(len(timestamps))
         # whisper writes the newest points (finest stage) first, each followed by its propagation
         for index, stage in enumerate(retention.stages):
@@ -165,20 +190,39 @@ class Downsampler:
             who, ts, vs, order = owner[sel], timestamps[sel], values[sel], arrival[sel]
             aligned = ts - ts % stage.precision
             # per (metric, interval): the greatest timestamp wins, then the last given
-            sort = np.lexsort((order, ts, aligned, who))
-            who, aligned, vs = who[sort], aligned[sort], vs[sort]
+            if not _in_order(who, ts):  # (a receiver's batches come grouped by metric, in time order)
+                sort = np.lexsort((order, ts, aligned, who))
+                who, aligned, vs = who[sort], aligned[sort], vs[sort]
             last = np.ones(len(who), dtype=bool)
             last[:-1] = (who[1:] != who[:-1]) | (aligned[1:] != aligned[:-1])
             who, aligned, vs = who[last], aligned[last], vs[last]
             self._store.write_points(StageTable(stage, index > 0), names[who].tolist(), aligned, vs)
-            self._propagate(retention, index, names, aggregators, xfilesfactors, who, aligned, vs)
+            self._propagate(retention, index, names, aggregators, xfilesfactors, who, aligned, vs, empty)
+            # the stages this batch wrote now hold its points: no metric is empty in the next round
+            empty = None
         return int(np.count_nonzero(stage_of < 0))
 
+    @staticmethod
+    def _spans(req_who: np.ndarray, new_who: np.ndarray, new_ts: np.ndarray) -> np.ndarray:
+        """For each requested interval (of metric req_who[i]), how far apart the first and
+        last points just written to its metric lie (new_who sorted, as req_who)."""
+        if not len(new_who):
+            return np.zeros(len(req_who), np.int64)
+        bounds = np.flatnonzero(np.diff(new_who, prepend=-1))
+        span = np.maximum.reduceat(new_ts, bounds) - np.minimum.reduceat(new_ts, bounds)
+        return span[np.searchsorted(new_who[bounds], req_who)]
+
     def _propagate(self, retention: Retention, index: int, names: np.ndarray, aggregators: np.ndarray,
-                   xfilesfactors: np.ndarray, who: np.ndarray, aligned: np.ndarray, written: np.ndarray) -> None:
+                   xfilesfactors: np.ndarray, who: np.ndarray, aligned: np.ndarray, written: np.ndarray,
+                   empty: np.ndarray | None = None) -> None:
         """Recompute the coarser intervals the points (who, aligned, written) of stage `index` touched.
 
         names, aggregators (index in _AGGREGATORS) and xfilesfactors are per metric of the batch.
+        `empty`: per metric, whether the store held none of its points before this stage's
+        writes and the ones they propagate to (the first stage a batch writes): the store
+        then holds, in each interval, just the points this propagation wrote, and nothing is
+        read back. A metric with points in several intervals of one stage counts only if
+        they are less than the stage's ring apart (no point replaced another's slot).
         """
         caching = self._caching
         higher = index
@@ -194,18 +238,30 @@ class Downsampler:
             req_names = names[req_who].tolist() if caching else []
             grid = np.full((len(starts), coarse // fine), np.nan)
             held = np.zeros(len(starts), dtype=bool)
-            if caching:
+            ring = retention.stages[higher].duration
+            if caching or empty is not None:
+                # an interval's slots of the finer stage hold its own points only when no point this
+                # batch wrote there lies a ring or more from one the interval held (same slot):
+                # points of one interval, or of intervals close enough
                 alone = np.ones(len(req_who), dtype=bool)  # req_who is sorted
                 same = req_who[1:] == req_who[:-1]
                 alone[1:] &= ~same
                 alone[:-1] &= ~same
-                held = self._open.lookup(table.name, req_names, starts, grid, alone)
-                if held.any():
-                    # what we just wrote goes over what the store held before
-                    key = (new_who.astype(np.int64) << _INTERVAL_BITS) | (new_ts - new_ts % coarse)
-                    request = np.searchsorted(packed, key)
-                    mine = held[request]
-                    grid[request[mine], (new_ts[mine] - starts[request[mine]]) // fine] = new_values[mine]
+                sure = fresh = alone
+                if not alone.all():
+                    span = self._spans(req_who, new_who, new_ts)
+                    sure = alone | (span + coarse <= ring)
+                    fresh = alone | (span < ring)  # no point held before: less than a ring apart will do
+            if caching:
+                held = self._open.lookup(table.name, req_names, starts, grid, sure)
+            if empty is not None:
+                held |= empty[req_who] & fresh
+            if held.any():
+                # what we just wrote goes over what the store held before
+                key = (new_who.astype(np.int64) << _INTERVAL_BITS) | (new_ts - new_ts % coarse)
+                request = np.searchsorted(packed, key)
+                mine = held[request]
+                grid[request[mine], (new_ts[mine] - starts[request[mine]]) // fine] = new_values[mine]
             unheld = np.flatnonzero(~held)
             for first in range(0, len(unheld), self.read_back_size):
                 missing = unheld[first:first + self.read_back_size]
@@ -215,7 +271,9 @@ class Downsampler:
                 rows = missing[reads.request]
                 grid[rows, (reads.timestamps - starts[rows]) // fine] = reads.values
             if caching:
-                self._open.remember(table.name, req_names, starts, grid, alone)
+                latest = np.ones(len(req_who), dtype=bool)  # each metric's last interval
+                latest[:-1] = ~same
+                self._open.remember(table.name, req_names, starts, grid, sure & latest)
             values = np.empty(len(starts))
             counts = np.empty(len(starts), dtype=np.int64)
             ok = np.empty(len(starts), dtype=bool)

@@ -17,6 +17,8 @@ operations per batch, however many metrics.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 DEFAULT_OPEN_INTERVALS = 250_000  # metrics remembered per table at most (the least recently written are forgotten)
@@ -43,8 +45,7 @@ class _Table:
 
     def find(self, names: list[str]) -> np.ndarray:
         """Slot of each name, -1 for names never remembered."""
-        get = self.slots.get
-        return np.fromiter((get(name, -1) for name in names), dtype=np.int64, count=len(names))
+        return np.fromiter(map(self.slots.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
 
     def allocate(self, names: list[str], slots: np.ndarray) -> np.ndarray:
         """Give the names without a slot (slots == -1) a new one; returns every slot."""
@@ -146,8 +147,9 @@ class OpenIntervals:
 
     An entry is what the store holds for that interval, as long as every write to the store
     went through the owning downsampler: it lets propagation skip reading them back. Entries
-    are dropped whenever that may no longer hold (an older interval written, several
-    intervals of a metric in one batch), and all of them when the store changed otherwise.
+    are dropped whenever that may no longer hold (an older interval written, intervals of a
+    metric in one batch whose points may share slots), and all of them when the store
+    changed otherwise.
     A table remembers `max_entries` metrics at most: past that, the least recently written
     tenth is forgotten.
     """
@@ -168,8 +170,9 @@ class OpenIntervals:
                ) -> np.ndarray:
         """Fill the grid rows held in memory (rows are all NaN before); returns their mask.
 
-        Only rows `alone` (the one interval of its metric in the batch) may be used: the
-        points of another interval may have replaced slots of the one remembered.
+        Only rows `alone` may be used: the one interval of its metric in the batch, or one
+        of intervals whose points cannot have replaced slots of the one remembered (less
+        than a ring of the finer stage apart, see the downsampler).
         """
         hit = np.zeros(len(names), dtype=bool)
         memory = self._tables.get(table)
@@ -188,9 +191,11 @@ class OpenIntervals:
 
     def remember(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray
                  ) -> None:
-        """Keep each row as its metric's latest interval; forget metrics where that is unsure:
-        a metric with several intervals in the batch (rows not `alone`), or whose remembered
-        interval is later than the one written (its slots may be those of the older one)."""
+        """Keep each row `alone` as its metric's latest interval (at most one such row a
+        metric: the downsampler passes the last of a metric's intervals when none can have
+        replaced another's points); forget the metrics of the other rows, and those whose
+        remembered interval is later than the one written (its slots may be those of the
+        older one)."""
         memory = self._tables.get(table)
         if memory is None:
             memory = self._tables[table] = _Table()

@@ -65,3 +65,38 @@ def test_a_failing_part_rolls_back_every_part(tmp_path):
         assert db.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
     again = accessor.insert_columns(names, owner, timestamps, values, now=now, create=METADATA)
     assert (again.stored, again.created) == (20, 10)
+
+
+def test_batches_across_an_hour_read_back_only_hours_they_never_wrote(tmp_path):
+    """What the downsampler needs to recompute the hours a batch touches is in memory, or
+    known empty: a batch creating its metrics reads none of their points back, one whose
+    points straddle an hour reads back only the hour it starts, and the next one nothing
+    (issue 21: before, they read back 20, 40 and 20 hours). The points and the hourly
+    averages are exact, and created metrics' updated_on is not written a second time."""
+    url, accessor = make_store(tmp_path)
+    reads, touches = [], []
+    read_points, touch_metrics = accessor.store.read_points, accessor.store.touch_metrics
+    accessor.store.read_points = lambda *a: reads.append(len(a[1])) or read_points(*a)
+    accessor.store.touch_metrics = lambda names, *a: touches.append(len(names)) or touch_metrics(names, *a)
+    now = int(time.time())
+    hour = now - now % 3600 - 3600
+    batches = [columns(20, 5, end) for end in (hour - 300, hour + 120, hour + 420)]  # :50-:54, :57-:01, :02-:06
+    every_point = MetricMetadata.create("60s:1d,1h:7d", "average", 0.0)  # an hour propagates from its first minute
+    results = [accessor.insert_columns(names, owner, ts, values, now=now, create=every_point)
+               for names, owner, ts, values in batches]
+    assert [(r.stored, r.created) for r in results] == [(100, 20), (100, 0), (100, 0)]
+    assert reads == [20]  # the second batch's new hour, once per metric
+    assert touches == []  # created at `now`: their updated_on is written by creation
+    names = batches[0][0]
+    expected: dict[str, dict[int, float]] = {name: {} for name in names}
+    for _, owner, ts, values in batches:
+        for i, t, v in zip(owner.tolist(), ts.tolist(), values.tolist()):
+            expected[names[i]][int(t)] = v
+    stored = stored_values(accessor, names, hour - 3600, now)
+    grids, _ = accessor.fetch_grids(names, now - 7 * 24 * 3600, now, now)  # served by the hourly stage
+    assert len(grids) == 1 and grids[0].step == 3600
+    for row, name in enumerate(names):
+        assert stored[name] == expected[name], name
+        for start in (hour - 3600, hour):
+            minutes = [v for t, v in expected[name].items() if start <= t < start + 3600]
+            assert grids[0].grid[row][(start - grids[0].start) // 3600] == sum(minutes) / len(minutes), name

@@ -25,6 +25,32 @@ def test_lines_in_bulk_keep_order_and_exact_values():
     assert points.timestamps.tolist() == [1_700_000_000 + i for i in range(1000)]
 
 
+def test_fields_per_line_found_as_line_by_line_splitting_finds_them():
+    """The check of three fields a line (its fast path for carbon's usual spelling, its
+    general one otherwise) against splitting each line, on reads made of good lines with
+    random damage: a field missing or added, doubled or edge spaces, tabs, CR, blank lines,
+    a last line without newline."""
+    import random
+
+    from biggraphite_like.receiver.lines import _lines_without_three_fields
+
+    rng = random.Random(21)
+    fast = 0
+    for _ in range(4000):
+        lines = [b"m.%d %d %d" % (rng.randint(0, 9), rng.randint(0, 99), 1_700_000_000) for _ in range(rng.randint(1, 6))]
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            k = rng.randrange(len(lines))
+            lines[k] = rng.choice([
+                lambda line: line.rsplit(b" ", 1)[0], lambda line: line + b" 7", lambda line: line.replace(b" ", b"  ", 1),
+                lambda line: b" " + line, lambda line: line + b" ", lambda line: line.replace(b" ", b"\t", 1),
+                lambda line: line + b"\r", lambda line: b"", lambda line: line.replace(b" ", b"", 1)])(lines[k])
+        data = b"\n".join(lines) + rng.choice([b"\n", b""])
+        expected = {i for i, line in enumerate(data.split(b"\n")) if line.split() and len(line.split()) != 3}
+        assert (_lines_without_three_fields(data) or set()) == expected, data
+        fast += not expected and b"  " not in data and b"\t" not in data
+    assert fast > 1000  # the usual spelling was tried, not only damage
+
+
 @pytest.mark.parametrize("bad, reason", [
     (b"only two\n", "got 2 fields"),
     (b"a b c d\n", "got 4 fields"),

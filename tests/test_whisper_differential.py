@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 import pytest
 import whisper
 
@@ -192,3 +194,64 @@ def test_writers_taking_turns_on_one_store_stay_whisper_exact(store_url, tmp_pat
     finally:
         first.close()
         second.close()
+
+
+# Rings long next to the coarser precision: a batch's points of one metric may span several
+# coarser intervals without sharing a slot (the downsampler then neither reads back the
+# intervals of a metric its batch created nor forgets what it remembers of the others).
+WIDE_RETENTIONS = ["10s:10m,60s:1h,600s:6h", "1s:5m,10s:30m,60s:2h"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_metrics_created_by_their_first_batch_read_back_as_whisper(sqlite_accessor, tmp_path, seed):
+    """Metrics created by insert_columns in the batch that writes their first points, a few
+    per round, with batches spanning several coarser intervals (some points in the future,
+    a ring apart from another: one slot for both), then written again: every read equals
+    whisper's."""
+    accessor = sqlite_accessor
+    rng = random.Random(seed)
+    specs = {}
+    for index in range(24):
+        aggregator = list(Aggregator)[index % len(Aggregator)]
+        retention = Retention.parse(WIDE_RETENTIONS[(seed + index) % len(WIDE_RETENTIONS)])
+        metadata = MetricMetadata(retention, aggregator, rng.choice([0.0, 0.2, 0.5, 1.0]))
+        path = str(tmp_path / f"m{index}.wsp")
+        whisper.create(path, retention.as_tuples(), xFilesFactor=metadata.xfilesfactor,
+                       aggregationMethod=aggregator.value)
+        specs[f"first.s{seed}.m{index}"] = (path, metadata)
+    names = list(specs)
+    now = BASE
+    written: set[str] = set()
+    for round_ in range(12):
+        now += rng.choice([7, 60, 290, 600])
+        batch = {}
+        for name in names[:2 * (round_ + 1)]:  # two new metrics a round, the others again
+            path, metadata = specs[name]
+            ring = metadata.retention.stages[0].duration
+            chosen = {}
+            for _ in range(rng.randint(1, 20)):
+                kind = rng.random()
+                if kind < 0.7:
+                    ts = now - rng.randint(0, ring - 1)
+                elif kind < 0.8:
+                    ts = now - rng.randint(ring, metadata.retention.duration)
+                else:  # a point in the future and one a ring before it: they share a slot
+                    ts = now + rng.randint(1, 20)
+                    chosen[ts - ring] = float(rng.randint(-50, 100))
+                chosen[ts] = float(rng.randint(-50, 100))
+            points = sorted(chosen.items())
+            whisper.update_many(path, points, now=now)
+            batch[name] = points
+        owner = np.repeat(np.arange(len(batch)), [len(p) for p in batch.values()])
+        flat = [point for points in batch.values() for point in points]
+        result = accessor.insert_columns(list(batch), owner, np.array([t for t, _ in flat], dtype=np.float64),
+                                         np.array([v for _, v in flat]), now=now,
+                                         create=lambda name: specs[name][1])
+        assert result.created == len(set(batch) - written)
+        written |= set(batch)
+        for name in batch:
+            path, metadata = specs[name]
+            for span in (60, 600, 3600, metadata.retention.duration):
+                for until in (now, now - 300):
+                    assert _ours(accessor, name, until - span, until, now) == \
+                        whisper.fetch(path, until - span, until, now=now), (name, span, until, round_)

@@ -32,6 +32,11 @@ metric exists. The C1/C2 gap cannot remove a directory that had a child at C2 fo
 the child's existence at C3 brings it back. Interleavings of several cleaners (shards,
 overlapping runs) are the same argument applied to the last delete of each directory.
 
+Where the creator's W1 and its commit are one serializable transaction (SQLite's write
+batch, `Store.atomic_write_batch`) and the metrics are created inside it (the receiver's
+and the plugin's batches), W2 is skipped: no delete can fall between W1 and the commit,
+so a delete d before the commit came before W1, whose ancestor rows then wrote D again.
+
 What it costs: a creation reads its ancestors once more (one query a batch); a cleanup
 reads each deleted batch's children once more. What it does not cover: a cleaner whose
 reads miss completed writes (Cassandra at consistency ONE), and clock skew between

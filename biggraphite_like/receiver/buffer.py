@@ -125,9 +125,15 @@ class PointBuffer:
             ids = np.concatenate([c[0] for c in chunks])
             timestamps = np.concatenate([c[1] for c in chunks])
             values = np.concatenate([c[2] for c in chunks])
-            unique, owner = np.unique(ids, return_inverse=True)
-            names = [self._canonical[i] for i in unique.tolist()]
-            batch = Batch(names, owner.astype(np.int64), timestamps, values, unique)
+            if 4 * len(ids) >= len(self._canonical):  # ids are dense (0 .. names interned): a table, not a sort
+                present = np.zeros(len(self._canonical), dtype=bool)
+                present[ids] = True
+                unique = np.flatnonzero(present)
+                owner = (np.cumsum(present) - 1)[ids]
+            else:
+                unique, owner = np.unique(ids, return_inverse=True)
+            names = list(map(self._canonical.__getitem__, unique.tolist()))
+            batch = Batch(names, owner.astype(np.int64, copy=False), timestamps, values, unique)
             self._in_flight = batch
             self._pending -= len(ids)
         return batch

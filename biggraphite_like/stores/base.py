@@ -141,6 +141,9 @@ class Store(abc.ABC):
 
     url: str
     unreadable_rows_seen = 0  # rows get_metrics left out: their metadata cannot be read (logged)
+    # write_batch() is one serializable transaction: no other writer's change lands between
+    # two of its statements (the accessor then skips re-checking what it just wrote in it)
+    atomic_write_batch = False
 
     # -- lifecycle -------------------------------------------------------------------
     @abc.abstractmethod
@@ -187,8 +190,11 @@ class Store(abc.ABC):
 
     # -- metadata ----------------------------------------------------------------------
     @abc.abstractmethod
-    def create_metrics(self, metrics: Sequence[Metric]) -> None:
-        """Create (or replace the metadata of) metrics and all their ancestor directories."""
+    def create_metrics(self, metrics: Sequence[Metric]) -> set[str] | None:
+        """Create (or replace the metadata of) metrics and all their ancestor directories.
+
+        May return the names of those it created that certainly hold no point (none
+        existed: the downsampler then reads nothing of them back); None: cannot tell."""
 
     @abc.abstractmethod
     def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:

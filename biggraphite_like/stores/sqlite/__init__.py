@@ -54,6 +54,8 @@ from biggraphite_like.stores.sqlite.windows import record_dtype  # noqa: F401
 class SQLiteStore(MetadataMixin, GlobMixin, PointsMixin, SchemaMixin, ConnectionMixin, Store):
     """Metrics and points in one SQLite file (see the package docstring)."""
 
+    atomic_write_batch = True  # BEGIN IMMEDIATE: one writer at a time, committed at once
+
 
 __all__ = ["DEFAULT_TIMEOUT", "WAL_LIMIT_BYTES", "WINDOW_SLOTS", "SQLiteStore", "default_window_slots", "record_dtype",
            "schema_statements"]

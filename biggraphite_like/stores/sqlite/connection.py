@@ -89,6 +89,7 @@ class ConnectionMixin:
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
             local.conn, local.pid, local.depth, local.points_marked = conn, os.getpid(), 0, False
+            local.absent = set()  # metric names with no row, as found inside the current write batch
             local.deferred_wal = 0
         return conn
 
@@ -141,14 +142,17 @@ class ConnectionMixin:
             conn.execute("BEGIN IMMEDIATE")
         local.depth = 1
         local.points_marked = False
+        local.absent = set()
         try:
             self._check_deletions()
             yield
             local.depth = 0
+            local.absent = set()
             with self._errors("commit a write"):
                 conn.execute("COMMIT")
         except BaseException as exc:
             local.depth = 0
+            local.absent = set()
             self._end_deferral()
             # Forget keys, tables and interned ids the rolled back transaction created before
             # ROLLBACK lets a waiting writer in, or it could write under a key that no longer exists.

@@ -75,17 +75,22 @@ class MetadataMixin:
                                     [value for record in chunk for value in record + padding[len(record)]]).fetchall()
         return written
 
-    def create_metrics(self, metrics: Sequence[Metric]) -> None:
+    def create_metrics(self, metrics: Sequence[Metric]) -> set[str]:
+        """Store.create_metrics; returns the names that had no row (new keys: no point).
+        Names get_metrics found no row for in this write batch are not looked up again."""
         if not metrics:
-            return
+            return set()
         self._check_schema()
         directories = sorted(names_mod.all_ancestors(m.name for m in metrics))
-        existing = self.get_metrics([m.name for m in metrics])
         # metadata by object: a batch shares a few, and hashing or formatting one per metric cost more
         # than the rest of its row
         metadatas = {id(m.metadata): m.metadata for m in metrics}
         fields = {key: (str(md.retention), md.aggregator.value, md.xfilesfactor) for key, md in metadatas.items()}
         with self.write_batch(), self._errors("create metrics"):
+            absent = self._absent_names()
+            unchecked = [m.name for m in metrics if m.name not in absent]
+            existing = self.get_metrics(unchecked) if unchecked else {}  # adds the names without a row to absent
+            new = {m.name for m in metrics if m.name in absent}
             for retention in {md.retention for md in metadatas.values()}:
                 for index, stage in enumerate(retention.stages):
                     self._ensure_table(StageTable(stage, index > 0))
@@ -105,9 +110,19 @@ class MetadataMixin:
                 returning="name, key",
             ))
             self._insert_named("INSERT OR IGNORE INTO", "directories", ((d, ()) for d in directories))
+            absent.difference_update(new)
+        return new
+
+    def _absent_names(self) -> set[str]:
+        """Names found to have no metrics row in the current write batch (each write batch
+        starts a new set, since the writer lock keeps anyone else from adding one), so
+        that create_metrics need not look them up again; outside a batch, a throwaway set."""
+        local = self._local
+        return local.absent if getattr(local, "depth", 0) else set()
 
     def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
         self._check_schema()
+        absent = self._absent_names()
         found: dict[str, Metric] = {}
         names = list(dict.fromkeys(names))
         with self._errors("read metrics"):
@@ -122,6 +137,8 @@ class MetadataMixin:
                 rows = [(key, same[name], *rest) for key, name, *rest in rows]
                 for row in rows:
                     self._keys[row[1]] = row[0]
+                if len(rows) < len(chunk):
+                    absent.update(same.keys() - {row[1] for row in rows})
                 found.update(self.readable_metrics(row[1:] for row in rows))
         return found
 

@@ -69,11 +69,15 @@ class NameStrings:
         return known
 
     def _intern(self, conn: sqlite3.Connection, missing: list[str]) -> Iterable[tuple[str, int]]:
-        """(string, id) of each of missing, inserting the new ones."""
-        values = json.dumps(missing)
-        conn.execute("INSERT OR IGNORE INTO name_strings (value) SELECT value FROM json_each(?)", (values,))
-        return conn.execute("SELECT value, id FROM name_strings WHERE value IN (SELECT value FROM json_each(?))",
-                            (values,)).fetchall()
+        """(string, id) of each of missing (distinct), inserting the new ones: the rows
+        inserted come back from the INSERT, only the others are looked up."""
+        found = conn.execute("INSERT OR IGNORE INTO name_strings (value) SELECT value FROM json_each(?)"
+                             " RETURNING value, id", (json.dumps(missing),)).fetchall()
+        if len(found) < len(missing):
+            rest = set(missing).difference(value for value, _ in found)
+            found += conn.execute("SELECT value, id FROM name_strings WHERE value IN (SELECT value FROM json_each(?))",
+                                  (json.dumps(list(rest)),)).fetchall()
+        return found
 
     def forget(self) -> None:
         """Drop every cached id (after a rollback, which may have taken some back)."""

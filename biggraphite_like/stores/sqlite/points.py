@@ -33,6 +33,7 @@ from biggraphite_like.stores.sqlite.windows import (
     WINDOW_SHIFT,
     decode_rows,
     record_dtype,
+    record_groups,
     ring_windows,
     rows_of,
     window_ids,
@@ -80,8 +81,15 @@ class PointsMixin:
         with self.write_batch(), self._errors(f"write points to {table.name}"):
             self._points_changed()
             self._ensure_table(table)
-            keys = np.fromiter((self._key(n) for n in names), dtype=np.int64, count=len(names))
-            self._write_keyed(table, keys, timestamps, values, counts)
+            self._write_keyed(table, self._keys_of(names), timestamps, values, counts)
+
+    def _keys_of(self, names: Sequence[str]) -> np.ndarray:
+        """The key of each name (a name per point: one C-level dict lookup each, the store
+        is asked only for names not cached); MetricNotFound for a name that is no metric."""
+        keys = list(map(self._keys.get, names))
+        if None in keys:
+            keys = [self._key(name) if key is None else key for name, key in zip(names, keys)]
+        return np.fromiter(keys, dtype=np.int64, count=len(keys))
 
     def _write_keyed(self, table: StageTable, keys: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                      counts: np.ndarray | None, seal: bool = False) -> None:
@@ -110,13 +118,12 @@ class PointsMixin:
         window = slots // width
         last_slot = slots % width == np.minimum(width, points - window * width) - 1
         full = np.logical_or.reduceat(last_slot, starts) if not seal else np.ones(len(ids), dtype=bool)
-        data = memoryview(records.tobytes())
         item = records.dtype.itemsize
         limit = merge_bytes(table)
         # a window given DIRECT_BYTES of records at once (a backfill, a big flush) is merged into its chunk
         # directly: they would cost more as a tail than merging costs
         direct = (ends - starts) * item >= DIRECT_BYTES if not seal else np.ones(len(ids), dtype=bool)
-        blobs = [data[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())]
+        blobs = record_groups(records.tobytes(), item, starts, ends)
         if direct.any():
             chosen = np.flatnonzero(direct)
             self._merge(table, ids[chosen], full[chosen], {int(ids[k]): blobs[k] for k in chosen.tolist()})

@@ -39,6 +39,17 @@ def record_dtype(table: StageTable) -> np.dtype:
     return _AGGREGATED_RECORD if table.aggregated else _RAW_RECORD
 
 
+def record_groups(data: bytes, item: int, starts: np.ndarray, ends: np.ndarray) -> list:
+    """The bytes of records starts[k]:ends[k] of data (records of `item` bytes) for each k:
+    what a write appends to each window's tail. Groups of one size (a flush's windows often
+    each get as many points) are cut by numpy in one call; others are sliced one by one."""
+    sizes = ends - starts
+    if len(sizes) and (sizes == sizes[0]).all() and starts[0] == 0 and ends[-1] * item == len(data):
+        return np.frombuffer(data, dtype=f"V{int(sizes[0]) * item}").tolist()
+    view = memoryview(data)
+    return [view[s * item:e * item] for s, e in zip(starts.tolist(), ends.tolist())]
+
+
 def window_ids(keys: np.ndarray, windows: np.ndarray) -> np.ndarray:
     """The id of each window (its sealed chunk's row id; the open rows add OPEN and TAIL)."""
     return (np.asarray(windows, np.int64) << WINDOW_SHIFT) | (np.asarray(keys, np.int64) << 1)
