@@ -221,8 +221,8 @@ class Accessor:
         it lacks, and names that are not ASCII, are normalised (InvalidMetricName as
         before) and, if that changed them, looked up again."""
         names = names if isinstance(names, list) else list(names)
-        tagged = self._cache.uncached([n for n in names if type(n) is str and ";" in n and n.isascii()
-                                       and len(n) <= _MAX_RAW_LOOKUP])  # (ASCII: a lone surrogate cannot be bound)
+        _, tagged = self._cache.get_many([n for n in names if type(n) is str and ";" in n and n.isascii()
+                                          and len(n) <= _MAX_RAW_LOOKUP])  # (ASCII: a lone surrogate cannot be bound)
         if not tagged:
             return self._get_normalized(self._canonical(names))
         found = self._load(tagged)  # not cached: straight to the store

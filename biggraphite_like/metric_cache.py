@@ -69,11 +69,6 @@ class MetricCache:
             self._old = {}
         self._young, self._young_since = {}, now
 
-    def uncached(self, names: list[str]) -> list[str]:
-        """The names not cached, in one call (`name in cache` costs a Python call a name)."""
-        young, old = self._young, self._old
-        return [name for name in names if name not in young and name not in old]
-
     def put(self, metrics: Iterable[Metric], now: float) -> None:
         self.rotate(now)
         young = self._young
