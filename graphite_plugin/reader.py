@@ -56,10 +56,17 @@ def _settled_lists(count: int) -> list[list]:
     filled while young (a thousand series of 1,440 floats, enough allocations to set it
     off) was scanned once or twice per fetch, about a tenth of its time. Filled after
     one collection of the youngest generation while they are empty (cheap), they are
-    left to the rarer older collections. Nothing is collected while the collector is off."""
+    left to the rarer older collections. Before them, one collection of the two young
+    generations (cheap: what is young then is mostly garbage) resets the count that sets
+    off the middle one: otherwise one fetch in two or three, depending on what ran before,
+    paid a middle collection scanning its filled lists item by item (20-30 ms on a
+    thousand series), which made the fetch's time a matter of the collector's phase.
+    Nothing is collected while the collector is off."""
+    if not gc.isenabled():
+        return [[] for _ in range(count)]
+    gc.collect(1)
     lists: list[list] = [[] for _ in range(count)]
-    if gc.isenabled():
-        gc.collect(0)
+    gc.collect(0)
     return lists
 
 

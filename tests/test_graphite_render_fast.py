@@ -272,6 +272,41 @@ def test_graphite_lists_are_floats_with_none_for_gaps(gaps):
     assert all(math.copysign(1, v) == -1 for v in lists[0][:3] if v is not None)
 
 
+def test_graphite_lists_leave_no_middle_collection_to_the_filled_lists():
+    """The collector's middle generation is collected (cheaply) before the lists are made,
+    so the collections their filling sets off are of the youngest generation only: none
+    scans the filled lists item by item, whatever the collector's counts were before."""
+    import gc
+
+    import numpy as np
+
+    from tests.graphite_env import configure
+
+    configure()
+    from graphite_plugin.reader import graphite_lists
+
+    grid = np.arange(1000 * 20, dtype=np.float64).reshape(1000, 20)
+    thresholds = gc.get_threshold()
+    started: list[int] = []
+
+    def record(phase, info):
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.set_threshold(700, 10, 10)
+    gc.collect(1)
+    for _ in range(10):
+        gc.collect(0)  # the middle generation's count at its threshold: the second young collection takes it
+    gc.callbacks.append(record)
+    try:
+        lists = graphite_lists(grid)
+    finally:
+        gc.callbacks.remove(record)
+        gc.set_threshold(*thresholds)
+    assert lists[-1] == grid[-1].tolist()
+    assert started[0] == 1 and set(started[1:]) == {0}, started
+
+
 def test_render_json_reads_the_finders_arrays(store_url):
     """A render through render_json hands its context to the finder, which records each
     series' array there."""
