@@ -44,7 +44,7 @@ from typing import Callable, Iterator, Sequence
 import deflate
 import numpy as np
 
-from biggraphite_like.errors import CorruptChunk
+from biggraphite_like.errors import CorruptChunk, InvalidPoint
 
 VERSION = 1  # header and planes deflated
 VERSION_RAW = 2  # header and planes as they are (deflate would not make them much smaller)
@@ -70,6 +70,15 @@ _LEVEL = 6
 _INFLATE_BOUND = 1 << 16  # bytes libdeflate may inflate a chunk to (at least; 16 times its size if more)
 _ITEMSIZE = [1, 1, 2, 4, 4, 8, 8, 8, 8]  # the smallest integer size of each plane width 0..8
 _BLOCKS_FROM = 64  # points from which each plane gets a deflate block of its own
+_BATCH_POINTS = 1 << 15  # points encode_many encodes together: numpy's calls spread over ~45 windows, arrays
+# of 256 KiB (twice as large, temporaries of numpy's expressions cost page faults: several times slower)
+_WIDTH_FLOORS = np.array([1 << 8 * b for b in range(8)], np.uint64)  # an integer needs byte b from 1 << 8b
+_HEADER_ROW = np.dtype([("n", "<u4"), ("base", "<i8"), ("unit", "<u4"), ("ts_order", "u1"), ("ts_width", "u1"),
+                        ("mode", "u1"), ("e", "u1"), ("v_order", "u1"), ("v_width", "u1"), ("c_order", "u1"),
+                        ("c_width", "u1"), ("exceptions", "<u4"), ("v_base", "<i8")])  # _HEADER_BASED, a row a window
+_LOG2 = np.log2(np.arange(1, (1 << 16) + 1, dtype=np.float64))  # log2(z + 1) of z < 1 << 16
+_PLAIN_VERSIONS = (VERSION, VERSION_RAW, VERSION_PACKED)  # (deflated, as they are, packed) with _HEADER
+_BASED_VERSIONS = (VERSION_BASED, VERSION_BASED_RAW, VERSION_BASED_PACKED)  # the same with _HEADER_BASED
 
 
 @dataclasses.dataclass
@@ -85,22 +94,15 @@ class Points:
 
 
 def _zigzag(x: np.ndarray) -> np.ndarray:
-    return ((x << 1) ^ (x >> 63)).view(np.uint64)
+    z = x << 1
+    z ^= x >> 63
+    return z.view(np.uint64)
 
 
 def _unzigzag(z: np.ndarray) -> np.ndarray:
     """The signed integers of zigzagged unsigned z, in z's width (int8 for uint8, ...)."""
     signed = np.dtype(f"i{z.dtype.itemsize}")
     return (z >> 1).view(signed) ^ -(z & 1).view(signed)
-
-
-def _planes(z: np.ndarray) -> tuple[int, bytes]:
-    """(width, bytes): the low `width` bytes of each uint64, plane by plane (width 0: all zero)."""
-    top = int(z.max()) if len(z) else 0
-    width = (top.bit_length() + 7) // 8
-    if not width:
-        return 0, b""
-    return width, np.ascontiguousarray(z.view(np.uint8).reshape(-1, 8)[:, :width].T).tobytes()
 
 
 def _unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int = 8,
@@ -127,38 +129,6 @@ def _unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int =
     for plane in range(width):  # plane by plane: contiguous reads, twice as fast as one transposed copy
         bytes_[:, :, plane] = planes[plane]
     return out, offset + n * width
-
-
-def _delta(x: np.ndarray) -> np.ndarray:
-    """x[i] - x[i - 1], x[0] first (np.diff with a 0 prepended, without its overhead)."""
-    out = x.copy()
-    out[1:] -= x[:-1]
-    return out
-
-
-def _pack_ints(x: np.ndarray, orders: tuple[int, ...], based: bool = False
-               ) -> tuple[int, int, bytes, int | None]:
-    """(order, width, planes, base) of int64 x, zigzagged, or when `based` and the deltas
-    are never negative, less their minimum (the base; None: zigzagged): the delta order
-    among `orders` of the fewest significant bits in all (a cheap estimate of what the
-    planes deflate to; an outlier, as the first delta of a counter, costs its own bits
-    only), ties broken by the smaller sum."""
-    best = None
-    deltas = x
-    for order in range(max(orders) + 1):
-        if order:
-            deltas = _delta(deltas)
-        if order not in orders:
-            continue
-        low = int(deltas.min()) if len(deltas) else 0
-        base = low if based and low >= 0 else None
-        z = _zigzag(deltas) if base is None else (deltas - base).view(np.uint64)
-        key = (float(np.log2(z.astype(np.float64) + 1.0).sum()), float(z.sum(dtype=np.float64)))
-        if best is None or key < best[0]:
-            best = (key, order, z, base)
-    _, order, z, base = best
-    width, data = _planes(z)
-    return order, width, data, base
 
 
 def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, base: np.ndarray | None = None,
@@ -219,79 +189,255 @@ def _exact(values: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
         return m, (np.abs(m) < _MAX_EXACT) & ((m / scale).view(np.uint64) == values.view(np.uint64))
 
 
-def _decimal(values: np.ndarray) -> tuple[int, np.ndarray, np.ndarray] | None:
-    """(e, m, exceptions): the smallest exponent e for which all values but a few are
-    m / 10**e exactly; None when no exponent does. NaN, inf and -0.0 are always exceptions
-    and do not count against the few."""
-    special = ~np.isfinite(values) | ((values == 0) & np.signbit(values))
-    regular = values[~special]
-    limit = len(regular) // _EXCEPTION_SHARE
-    sample = regular[:: max(1, len(regular) // 32)]  # a cheap first look at each exponent
-    for e in range(_MAX_EXPONENT + 1):
-        if len(regular) > 64 and np.count_nonzero(~_exact(sample, e)[1]) > len(sample) // _EXCEPTION_SHARE:
-            continue
-        m, ok = _exact(values, e)
-        ok &= ~special
-        bad = np.flatnonzero(~ok)
-        if len(bad) - (len(values) - len(regular)) <= limit:
-            m[bad] = 0
-            if len(bad) and len(bad) < len(m):  # an exception costs no delta: it repeats its neighbour
-                good = np.flatnonzero(ok)
-                m[bad] = m[good[np.clip(np.searchsorted(good, bad) - 1, 0, None)]]
-            return e, m.astype(np.int64), bad
-    return None
-
-
 def encode(points: Points) -> bytes:
     """The chunk of points (sorted by timestamp, unique timestamps)."""
-    ts = np.asarray(points.timestamps, np.int64)
-    values = np.ascontiguousarray(points.values, np.float64)
-    n = len(ts)
-    base = int(ts[0]) if n else 0
-    offsets = ts - base
-    unit = 1
-    if n > 1:
-        unit = int(np.gcd.reduce(offsets[1:]))
-    unit = max(unit, 1)
+    return encode_many([points])[0]
+
+
+def encode_many(windows: Sequence[Points]) -> list[bytes]:
+    """The chunk of each window, as encode gives it: windows of one length and kind (with
+    counts or not) are encoded together as the rows of 2-D arrays, a few numpy calls a
+    group of up to _BATCH_POINTS points (the windows of every metric seal at once: 15
+    CPU-s a burst for 100,000 of them, window by window); only deflating and the choice
+    among the streams it gives run window by window."""
+    out: list[bytes] = [b""] * len(windows)
+    groups: dict[tuple[int, bool], list[int]] = {}
+    for index, points in enumerate(windows):
+        groups.setdefault((len(points.timestamps), points.counts is not None), []).append(index)
+    for (n, with_counts), indices in groups.items():
+        rows = max(1, _BATCH_POINTS // max(n, 1))
+        for start in range(0, len(indices), rows):
+            part = [windows[i] for i in indices[start:start + rows]]
+            ts = _stack([p.timestamps for p in part], np.int64, n)
+            values = _stack([p.values for p in part], np.float64, n)
+            counts = _stack([p.counts for p in part], np.int64, n) if with_counts else None
+            for index, chunk in zip(indices[start:start + rows], _encode_rows(ts, values, counts)):
+                out[index] = chunk
+    return out
+
+
+def _stack(arrays: list, dtype: type, n: int) -> np.ndarray:
+    """The arrays (n items each) as the rows of one C-ordered (k, n) array of dtype."""
+    return np.stack([np.asarray(a, dtype) for a in arrays]).reshape(len(arrays), n)
+
+
+def _encode_rows(ts: np.ndarray, values: np.ndarray, counts: np.ndarray | None) -> list[bytes]:
+    """The chunks of k windows of n points: timestamps and values (k, n), counts (k, n) or None."""
+    k, n = ts.shape
+    head = np.zeros(k, _HEADER_ROW)
+    head["n"] = n
+    base = ts[:, 0] if n else np.zeros(k, np.int64)
+    offsets = ts - base[:, None]
+    unit = np.maximum(np.gcd.reduce(offsets[:, 1:], axis=1), 1) if n > 1 else np.ones(k, np.int64)
+    if (unit >= 1 << 32).any():
+        raise InvalidPoint(f"timestamps {int(unit.max())} s apart or more in one window: a chunk keeps their"
+                           " common step in 32 bits; write windows of timestamps at most 2**32 - 1 s apart")
+    head["base"], head["unit"] = base, unit
     # a full window is 0, 1, 2, ... units: kept as the distance from that, nothing at all
-    ts_order, ts_width, ts_data, _ = _pack_ints(offsets // unit - np.arange(n, dtype=np.int64), (0, 1))
-    planes = [ts_data]  # what the deflate stream may end a block after
-    decimal = _decimal(values) if n else (0, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    exceptions = np.zeros(0, np.int64)
-    v_base = None
-    if decimal is not None:
-        mode, (e, m, exceptions) = _MODE_DECIMAL, decimal
-        v_order, v_width, v_data, v_base = _pack_ints(m, (0, 1, 2), based=True)
-    else:
-        mode, e, v_order = _MODE_XOR, 0, 0
-        bits = values.view(np.uint64)
-        xor = bits.copy()
-        xor[1:] ^= bits[:-1]
-        v_width, v_data = _planes(xor)
-    planes += _split(v_data, n)
-    if len(exceptions):
-        planes.append(exceptions.astype("<u4").tobytes() + values[exceptions].tobytes())
-    c_order = c_width = 0
-    if points.counts is not None:
-        c_order, c_width, c_data, _ = _pack_ints(np.asarray(points.counts, np.int64), (0, 1))
-        c_order |= 0x80  # counts present
-        planes += _split(c_data, n)
-    fields = (n, base, unit, ts_order, ts_width, mode, e, v_order, v_width, c_order, c_width, len(exceptions))
-    if v_base is None:
-        header, version, raw = _HEADER.pack(*fields), VERSION, VERSION_RAW
-    else:
-        fields = fields[:7] + (v_order | _BASED,) + fields[8:]
-        header, version, raw = _HEADER_BASED.pack(*fields, v_base), VERSION_BASED, VERSION_BASED_RAW
-    planes[0] = header + planes[0]
-    payload = b"".join(planes)
-    packed, sizes = _deflate(planes, n)
-    if len(payload) <= len(packed) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads
-        return bytes([raw]) + payload
+    order, _, _, z = _pack_rows(_steps(offsets, unit) - np.arange(n, dtype=np.int64), (0, 1))
+    head["ts_order"], head["ts_width"], ts_planes = order, *_planes(z)
+    parts: list[list] = [[b"".join(planes)] for planes in ts_planes]  # what the deflate stream may end a block after
+    exponent, m, regular = _decimals(values)
+    decimal = np.flatnonzero(exponent >= 0)
+    based = np.zeros(k, bool)
+    head["mode"] = np.where(exponent >= 0, _MODE_DECIMAL, _MODE_XOR)
+    head["e"] = np.maximum(exponent, 0)
+    if len(decimal):
+        order, is_based, v_base, z = _pack_rows(m, (0, 1, 2), based=True)
+        based[decimal] = is_based
+        head["v_order"][decimal] = order | np.where(is_based, _BASED, 0)
+        head["v_base"][decimal] = v_base
+        head["v_width"][decimal], planes = _planes(z)
+        for row, own in zip(decimal.tolist(), planes):
+            parts[row] += own
+        exceptions = n - np.count_nonzero(regular, axis=1)
+        head["exceptions"][decimal] = exceptions
+        for index in np.flatnonzero(exceptions).tolist():
+            row, where = int(decimal[index]), np.flatnonzero(~regular[index])
+            parts[row].append(where.astype("<u4").tobytes() + values[row, where].tobytes())
+    xor = np.flatnonzero(exponent < 0)
+    if len(xor):  # the raw bits XORed with the previous value's
+        bits = values[xor].view(np.uint64)
+        z = bits.copy()
+        z[:, 1:] ^= bits[:, :-1]
+        head["v_width"][xor], planes = _planes(z)
+        for row, own in zip(xor.tolist(), planes):
+            parts[row] += own
+    if counts is not None:
+        order, _, _, z = _pack_rows(counts, (0, 1))
+        head["c_order"] = order | 0x80  # counts present
+        head["c_width"], planes = _planes(z)
+        for row, own in zip(parts, planes):
+            row += own
+    headers, size = head.tobytes(), _HEADER_ROW.itemsize
+    out = []
+    for row, (own, is_based) in enumerate(zip(parts, based.tolist())):
+        own[0] = headers[row * size:(row + 1) * size if is_based else row * size + _HEADER.size] + own[0]
+        out.append(_finish(own, n, _BASED_VERSIONS if is_based else _PLAIN_VERSIONS))
+    return out
+
+
+def _steps(offsets: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """offsets (k, n) // unit (k,): each row's offsets are multiples of its unit, so below
+    2**53 a float division is exact, and several times faster than numpy's integer one."""
+    if offsets.size and offsets.max() < _MAX_EXACT and offsets.min() >= 0:
+        return (offsets / unit[:, None].astype(np.float64)).astype(np.int64)
+    return offsets // unit[:, None]
+
+
+def _finish(parts: list[bytes], n: int, versions: tuple[int, int, int]) -> bytes:
+    """The chunk of a window's parts (header and timestamps, value planes, exceptions,
+    count planes): as they are, packed or deflated, whichever is kept (see the module
+    docstring); versions: (deflated, as they are, packed) of the window's header."""
+    payload = b"".join(parts)
+    deflated, sizes = _deflate(parts, n)
+    if len(payload) <= len(deflated) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads
+        return bytes((versions[1],)) + payload
     if sizes is not None:
-        fewer_blocks = _pack_parts(planes, sizes)
-        if len(fewer_blocks) <= len(packed) * _PACKED_SLACK:  # a block costs a Huffman table on each read
-            return bytes([VERSION_PACKED if v_base is None else VERSION_BASED_PACKED]) + fewer_blocks
-    return bytes([version]) + packed
+        fewer_blocks = _pack_parts(parts, sizes)
+        if len(fewer_blocks) <= len(deflated) * _PACKED_SLACK:  # a block costs a Huffman table on each read
+            return bytes((versions[2],)) + fewer_blocks
+    return bytes((versions[0],)) + deflated
+
+
+def _delta(x: np.ndarray) -> np.ndarray:
+    """x[:, i] - x[:, i - 1], x[:, 0] first (np.diff with a 0 prepended, without its overhead)."""
+    out = x.copy()
+    out[:, 1:] -= x[:, :-1]
+    return out
+
+
+def _pack_rows(x: np.ndarray, orders: tuple[int, ...], based: bool = False
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, based, base, z) of each row of int64 x (k, n): among the delta orders in
+    `orders`, the one of the fewest significant bits in all (a cheap estimate of what the
+    planes deflate to; an outlier, as the first delta of a counter, costs its own bits
+    only), ties to the smaller sum, then to the lower order; z (k, n), the row's deltas of
+    that order zigzagged, or when `based` and they are never negative, less their
+    minimum (base; based True). A row all zero (a full window's timestamps) tries no
+    other order: nothing beats it."""
+    k, n = x.shape
+    rows = np.arange(k)
+    best: list = []  # order, based, base, z, bits: each row's best so far
+    deltas = x
+    for order in range(max(orders) + 1):
+        if order:
+            deltas = _delta(deltas)
+        if order not in orders:
+            continue
+        low = deltas.min(axis=1) if n else np.zeros(len(rows), np.int64)
+        is_based = low >= 0 if based else np.zeros(len(rows), bool)
+        if is_based.all():
+            z = (deltas - low[:, None]).view(np.uint64)
+        else:
+            z = _zigzag(deltas)
+            if is_based.any():
+                z[is_based] = (deltas[is_based] - low[is_based, None]).view(np.uint64)
+        new = (np.full(len(rows), order), is_based, low, z, _bits(z))
+        if not best:
+            best = list(new)
+        else:
+            held = best[4][rows]
+            better = new[4] < held
+            tie = np.flatnonzero(new[4] == held)
+            if len(tie):  # the sums only where they decide
+                better[tie] = z[tie].sum(axis=1, dtype=np.float64) < best[3][rows[tie]].sum(axis=1, dtype=np.float64)
+            for kept, value in zip(best, new):
+                kept[rows[better]] = value[better]
+        alive = best[4][rows] > 0
+        if not alive.all():
+            rows, deltas = rows[alive], deltas[alive]
+            if not len(rows):
+                break
+    order, is_based, base, z, _ = best
+    return order, is_based, np.where(is_based, base, 0), z
+
+
+def _bits(z: np.ndarray) -> np.ndarray:
+    """The sum of log2(z + 1) over each row of uint64 z (k, n), log2 looked up in a table
+    for z below its size (a lookup costs an eighth of a log2): the same float64 each."""
+    top = len(_LOG2) - 1
+    if not z.size or z.max() <= top:
+        return np.take(_LOG2, z.view(np.int64)).sum(axis=1)
+    each = np.take(_LOG2, np.minimum(z, top).view(np.int64))
+    large = z > top
+    each[large] = np.log2(z[large].astype(np.float64) + 1.0)
+    return each.sum(axis=1)
+
+
+def _planes(z: np.ndarray) -> tuple[np.ndarray, list[list[bytes]]]:
+    """(width, planes) of each row of uint64 z (k, n): the fewest low bytes that hold its
+    values (0: all zero), and byte b of each of its values for b < width, a bytes object
+    a plane."""
+    k, n = z.shape
+    width = np.searchsorted(_WIDTH_FLOORS, z.max(axis=1), side="right") if n else np.zeros(k, np.int64)
+    planes: list[list[bytes]] = [[] for _ in range(k)]
+    for w in np.unique(width[width > 0]).tolist():
+        rows = np.flatnonzero(width == w)
+        # the rows' bytes b < w, plane after plane: (rows, w, n), each plane one n-byte item
+        cut = np.ascontiguousarray(z[rows].view(np.uint8).reshape(len(rows), n, 8)[:, :, :w].transpose(0, 2, 1))
+        items = cut.reshape(-1, n).view(f"V{n}").reshape(-1).tolist()
+        for index, row in enumerate(rows.tolist()):
+            planes[row] = items[index * w:(index + 1) * w]
+    return width, planes
+
+
+def _decimals(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(e, m, regular) of k windows' values (k, n): e, the smallest exponent for which
+    all values of a row but a few are m / 10**e exactly (-1: none does; NaN, inf and -0.0
+    are always exceptions and do not count against the few); for the rows of an
+    exponent, in order, m (int64, an exception repeats the value before it, or the first
+    regular one: it costs no delta) and where its values are not exceptions (bool)."""
+    k, n = values.shape
+    special = ~np.isfinite(values) | ((values == 0) & np.signbit(values))
+    n_special = np.count_nonzero(special, axis=1)
+    regular = n - n_special
+    limit = regular // _EXCEPTION_SHARE
+    samples = []  # (rows, sample): a cheap first look at each exponent, for rows of over 64 regular values
+    for count in np.unique(regular[regular > 64]).tolist():
+        rows = np.flatnonzero(regular == count)
+        stride = max(1, count // 32)
+        if count == n:
+            sample = values[rows, ::stride]
+        else:  # the regular values' positions in order (a stable sort puts them first), every stride-th
+            where = np.argsort(special[rows], axis=1, kind="stable")[:, :count:stride]
+            sample = np.take_along_axis(values[rows], where, axis=1)
+        samples.append((rows, sample))
+    exponent = np.full(k, -1, np.int64)
+    m_all, ok_all = np.zeros((k, n)), np.zeros((k, n), bool)
+    odd = bool(n_special.any())
+    for e in range(_MAX_EXPONENT + 1):
+        pending = exponent < 0
+        trying = pending.copy()
+        for rows, sample in samples:
+            live = pending[rows]
+            if live.any():
+                misses = np.count_nonzero(~_exact(sample[live], e)[1], axis=1)
+                trying[rows[live][misses > sample.shape[1] // _EXCEPTION_SHARE]] = False
+        rows = np.flatnonzero(trying)
+        if not len(rows):
+            if not pending.any():
+                break
+            continue
+        whole = len(rows) == k
+        m, ok = _exact(values if whole else values[rows], e)
+        if odd:
+            ok &= ~special[rows]
+        accept = n - np.count_nonzero(ok, axis=1) - n_special[rows] <= limit[rows]
+        if whole and accept.all():  # every window at once (no copy)
+            exponent[:], m_all, ok_all = e, m, ok
+            break
+        rows = rows[accept]
+        exponent[rows], m_all[rows], ok_all[rows] = e, m[accept], ok[accept]
+    decimal = exponent >= 0
+    m, ok = (m_all, ok_all) if decimal.all() else (m_all[decimal], ok_all[decimal])
+    if not ok.all():  # exceptions repeat their neighbour: the value before, or the first regular one
+        at = np.where(ok, np.arange(n), -1)
+        np.maximum.accumulate(at, axis=1, out=at)
+        at = np.where(at >= 0, at, np.argmax(ok, axis=1)[:, None])
+        m = np.take_along_axis(m, at, axis=1)
+        m[~ok.any(axis=1)] = 0
+    return exponent, m.astype(np.int64), ok
 
 
 def _pack_parts(parts: list[bytes], sizes: list[int]) -> bytes:
@@ -312,11 +458,6 @@ def _pack_parts(parts: list[bytes], sizes: list[int]) -> bytes:
         final = start + 0xFFFF >= len(tail)
         out.append(struct.pack("<BHH", int(final), len(piece), len(piece) ^ 0xFFFF) + piece)
     return b"".join(out)
-
-
-def _split(data: bytes, n: int) -> list[bytes]:
-    """The planes of data (n bytes each)."""
-    return [data[k:k + n] for k in range(0, len(data), n)] if n else []
 
 
 def _deflate(parts: list[bytes], n: int) -> tuple[bytes, list[int] | None]:

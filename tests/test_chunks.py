@@ -3,6 +3,7 @@ compact on the data metrics hold, and loud on damaged bytes."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import sqlite3
 import zlib
 from pathlib import Path
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from biggraphite_like import chunks
-from biggraphite_like.errors import CorruptChunk
+from biggraphite_like.errors import CorruptChunk, InvalidPoint
 
 START = 1_600_000_000 - 1_600_000_000 % 43_200
 DATA = Path(__file__).resolve().parent / "data"
@@ -324,3 +325,91 @@ def test_a_damaged_base_flag_is_an_error():
     data[0] = chunks.VERSION_RAW  # the same payload read with the header of version 2: values less a base without one
     with pytest.raises(CorruptChunk, match="chunk"):
         chunks.decode(bytes(data))
+
+
+def _mixed_windows(seed: int, count: int) -> list[chunks.Points]:
+    """Windows of every kind an encoder meets, mixed: lengths 0 to 1,440, full and with
+    gaps, off the precision grid, NaN (payloads too), inf, -0.0, subnormals, huge and
+    tiny floats, decimals of 0 to 6 places, about one odd value in eight (where the
+    decimal mode's exception limit and its sampled first look decide), counters,
+    constants, averages, with counts (small or wide) or not."""
+    rng = np.random.default_rng(seed)
+    specials = np.array([np.nan, -0.0, np.inf, -np.inf, np.uint64(0x7FF8DEADBEEF0001).view(np.float64),
+                         5e-324, -5e-324, np.finfo(np.float64).max, 1e-300, -1e300])
+    out = []
+    for _ in range(count):
+        n = int(rng.choice([0, 1, 2, 3, 17, 63, 64, 65, 100, 300, 719, 720, 720, 720, 1440]))
+        precision = int(rng.choice([1, 10, 60, 60, 3600]))
+        slots = np.sort(rng.choice(3 * n, n, replace=False)) if rng.random() < 0.4 and n else np.arange(n)
+        ts = START + int(rng.integers(0, 100)) * precision + precision * slots.astype(np.int64)
+        if rng.random() < 0.05 and n:
+            ts = ts + int(rng.integers(1, precision + 1))  # off the grid
+        if rng.random() < 0.03 and n:
+            ts = 2**40 + ts
+        kind = int(rng.integers(0, 10))
+        if kind == 0:  # any float64 bits
+            values = rng.integers(0, 2**64, n, dtype=np.uint64).view(np.float64)
+        elif kind == 1:
+            values = np.round(rng.uniform(-1e4, 1e4, n), int(rng.integers(0, 7)))
+        elif kind == 2:  # a gauge wandering, two decimals
+            values = np.round(50 + np.cumsum(rng.normal(0, 0.5, n)), 2)
+        elif kind == 3:  # a counter
+            values = (float(rng.integers(0, 2**40)) + np.cumsum(rng.integers(0, 1000, n))).astype(np.float64)
+        elif kind == 4:
+            values = rng.normal(0, 1, n) * 10.0 ** rng.integers(-300, 300, n)
+        elif kind == 5:
+            values = np.full(n, float(rng.choice([0.0, 3.0, -0.0, 1e-7, 12.5])))
+        elif kind == 6:  # averages: no decimal
+            values = np.round(rng.uniform(0, 100, n), 2) / 3
+        elif kind == 7:  # decimals, about one value in eight odd
+            values = np.round(rng.uniform(0, 1e3, n), int(rng.integers(0, 4)))
+            odd = rng.random(n) < rng.uniform(0.08, 0.2)
+            values[odd] = rng.random(int(odd.sum())) / 7
+        elif kind == 8:
+            values = rng.integers(-5, 6, n).astype(np.float64)
+        else:  # big random integers: deflate saves nothing on short windows
+            values = rng.integers(0, 10**12, n).astype(np.float64)
+        values = values.copy()
+        if n and rng.random() < 0.5:
+            where = rng.random(n) < rng.choice([0.01, 0.1, 0.3, 1.0])
+            values[where] = rng.choice(specials, int(where.sum()))
+        counts = None
+        if rng.random() < 0.4:
+            counts = rng.choice([np.full(n, 1), rng.integers(1, 60, n), rng.integers(1, 2**40, n)]).astype(np.int64)
+        out.append(chunks.Points(ts.astype(np.int64), values, counts))
+    return out
+
+
+# sha256 of the chunks (each as its length, 4 bytes little-endian, then its bytes) of
+# _mixed_windows(2024, 600), as the encoder before encode_many wrote them window by window.
+_MIXED_DIGEST = "3797cc96150177a645c70300e37ea27cf4b9894ba267ce9551aa0434f1eaa61c"
+
+
+def test_encode_many_gives_the_bytes_of_encode_and_of_the_encoder_before_it(monkeypatch):
+    """encode_many encodes windows of one length together; each chunk is byte for byte the
+    one encode gives alone, and the one the encoder before encode_many gave (the format
+    did not change: stores written before read the same, bytes per point are the same),
+    whatever the windows encoded with it and however they are cut into batches; every
+    chunk decodes to its window bit for bit."""
+    windows = _mixed_windows(2024, 600)
+    assert {c is None for c in (w.counts for w in windows)} == {True, False}
+    together = chunks.encode_many(windows)
+    assert {blob[0] for blob in together} == set(chunks.VERSIONS)  # every kind of chunk is made
+    digest = hashlib.sha256(b"".join(len(b).to_bytes(4, "little") + b for b in together)).hexdigest()
+    assert digest == _MIXED_DIGEST
+    assert together == [chunks.encode(w) for w in windows]
+    assert chunks.encode_many(windows[::-1]) == together[::-1]
+    monkeypatch.setattr(chunks, "_BATCH_POINTS", 1000)  # many batches, of a row or a few
+    assert chunks.encode_many(windows) == together
+    assert chunks.encode_many([]) == []
+    index, ts, values, counts = chunks.decode_many(together)
+    for i, window in enumerate(windows):
+        mine = index == i
+        np.testing.assert_array_equal(ts[mine], window.timestamps)
+        np.testing.assert_array_equal(values[mine].view(np.uint64), window.values.view(np.uint64))
+        np.testing.assert_array_equal(counts[mine], window.counts if window.counts is not None else 0)
+
+
+def test_timestamps_a_chunk_cannot_hold_are_an_error_that_says_so():
+    with pytest.raises(InvalidPoint, match="2\\*\\*32 - 1 s apart"):
+        chunks.encode_many([chunks.Points(np.array([0, 2**33], np.int64), np.array([1.0, 2.0]))])

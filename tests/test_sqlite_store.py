@@ -794,6 +794,45 @@ def test_a_window_seals_when_its_last_slot_is_written_and_stays_sealed(tmp_path)
     assert got == expected
 
 
+def test_windows_sealing_together_each_hold_the_chunk_of_their_points(tmp_path):
+    """The write of the last slot of every metric's window (00:00 and 12:00 UTC for the
+    stage-0 windows of a store) seals them all in one merge, encoded together
+    (chunks.encode_many): each sealed row is exactly the chunk of its own window's points
+    (gaps, NaN and -0.0 kept), and reads give every point back bit for bit."""
+    path = tmp_path / "bgl.db"
+    names = [f"burst.m{i}" for i in range(120)]
+    store = _ring_store(path, names)
+    start = BASE - BASE % 400  # slot 0: window 0 is slots 0..149
+    rng = np.random.default_rng(4)
+    expected = {}
+    for i, name in enumerate(names):
+        slots = np.arange(150) if i % 3 else np.sort(rng.choice(149, 100, replace=False).tolist() + [149])
+        if i % 2:
+            values = np.round(50 + np.cumsum(rng.normal(0, 0.5, len(slots))), 2)
+        else:
+            values = 1e9 + np.cumsum(rng.integers(0, 1000, len(slots))).astype(np.float64)
+        if i % 5 == 0:
+            values[rng.integers(0, len(slots), 3)] = [np.nan, -0.0, np.inf]
+        expected[name] = (start + slots, values)
+    for first in range(0, 150, 10):  # ten slots a write: each window's tail grows, none seals
+        last = 149 if first == 140 else first + 10
+        batch = [(n, t, v) for n, (ts, vs) in expected.items() for t, v in zip(ts, vs) if first <= t - start < last]
+        store.write_points(RING, [b[0] for b in batch], np.array([b[1] for b in batch]), np.array([b[2] for b in batch]))
+    assert all(kinds == {"open", "tail"} for kinds in _row_kinds(path, RING.name).values())
+    store.write_points(RING, names, np.full(len(names), start + 149), np.array([expected[n][1][-1] for n in names]))
+    assert _row_kinds(path, RING.name) == {0: {"sealed"}}
+    with sqlite3.connect(path) as conn:
+        sealed = dict(conn.execute(f"SELECT id, points FROM {RING.name}").fetchall())
+    for name, (ts, values) in expected.items():
+        window_id = store._key(name) << 1  # window 0: the metric's key alone
+        assert sealed[window_id] == chunks.encode(chunks.Points(ts, values)), name
+    reads = store.read_points(RING, names, np.full(len(names), start), np.full(len(names), start + 150))
+    for i, name in enumerate(names):
+        mine = reads.request == i
+        np.testing.assert_array_equal(reads.timestamps[mine], expected[name][0])
+        np.testing.assert_array_equal(reads.values[mine].view(np.uint64), expected[name][1].view(np.uint64))
+
+
 def test_a_bad_timestamp_is_refused_and_writes_nothing(tmp_path):
     store = _ring_store(tmp_path / "bgl.db", ["bad.ts"])
     for bad in (0, -5, 2**32):

@@ -95,17 +95,16 @@ class SealingMixin:
                                                        " WHERE metric = ? AND window_start = ?"), (w.key, w.start))
                                 for w in windows.values()], f"read the chunks of {len(windows)} windows")
         sealed_at = time.time_ns() // 1000
+        merged = [_merge(window, existing) for window, existing in zip(windows.values(), chunk_rows)]
         writes, deletes = [], []
-        for window, existing in zip(windows.values(), chunk_rows):
+        for window, existing, points, chunk in zip(windows.values(), chunk_rows, merged, chunks.encode_many(merged)):
             stage = window.table.stage
             expires = window.start + schema.window_steps(stage, width) * stage.precision + schema.ttl_seconds(stage)
-            points = _merge(window, existing)
             # written at the time of the latest row it holds (+1): a row written since the scan is newer
             written = max(row[6] for row in window.rows) + 1
             writes.append((self._chunk_statement(window.table, "INSERT INTO {t} (metric, window_start, chunk, data)"
                                                  " VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?"),
-                           (window.key, window.start, sealed_at, chunks.encode(points), max(1, expires - now),
-                            written)))
+                           (window.key, window.start, sealed_at, chunk, max(1, expires - now), written)))
             if existing:
                 deletes.append((self._chunk_statement(window.table, "DELETE FROM {t} WHERE metric = ? AND"
                                                       " window_start = ? AND chunk < ?"),

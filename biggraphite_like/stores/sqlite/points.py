@@ -176,8 +176,8 @@ class PointsMixin:
             bounds = np.flatnonzero(np.diff(group, prepend=-1))
             merged = group[bounds]
             ends = np.append(bounds[1:], len(group)).tolist()
-            blobs = [chunks.encode(chunks.Points(ts[s:e], values[s:e], None if counts is None else counts[s:e]))
-                     for s, e in zip(bounds.tolist(), ends)]
+            blobs = chunks.encode_many([chunks.Points(ts[s:e], values[s:e], None if counts is None else counts[s:e])
+                                        for s, e in zip(bounds.tolist(), ends)])
             sealed = np.isin(merged, part[part_seal]) | np.isin(merged, ids[(ids & OPEN) == 0])
             targets = np.where(sealed, merged, merged | OPEN)
             self._conn.execute(f"DELETE FROM {table.name} WHERE id IN (SELECT value FROM json_each(?))",
