@@ -93,9 +93,10 @@ class Points:
         return len(self.timestamps)
 
 
-def _zigzag(x: np.ndarray) -> np.ndarray:
+def _zigzag(x: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
+    """x zigzagged (uint64); work: an int64 array of x's shape for the sign mask."""
     z = x << 1
-    z ^= x >> 63
+    z ^= np.right_shift(x, 63, out=work)
     return z.view(np.uint64)
 
 
@@ -185,8 +186,13 @@ def _exact(values: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
     """(m, ok): rint(values * 10**e), and where m / 10**e gives the value back bit for bit."""
     scale = 10.0**e
     with np.errstate(invalid="ignore", over="ignore"):
-        m = np.rint(values * scale)
-        return m, (np.abs(m) < _MAX_EXACT) & ((m / scale).view(np.uint64) == values.view(np.uint64))
+        m = np.multiply(values, scale)
+        np.rint(m, out=m)
+        back = np.abs(m)
+        ok = back < _MAX_EXACT
+        np.divide(m, scale, out=back)  # in place: every fresh array of a batch costs page faults
+        ok &= back.view(np.uint64) == values.view(np.uint64)
+        return m, ok
 
 
 def encode(points: Points) -> bytes:
@@ -319,6 +325,7 @@ def _pack_rows(x: np.ndarray, orders: tuple[int, ...], based: bool = False
     k, n = x.shape
     rows = np.arange(k)
     best: list = []  # order, based, base, z, bits: each row's best so far
+    work = np.empty((k, n), np.int64)  # reused (every fresh array of a batch costs page faults)
     deltas = x
     for order in range(max(orders) + 1):
         if order:
@@ -327,13 +334,14 @@ def _pack_rows(x: np.ndarray, orders: tuple[int, ...], based: bool = False
             continue
         low = deltas.min(axis=1) if n else np.zeros(len(rows), np.int64)
         is_based = low >= 0 if based else np.zeros(len(rows), bool)
+        spare = work[:len(rows)]
         if is_based.all():
             z = (deltas - low[:, None]).view(np.uint64)
         else:
-            z = _zigzag(deltas)
+            z = _zigzag(deltas, spare)
             if is_based.any():
                 z[is_based] = (deltas[is_based] - low[is_based, None]).view(np.uint64)
-        new = (np.full(len(rows), order), is_based, low, z, _bits(z))
+        new = (np.full(len(rows), order), is_based, low, z, _bits(z, spare.view(np.float64)))
         if not best:
             best = list(new)
         else:
@@ -353,13 +361,14 @@ def _pack_rows(x: np.ndarray, orders: tuple[int, ...], based: bool = False
     return order, is_based, np.where(is_based, base, 0), z
 
 
-def _bits(z: np.ndarray) -> np.ndarray:
+def _bits(z: np.ndarray, work: np.ndarray) -> np.ndarray:
     """The sum of log2(z + 1) over each row of uint64 z (k, n), log2 looked up in a table
-    for z below its size (a lookup costs an eighth of a log2): the same float64 each."""
+    for z below its size (a lookup costs an eighth of a log2): the same float64 each.
+    work: a float64 array of z's shape for the terms."""
     top = len(_LOG2) - 1
     if not z.size or z.max() <= top:
-        return np.take(_LOG2, z.view(np.int64)).sum(axis=1)
-    each = np.take(_LOG2, np.minimum(z, top).view(np.int64))
+        return np.take(_LOG2, z.view(np.int64), out=work, mode="clip").sum(axis=1)
+    each = np.take(_LOG2, np.minimum(z, top).view(np.int64), out=work, mode="clip")
     large = z > top
     each[large] = np.log2(z[large].astype(np.float64) + 1.0)
     return each.sum(axis=1)
@@ -372,7 +381,7 @@ def _planes(z: np.ndarray) -> tuple[np.ndarray, list[list[bytes]]]:
     k, n = z.shape
     width = np.searchsorted(_WIDTH_FLOORS, z.max(axis=1), side="right") if n else np.zeros(k, np.int64)
     planes: list[list[bytes]] = [[] for _ in range(k)]
-    for w in np.unique(width[width > 0]).tolist():
+    for w in sorted(set(width.tolist()) - {0}):  # a set: np.unique costs more on the few widths there are
         rows = np.flatnonzero(width == w)
         # the rows' bytes b < w, plane after plane: (rows, w, n), each plane one n-byte item
         cut = np.ascontiguousarray(z[rows].view(np.uint8).reshape(len(rows), n, 8)[:, :, :w].transpose(0, 2, 1))
@@ -394,7 +403,7 @@ def _decimals(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     regular = n - n_special
     limit = regular // _EXCEPTION_SHARE
     samples = []  # (rows, sample): a cheap first look at each exponent, for rows of over 64 regular values
-    for count in np.unique(regular[regular > 64]).tolist():
+    for count in sorted({c for c in regular.tolist() if c > 64}):
         rows = np.flatnonzero(regular == count)
         stride = max(1, count // 32)
         if count == n:
