@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds of each side (default 2; --quick 1)")
     parser.add_argument("--only", choices=["encode", "flush"], help="one part only")
     parser.add_argument("--baseline", help="a source tree of another version: a third side with its code")
+    parser.add_argument("--sides", help="comma-separated sides to run (default: many,loop and baseline if given)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a child may take (default 900)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--tmpdir", help="where the stores go (default: the system's temporary directory)")
@@ -177,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.baseline and not os.path.isdir(os.path.join(args.baseline, "biggraphite_like")):
         parser.error(f"--baseline {args.baseline}: no biggraphite_like package there")
-    sides = ["many", "loop"] + (["baseline"] if args.baseline else [])
+    sides = args.sides.split(",") if args.sides else ["many", "loop"] + (["baseline"] if args.baseline else [])
+    if "many" not in sides or not set(sides) <= {"many", "loop", "baseline"} or ("baseline" in sides) != bool(args.baseline):
+        parser.error(f"--sides {args.sides}: many, and loop or baseline (baseline with --baseline)")
     report: dict = {"windows": args.windows, "metrics": args.metrics, "rounds": args.rounds,
                     "loadavg_start": os.getloadavg()}
     for part in (["encode", "flush"] if not args.only else [args.only]):
