@@ -37,6 +37,7 @@ from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.registry import open_store
 from biggraphite_like import chunks
 from biggraphite_like.stores.sqlite import DEFAULT_TIMEOUT, SQLiteStore
+from biggraphite_like.stores.sqlite import windows as windows_module
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -831,6 +832,16 @@ def test_windows_sealing_together_each_hold_the_chunk_of_their_points(tmp_path):
         mine = reads.request == i
         np.testing.assert_array_equal(reads.timestamps[mine], expected[name][0])
         np.testing.assert_array_equal(reads.values[mine].view(np.uint64), expected[name][1].view(np.uint64))
+
+
+def test_merged_points_sort_by_window_then_time_with_or_without_a_combined_key():
+    """A merge sorts its points by window, then timestamp: by one stable sort of a combined
+    key, or by lexsort when the key would not fit 62 bits; the same order either way."""
+    rng = np.random.default_rng(6)
+    rank = rng.integers(0, 50, 5000)
+    for ts in (rng.integers(0, 2**32, 5000), rng.integers(-2**62, 2**62, 5000)):
+        np.testing.assert_array_equal(windows_module._by_group_and_time(rank, ts), np.lexsort((ts, rank)))
+    assert len(windows_module._by_group_and_time(rank[:0], rank[:0])) == 0
 
 
 def test_a_bad_timestamp_is_refused_and_writes_nothing(tmp_path):
