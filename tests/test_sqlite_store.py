@@ -37,6 +37,7 @@ from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.registry import open_store
 from biggraphite_like import chunks
 from biggraphite_like.stores.sqlite import DEFAULT_TIMEOUT, SQLiteStore
+from biggraphite_like.stores.sqlite import points as points_module
 from biggraphite_like.stores.sqlite import windows as windows_module
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -795,11 +796,15 @@ def test_a_window_seals_when_its_last_slot_is_written_and_stays_sealed(tmp_path)
     assert got == expected
 
 
-def test_windows_sealing_together_each_hold_the_chunk_of_their_points(tmp_path):
+@pytest.mark.parametrize("merge_points", [None, 1000])
+def test_windows_sealing_together_each_hold_the_chunk_of_their_points(tmp_path, monkeypatch, merge_points):
     """The write of the last slot of every metric's window (00:00 and 12:00 UTC for the
     stage-0 windows of a store) seals them all in one merge, encoded together
-    (chunks.encode_many): each sealed row is exactly the chunk of its own window's points
-    (gaps, NaN and -0.0 kept), and reads give every point back bit for bit."""
+    (chunks.encode_many), in slices of at most _MERGE_POINTS slots (here also 6 windows):
+    each sealed row is exactly the chunk of its own window's points (gaps, NaN and -0.0
+    kept), and reads give every point back bit for bit."""
+    if merge_points:
+        monkeypatch.setattr(points_module, "_MERGE_POINTS", merge_points)
     path = tmp_path / "bgl.db"
     names = [f"burst.m{i}" for i in range(120)]
     store = _ring_store(path, names)
