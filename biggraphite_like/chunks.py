@@ -212,9 +212,9 @@ def encode(points: Points) -> bytes:
 def encode_many(windows: Sequence[Points]) -> list[bytes]:
     """The chunk of each window, as encode gives it: windows of one length and kind (with
     counts or not) are encoded together as the rows of 2-D arrays, a few numpy calls a
-    group of up to _BATCH_POINTS points (the windows of every metric seal at once: 15
-    CPU-s a burst for 100,000 of them, window by window); only deflating and the choice
-    among the streams it gives run window by window."""
+    group of up to _BATCH_POINTS points (the windows of every metric seal at once); only
+    deflating and the choice among the streams it gives run window by window: 148 us a
+    window of 720 points against 319 one by one (bench/seal_bench.py)."""
     out: list[bytes] = [b""] * len(windows)
     groups: dict[tuple[int, bool], list[int]] = {}
     for index, points in enumerate(windows):
@@ -412,7 +412,7 @@ def _decimals(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     regular = n - n_special
     limit = regular // _EXCEPTION_SHARE
     # a cheap first look at each exponent for rows of over 64 regular values, all exponents at once:
-    # skip[e, row], fewer than 7 in 8 of a sample of ~32 of its regular values are m / 10**e
+    # skip[e, row], more than one in eight of a sample of ~32 of its regular values is no m / 10**e
     skip = np.zeros((_MAX_EXPONENT + 1, k), bool)
     for count in sorted({c for c in regular.tolist() if c > 64}):
         rows = np.flatnonzero(regular == count)
