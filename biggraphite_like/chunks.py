@@ -359,8 +359,11 @@ def _pack_rows(x: np.ndarray, orders: tuple[int, ...], based: bool = False
             tie = np.flatnonzero(new[4] == held)
             if len(tie):  # the sums only where they decide
                 better[tie] = z[tie].sum(axis=1, dtype=np.float64) < best[3][rows[tie]].sum(axis=1, dtype=np.float64)
-            for kept, value in zip(best, new):
-                kept[rows[better]] = value[better]
+            if better.all() and len(rows) == k:
+                best = list(new)
+            elif better.any():
+                for kept, value in zip(best, new):
+                    kept[rows[better]] = value[better]
         alive = best[4][rows] > 0
         if not alive.all():
             rows, deltas = rows[alive], deltas[alive]
