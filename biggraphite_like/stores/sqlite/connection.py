@@ -91,6 +91,7 @@ class ConnectionMixin:
             local.conn, local.pid, local.depth, local.points_marked = conn, os.getpid(), 0, False
             local.absent = set()  # metric names with no row, as found inside the current write batch
             local.deferred_wal = 0
+            local.incremental = None  # whether the file gives back free pages (free_pages), read at a commit
         return conn
 
     def close(self) -> None:
@@ -149,6 +150,7 @@ class ConnectionMixin:
             local.depth = 0
             local.absent = set()
             with self._errors("commit a write"):
+                self._give_back_free_pages()
                 conn.execute("COMMIT")
         except BaseException as exc:
             local.depth = 0
