@@ -286,8 +286,8 @@ class MetadataMixin:
             }
             for name in self.stage_tables():
                 facts[f"blocks.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-            facts.update(self.free_pages_facts())
             facts.update(self._bytes_by_table(conn))
+            facts.update(self.free_pages_facts())
         return facts
 
     @staticmethod
