@@ -47,8 +47,8 @@ class FreePagesMixin:
         mode = conn.execute("PRAGMA auto_vacuum").fetchone()[0]
         facts: dict[str, int | str] = {
             "disk_bytes.free": conn.execute("PRAGMA freelist_count").fetchone()[0] * page_size,
-            "free_pages": _MODES.get(mode, str(mode)) if mode == INCREMENTAL_VACUUM else (
-                f"{_MODES.get(mode, mode)}: kept for later writes, never given back (a file made before incremental"
+            "free_pages": _MODES.get(mode, str(mode)) if mode else (
+                "none: kept for later writes, never given back (a file made before incremental"
                 f" vacuum); `bgl --store {self.url} syncdb --vacuum` rewrites it to give them back"),
         }
         return facts
@@ -57,7 +57,7 @@ class FreePagesMixin:
         self._check_schema()
         with self.read_snapshot(), self._errors("read the vacuum mode"):
             mode = self._conn.execute("PRAGMA auto_vacuum").fetchone()[0]
-        if mode == INCREMENTAL_VACUUM:
+        if mode:  # incremental, or full (set by hand: SQLite then gives them back at every commit)
             return []
         return [f"{self.path} keeps its free pages (made before incremental vacuum): `bgl --store {self.url} syncdb"
                 f" --vacuum` rewrites it ({_size(self.path)}) so that writes give them back; it needs about twice"
