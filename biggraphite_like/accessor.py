@@ -139,6 +139,10 @@ class Accessor:
             self.store.syncdb()
         return statements
 
+    def vacuum(self) -> dict[str, int | float | str]:
+        """Give back the space the store's files hold unused (Store.vacuum)."""
+        return self.store.vacuum()
+
     # -- metrics -----------------------------------------------------------------------
     def create_metric(self, name: str, metadata: MetricMetadata, now: int | None = None) -> Metric:
         """Create a metric (and its directories), or replace its metadata if it exists."""

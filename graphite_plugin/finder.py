@@ -28,6 +28,7 @@ from graphite.node import BranchNode, LeafNode
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import GlobTooComplex, InvalidGlob, InvalidTagExpression, TooManyResults
 from biggraphite_like.settings import default_store_url
+from biggraphite_like.urls import with_default_option
 from graphite_plugin.errors import DeferredError, PatternRefused, RenderTooLarge
 from graphite_plugin.glob_cache import GlobCache
 from graphite_plugin.options import ACCESSOR_ARGUMENTS, OPTION_DEFAULTS
@@ -105,9 +106,16 @@ class NodeTrees:
             self._trees[pattern] = (answer, list(nodes))
 
 
+READ_MMAP_SIZE = 1 << 30  # graphite-web's SQLite connections read the file's first GiB through mmap
+
+
 def store_url() -> str:
-    """BG_STORE from graphite-web's settings, else $BGL_STORE, else the CLI's default file."""
-    return getattr(settings, "BG_STORE", None) or default_store_url()
+    """BG_STORE from graphite-web's settings, else $BGL_STORE, else the CLI's default file;
+    an SQLite store read through mmap (`mmap_size`, READ_MMAP_SIZE unless the URL sets it:
+    a page not in SQLite's own cache costs no read() copy, for the chunks of a fetch and
+    the tag index's pages alike)."""
+    url = getattr(settings, "BG_STORE", None) or default_store_url()
+    return with_default_option(url, "mmap_size", READ_MMAP_SIZE) if url.startswith("sqlite:") else url
 
 
 def shared_backend() -> Backend:

@@ -1,6 +1,9 @@
 -- biggraphite_like: schema of the embedded SQLite store.
 -- `bgl syncdb` creates exactly this (`bgl syncdb --dry-run` prints it); a test keeps them equal.
--- Apply by hand with: sqlite3 FILE.db < schema/sqlite.sql  (then: PRAGMA journal_mode = WAL;)
+-- Apply by hand to a new file with: sqlite3 FILE.db < schema/sqlite.sql  (then: PRAGMA journal_mode = WAL;)
+-- Free pages go back to the file system as writes free them (stores.sqlite.free_pages);
+-- only takes effect before the first table is created (or with a VACUUM).
+PRAGMA auto_vacuum = INCREMENTAL;
 -- Interned strings of names (biggraphite_like.stores.sqlite.name_strings): every component and
 -- parent path once; the parent and component_N columns of metrics and directories hold their ids.
 CREATE TABLE IF NOT EXISTS name_strings (

@@ -238,8 +238,9 @@ def test_du_and_stats(env, url, store):
     assert what.startswith("the whole store: SQLite file and its WAL")
     assert "of which the datapoints tables (pages in use)" in text[total + 2]
     assert "of which metric and directory tables, indexes" in text[total + 3]
-    table_lines = {line.split()[2]: line.split()[0] for line in text[total + 4:]}
-    assert all(line.endswith("(with its indexes)") for line in text[total + 4:])
+    assert "of which free pages (SQLite's freelist" in text[total + 4]
+    table_lines = {line.split()[2]: line.split()[0] for line in text[total + 5:]}
+    assert all(line.endswith("(with its indexes)") for line in text[total + 5:])
     assert {"metrics", "directories", "name_strings", "datapoints_1440p_60s_0", "datapoints_360p_10s_0"} <= set(
         table_lines), table_lines
     assert size.strip() == (f"{file_bytes / 1024:.1f}K" if file_bytes < 1024 ** 2 else f"{file_bytes / 1024 ** 2:.1f}M")
@@ -251,7 +252,7 @@ def test_du_and_stats(env, url, store):
     assert document["store_on_disk"]["bytes"] == sum(
         os.path.getsize(p) for p in (store.store.path, store.store.path + "-wal") if os.path.exists(p))
     parts = document["store_on_disk"]["parts"]  # dbstat: pages in use, within the file
-    assert set(parts) == {"points", "metadata"} and parts["metadata"] > 0
+    assert set(parts) == {"points", "metadata", "free"} and parts["metadata"] > 0 and parts["free"] == 0
     assert sum(parts.values()) <= document["store_on_disk"]["bytes"]
     tables = document["store_on_disk"]["tables"]  # per table with its indexes: the parts, split
     assert all(isinstance(n, int) and n > 0 and n % 4096 == 0 for n in tables.values()), tables

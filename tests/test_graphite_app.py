@@ -77,6 +77,17 @@ def test_find_treejson_completer_json(client):
     assert sorted(e["path"] for e in leaves["metrics"]) == ["app.web1.cpu", "app.web1.mem"]
 
 
+def test_the_finder_reads_an_sqlite_store_through_mmap_unless_the_url_says_otherwise(client, store_url):
+    from graphite_plugin.finder import READ_MMAP_SIZE, shared_accessor
+
+    assert get_json(client, "/metrics/find", query="app.*")
+    store = shared_accessor().store
+    assert store.mmap_size == READ_MMAP_SIZE == 1 << 30
+    assert store._conn.execute("PRAGMA mmap_size").fetchone()[0] == READ_MMAP_SIZE
+    with use_finders(PLUGIN, BG_STORE=store_url + "?mmap_size=0"):
+        assert shared_accessor().store.mmap_size == 0
+
+
 def test_cached_finds_read_the_default_profile_from_the_database_once_in_a_while(store_url):
     """treejson finds need the default profile's advancedUI: graphite's view reads it with
     two queries a request; the find shortcut (ViewShortcutMiddleware) reads it once per
@@ -373,7 +384,7 @@ def test_one_accessor_per_process_under_threads(store_url):
         assert not errors
         assert len({id(a) for a in seen}) == 1 and seen[0].cache_ttl == 17
         assert all(a == answers[0] for a in answers) and len(answers[0]) == 6
-    assert sum(1 for key in _backends if key[0] == store_url) >= 2
+    assert sum(1 for key in _backends if key[0].split("?")[0] == store_url) >= 2  # (mmap_size added)
 
 
 @pytest.fixture

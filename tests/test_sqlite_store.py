@@ -1175,8 +1175,20 @@ def test_url_with_timeout(tmp_path):
     assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
 
 
+def test_url_with_mmap_size_reads_through_mmap(tmp_path):
+    store = open_store(f"sqlite://{tmp_path}/a.db?timeout=5&mmap_size=1048576")
+    store.syncdb()
+    assert store._conn.execute("PRAGMA mmap_size").fetchone()[0] == 1048576
+    plain = open_store(f"sqlite://{tmp_path}/a.db")
+    assert plain._conn.execute("PRAGMA mmap_size").fetchone()[0] == 0  # writers: off unless asked
+    store.close()
+    plain.close()
+
+
 @pytest.mark.parametrize("url, words", [
-    ("sqlite:///tmp/a.db?bogus=1", ["bogus", "timeout"]),
+    ("sqlite:///tmp/a.db?mmap_size=-1", ["mmap_size", "bytes", "'-1'"]),
+    ("sqlite:///tmp/a.db?mmap_size=1G", ["mmap_size", "bytes"]),
+    ("sqlite:///tmp/a.db?bogus=1", ["bogus", "timeout", "mmap_size"]),
     ("sqlite:///tmp/a.db?timeout=5&journal=off", ["journal"]),
     ("sqlite:///tmp/a.db?timeout=soon", ["timeout", "number"]),
     ("sqlite://", ["sqlite:///"]),

@@ -3,7 +3,8 @@
 tests/data/blocks_store.db.gz and windows_store.db.gz (see make_blocks_store.py) were
 written by the releases before windows of chunks (blocks of whisper slots, 42fcb59) and
 before window-first row ids (d3091f5), with what each read back: every point must come
-back bit for bit.
+back bit for bit. chunks_store.db.gz was written by the release before incremental vacuum
+(cb38a22, today's layout): `bgl syncdb --vacuum` rewrites it.
 
 tests/data/store_before_interning.sql is the dump (`sqlite3 .dump`) of a store written by
 biggraphite_like at commit 42fcb59, whose metrics and directories hold their parent and
@@ -123,6 +124,23 @@ def _stage_table(name: str) -> StageTable:
     return StageTable(Stage(int(precision[:-1]), int(points[:-1])), name.endswith("_aggr"))
 
 
+def read_back(store: SQLiteStore, written: dict) -> int:
+    """Assert that every point the release read back (written["points"]) reads back bit for
+    bit, and no other; how many points."""
+    points = 0
+    for table, by_name in written["points"].items():
+        names = sorted(by_name)
+        reads = store.read_points(_stage_table(table), names, np.zeros(len(names), np.int64),
+                                  np.full(len(names), 2**32))
+        for index, name in enumerate(names):
+            mine = reads.request == index
+            order = np.argsort(reads.timestamps[mine])
+            got = [[int(t), float(v).hex()] for t, v in zip(reads.timestamps[mine][order], reads.values[mine][order])]
+            assert got == by_name[name], (table, name)
+            points += len(got)
+    return points
+
+
 @pytest.mark.parametrize("release, refusal", [
     # the blocks release predates both the windows and the interned name strings: whichever
     # layout is checked first names syncdb
@@ -148,17 +166,7 @@ def test_syncdb_upgrades_the_points_of_a_release_in_place(tmp_path, env, release
     syncdb(path, env)
 
     store = SQLiteStore(str(path))
-    points = 0
-    for table, by_name in written["points"].items():
-        names = sorted(by_name)
-        reads = store.read_points(_stage_table(table), names, np.zeros(len(names), np.int64),
-                                  np.full(len(names), 2**32))
-        for index, name in enumerate(names):
-            mine = reads.request == index
-            order = np.argsort(reads.timestamps[mine])
-            got = [[int(t), float(v).hex()] for t, v in zip(reads.timestamps[mine][order], reads.values[mine][order])]
-            assert got == by_name[name], (table, name)
-            points += len(got)
+    points = read_back(store, written)
     assert points > 1000 and any(v.startswith("-0x0") for t in written["points"].values() for p in t.values()
                                  for _, v in p)  # -0.0 among them
     assert store.glob_metrics(GlobPattern("release.**"), 1000) == sorted(written["names"])
@@ -178,3 +186,39 @@ def test_syncdb_upgrades_the_points_of_a_release_in_place(tmp_path, env, release
     assert accessor.fetch(["release.r0.m0"], now - 5, now + 1, now=now)["release.r0.m0"].values_list()[-1] == 42.5
     accessor.close()
     syncdb(path, env)  # nothing left to convert
+
+
+def test_syncdb_vacuum_switches_a_store_of_the_current_release_and_loses_nothing(tmp_path, env):
+    """tests/data/chunks_store (commit cb38a22, the release before incremental vacuum) keeps
+    its free pages; `bgl syncdb` says so and leaves it, `bgl syncdb --vacuum` rewrites it in
+    incremental mode: every point read back bit for bit, metrics and directories as they
+    were, and pages freed afterwards go back to the file system."""
+    path = tmp_path / "bgl.db"
+    with gzip.open(DATA / "chunks_store.db.gz") as src:
+        path.write_bytes(src.read())
+    with gzip.open(DATA / "chunks_store.json.gz", "rt") as src:
+        written = json.load(src)
+    metrics = rows(path, METRIC_ROWS)
+    directories = rows(path, "SELECT key, name, parent FROM directories ORDER BY key")
+    assert rows(path, "PRAGMA auto_vacuum") == [(0,)] and rows(path, "PRAGMA freelist_count")[0][0] > 0
+
+    process = subprocess.run([BGL, "--store", f"sqlite://{path}", "syncdb"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert process.returncode == 0 and "syncdb --vacuum" in process.stdout, process
+    assert rows(path, "PRAGMA auto_vacuum") == [(0,)]  # left as it is: the rewrite is asked for
+    process = subprocess.run([BGL, "--store", f"sqlite://{path}", "syncdb", "--vacuum"], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert process.returncode == 0 and "auto_vacuum_before none" in process.stdout, process
+
+    assert rows(path, "PRAGMA auto_vacuum") == [(2,)] and rows(path, "PRAGMA freelist_count") == [(0,)]
+    assert rows(path, "PRAGMA integrity_check") == [("ok",)]
+    assert rows(path, METRIC_ROWS) == metrics
+    assert rows(path, "SELECT key, name, parent FROM directories ORDER BY key") == directories
+    store = SQLiteStore(str(path))
+    points = read_back(store, written)
+    assert points == 3340
+    assert store.glob_metrics(GlobPattern("release.**"), 1000) == sorted(written["names"])
+    pages = rows(path, "PRAGMA page_count")[0][0]
+    store.delete_metrics([n for n in written["names"] if n.startswith("release.r3.")])
+    assert rows(path, "PRAGMA freelist_count") == [(0,)] and rows(path, "PRAGMA page_count")[0][0] < pages
+    store.close()

@@ -1,4 +1,4 @@
-"""`bgl syncdb`: create the store's schema."""
+"""`bgl syncdb`: create the store's schema (and, with --vacuum, rewrite an SQLite file)."""
 from __future__ import annotations
 
 import argparse
@@ -11,18 +11,31 @@ from biggraphite_like.urls import redact_url
 def cmd_syncdb(args: argparse.Namespace, io: Streams) -> int:
     accessor = open_accessor(args)
     statements = accessor.syncdb(dry_run=args.dry_run)
+    vacuumed = accessor.vacuum() if args.vacuum and not args.dry_run else None
+    notes = [] if args.dry_run or args.vacuum else accessor.store.upgrade_notes()
     if wants_json(args):
-        write_json(io.out, {"command": "syncdb", "dry_run": args.dry_run, "store": accessor.store.url,
-                            "statements": statements})
-    elif args.dry_run:
+        document = {"command": "syncdb", "dry_run": args.dry_run, "store": accessor.store.url,
+                    "statements": statements, "notes": notes}
+        if vacuumed is not None:
+            document["vacuum"] = vacuumed
+        write_json(io.out, document)
+        return 0
+    if args.dry_run:
         io.out.write("\n".join(statements) + "\n")
-    else:
-        io.out.write(f"schema ready in {redact_url(accessor.store.url)} ({len(statements)} statements)\n")
+        return 0
+    io.out.write(f"schema ready in {redact_url(accessor.store.url)} ({len(statements)} statements)\n")
+    if vacuumed is not None:
+        io.out.write("vacuum: " + ", ".join(f"{key} {value}" for key, value in vacuumed.items()) + "\n")
+    for note in notes:
+        io.out.write(f"note: {note}\n")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("syncdb", help="create the schema (idempotent)")
     p.add_argument("--dry-run", action="store_true", help="print the statements instead of running them")
+    p.add_argument("--vacuum", action="store_true",
+                   help="then rewrite an SQLite file (VACUUM) so that it gives back its free pages, and switch a"
+                   " file made before incremental vacuum to it (copies the whole file; writers wait)")
     add_format_option(p)
     p.set_defaults(handler=cmd_syncdb)

@@ -10,7 +10,9 @@ from biggraphite_like.cli.streams import Streams
 from biggraphite_like.maintenance.usage import disk_usage, statistics, store_disk_usage
 
 
-_PART_LABELS = {"points": "the datapoints tables", "metadata": "metric and directory tables, indexes"}
+_PART_LABELS = {"points": "the datapoints tables (pages in use)",
+                "metadata": "metric and directory tables, indexes (pages in use)",
+                "free": "free pages (SQLite's freelist: see `bgl stats` free_pages)"}
 
 
 def _human_bytes(count: int) -> str:
@@ -44,7 +46,7 @@ def cmd_du(args: argparse.Namespace, io: Streams) -> int:
     io.out.write(f"{size:>10} {'':>9} {'':>12}  on disk: {on_disk.what}\n")
     for part, count in on_disk.parts.items():
         label = _PART_LABELS.get(part, part)
-        io.out.write(f"{_human_bytes(count):>10} {'':>9} {'':>12}    of which {label} (pages in use)\n")
+        io.out.write(f"{_human_bytes(count):>10} {'':>9} {'':>12}    of which {label}\n")
     for table, count in on_disk.tables.items():
         io.out.write(f"{_human_bytes(count):>10} {'':>9} {'':>12}      table {table} (with its indexes)\n")
     if on_disk.tables_note:

@@ -95,7 +95,7 @@ def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usa
 @dataclasses.dataclass
 class DiskUsage:
     """Bytes the whole store takes on disk (None: this store cannot measure it), what the
-    figure covers, its parts where the store can tell (points, metadata: name -> bytes),
+    figure covers, its parts where the store can tell (points, metadata, free: name -> bytes),
     and the bytes of each table with its indexes (stage tables: one per stage)."""
 
     bytes: int | None
@@ -115,7 +115,7 @@ def store_disk_usage(accessor: Accessor) -> DiskUsage:
               if key.startswith(_TABLE_PREFIX) and isinstance(value, int)}
     note = facts.get("disk_bytes.tables") if isinstance(facts.get("disk_bytes.tables"), str) else None
     parts = {key.split(".", 1)[1]: value for key, value in facts.items()
-             if key in ("disk_bytes.points", "disk_bytes.metadata")}
+             if key in ("disk_bytes.points", "disk_bytes.metadata", "disk_bytes.free")}
     if isinstance(facts.get("file_bytes"), int):
         return DiskUsage(facts["file_bytes"], "the whole store: SQLite file and its WAL, every metric included",
                          parts, tables, note)

@@ -154,6 +154,17 @@ class Store(abc.ABC):
     def syncdb(self) -> None:
         """Create what is missing of the schema; idempotent."""
 
+    def upgrade_notes(self) -> list[str]:
+        """What an operator may still do after `syncdb` to bring an older store up to date
+        (optional steps, too long to run unasked), each with its command; none by default."""
+        return []
+
+    def vacuum(self) -> dict[str, int | float | str]:
+        """Rewrite the store's files to give back the space they hold unused (`bgl syncdb
+        --vacuum`); what was done. Nothing by default: the servers of a networked store
+        manage their space (Cassandra: compaction)."""
+        return {"vacuum": f"nothing to do: {type(self).__name__} manages its own space"}
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release connections; the store may be reopened by using it again."""
@@ -286,7 +297,7 @@ class Store(abc.ABC):
         except the bytes on disk `bgl du` reads (maintenance.usage.store_disk_usage):
         `disk_bytes.table.<table>` per table with its indexes, their sums
         `disk_bytes.points` and `disk_bytes.metadata`, or `disk_bytes.tables` saying why
-        there are none."""
+        there are none; `disk_bytes.free`, bytes the files hold unused (SQLite's free pages)."""
         return {}
 
     # -- datapoints --------------------------------------------------------------------

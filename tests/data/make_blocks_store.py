@@ -3,7 +3,10 @@ and what that release read back from it. The upgrade tests run today's `bgl sync
 - blocks_store: blocks of whisper slots (the release before windows of chunks), commit 42fcb59;
 - windows_store: windows keyed metric first (metric << 32 | window << 1 | kind), chunks and
   open tails, commit d3091f5 (the release before window-first row ids); RETENTIONS gained
-  1500*60s (a ring of three windows) after blocks_store was written.
+  1500*60s (a ring of three windows) after blocks_store was written;
+- chunks_store: windows keyed window first, the layout of today, in a file whose free pages
+  are never given back (auto_vacuum off), commit cb38a22 (the release before incremental
+  vacuum); its free pages are kept (no VACUUM) for `bgl syncdb --vacuum` to give back.
 
 Run with the release's own code, never today's:
     git archive 42fcb59 biggraphite_like | tar -x -C /tmp/release
@@ -65,7 +68,8 @@ def main(prefix: str = "blocks_store") -> None:
     accessor.store.close()
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute("VACUUM")
+        if prefix != "chunks_store":
+            conn.execute("VACUUM")
     with open(path, "rb") as src, gzip.open(os.path.join(here, f"{prefix}.db.gz"), "wb", 9) as dst:
         shutil.copyfileobj(src, dst)
     with gzip.open(os.path.join(here, f"{prefix}.json.gz"), "wt") as out:

@@ -1,6 +1,7 @@
 """The embedded store: one SQLite file in WAL mode (one writer, many readers, crash-safe).
 
 Modules: connection (connections, transactions, change marks), schema (tables, syncdb),
+free_pages (free pages given back as writes free them; VACUUM of older files),
 metadata (metrics and directories rows), name_strings (interned components and parents),
 glob_planner, points (reads and writes of windows), windows (a window's rows: ids, decoding),
 tags.
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 from biggraphite_like.stores.base import Store
 from biggraphite_like.stores.sqlite.connection import ConnectionMixin
+from biggraphite_like.stores.sqlite.free_pages import FreePagesMixin
 from biggraphite_like.stores.sqlite.glob_planner import GlobMixin
 from biggraphite_like.stores.sqlite.metadata import MetadataMixin
 from biggraphite_like.stores.sqlite.points import PointsMixin
@@ -51,7 +53,7 @@ from biggraphite_like.stores.sqlite.schema import (  # noqa: F401 - the store's 
 from biggraphite_like.stores.sqlite.windows import record_dtype  # noqa: F401
 
 
-class SQLiteStore(MetadataMixin, GlobMixin, PointsMixin, SchemaMixin, ConnectionMixin, Store):
+class SQLiteStore(MetadataMixin, GlobMixin, PointsMixin, SchemaMixin, FreePagesMixin, ConnectionMixin, Store):
     """Metrics and points in one SQLite file (see the package docstring)."""
 
     atomic_write_batch = True  # BEGIN IMMEDIATE: one writer at a time, committed at once

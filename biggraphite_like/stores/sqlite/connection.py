@@ -29,9 +29,10 @@ _AUTOCHECKPOINT_PAGES = 1000  # SQLite's default wal_autocheckpoint, restored af
 class ConnectionMixin:
     """Per-thread connections, transactions and the marks that tell processes what changed."""
 
-    def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, url: str | None = None):
+    def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, url: str | None = None, mmap_size: int = 0):
         self.path = os.path.abspath(path)
         self.timeout = timeout
+        self.mmap_size = mmap_size  # bytes of the file each connection reads through mmap (0: none)
         self.url = url or f"sqlite://{self.path}"
         self._local = threading.local()
         self._keys: dict[str, int] = {}  # metric name -> integer key used by datapoint tables
@@ -60,9 +61,16 @@ class ConnectionMixin:
                 timeout = float(options.pop("timeout"))
             except ValueError:
                 raise InvalidStoreURL(f"store URL {url!r}: timeout must be a number of seconds") from None
+        mmap_size = 0
+        if "mmap_size" in options:
+            text = options.pop("mmap_size")
+            if not text.isdigit():
+                raise InvalidStoreURL(f"store URL {url!r}: mmap_size must be a number of bytes (0: off), not {text!r}")
+            mmap_size = int(text)
         if options:
-            raise InvalidStoreURL(f"store URL {url!r}: unknown option(s) {', '.join(sorted(options))} (known: timeout)")
-        return cls(path, timeout=timeout, url=url)
+            raise InvalidStoreURL(f"store URL {url!r}: unknown option(s) {', '.join(sorted(options))}"
+                                  " (known: timeout, mmap_size)")
+        return cls(path, timeout=timeout, url=url, mmap_size=mmap_size)
 
     # -- connections -----------------------------------------------------------------
     @property
@@ -86,11 +94,16 @@ class ConnectionMixin:
                 # from the OS page cache
                 conn.execute("PRAGMA cache_size = -16384")
                 conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
+                if self.mmap_size:
+                    # pages read from the OS's page cache in place, no read() copy each (graphite-web's
+                    # finder sets it; a writer's touched pages would count in its RSS)
+                    conn.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
             local.conn, local.pid, local.depth, local.points_marked = conn, os.getpid(), 0, False
             local.absent = set()  # metric names with no row, as found inside the current write batch
             local.deferred_wal = 0
+            local.incremental = None  # whether the file gives back free pages (free_pages), read at a commit
         return conn
 
     def close(self) -> None:
@@ -149,6 +162,7 @@ class ConnectionMixin:
             local.depth = 0
             local.absent = set()
             with self._errors("commit a write"):
+                self._give_back_free_pages()
                 conn.execute("COMMIT")
         except BaseException as exc:
             local.depth = 0

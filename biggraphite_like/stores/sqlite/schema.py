@@ -31,6 +31,7 @@ _MAX_WALK = 5000  # directories one level of a glob walk may expand before the i
 DEFAULT_TIMEOUT = 30.0
 WAL_LIMIT_BYTES = 16 << 20  # past this after a commit, the WAL is checkpointed and truncated (journal_size_limit)
 _MAX_TIMESTAMP = 2**32 - 1  # timestamps are whisper's unsigned 32-bit integers
+INCREMENTAL_VACUUM = 2  # PRAGMA auto_vacuum's value for incremental (see free_pages.py)
 
 
 def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
@@ -112,7 +113,13 @@ WINDOWS_SQL = [
 _SCHEMA_HEADER = """\
 -- biggraphite_like: schema of the embedded SQLite store.
 -- `bgl syncdb` creates exactly this (`bgl syncdb --dry-run` prints it); a test keeps them equal.
--- Apply by hand with: sqlite3 FILE.db < schema/sqlite.sql  (then: PRAGMA journal_mode = WAL;)"""
+-- Apply by hand to a new file with: sqlite3 FILE.db < schema/sqlite.sql  (then: PRAGMA journal_mode = WAL;)"""
+
+_VACUUM_SQL = [
+    "-- Free pages go back to the file system as writes free them (stores.sqlite.free_pages);\n"
+    "-- only takes effect before the first table is created (or with a VACUUM).",
+    "PRAGMA auto_vacuum = INCREMENTAL;",
+]
 
 
 def _stage_table_comment() -> str:
@@ -145,6 +152,7 @@ def schema_statements() -> list[str]:
     """The schema, in order (comments included: they run as no-ops)."""
     return (
         [_SCHEMA_HEADER]
+        + _VACUUM_SQL
         + name_strings.SCHEMA_SQL
         + _metadata_table_sql("metrics", True)
         + _metadata_table_sql("directories", False)
@@ -218,6 +226,9 @@ class SchemaMixin:
         self._component_indexes.clear()  # set aside tables lose theirs
         conn = self._conn
         with self._errors("create the schema"):
+            # a new file only (and outside a transaction, before the WAL mode writes its header)
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            self._local.incremental = None
             conn.execute("PRAGMA journal_mode = WAL")
             with self.write_batch():
                 text_names = [t for t in _NAME_TABLES if self._holds_text_names(t)]
