@@ -8,6 +8,8 @@ size: store_size.py). Store failures also increment carbon's own `errors` stat.
 """
 from __future__ import annotations
 
+import time
+
 from biggraphite_like.counters import Counters
 
 STAT_PREFIX = "biggraphite_like."
@@ -33,6 +35,7 @@ class PluginStats(Counters):
 
     def __init__(self, names: tuple[str, ...] = COUNTERS) -> None:
         super().__init__(names)
+        self.recorded_second: int | None = None  # the second of the last record (record_in_carbon)
 
 
 def count_carbon_error(count: int = 1) -> None:
@@ -44,8 +47,15 @@ def count_carbon_error(count: int = 1) -> None:
 
 def record_in_carbon(stats: PluginStats, gauges: dict[str, int] | None = None) -> None:
     """Store the counters (and gauges) as carbon self-metrics (reactor thread, like carbon's
-    own recorder)."""
+    own recorder), at most once a second: the store keeps one point a second per metric, so a
+    second record in the same second (a late timer call right before the next one, on a
+    loaded machine) would replace the first's counts with its own; those counts wait for
+    the next record instead."""
     from carbon import instrumentation
 
+    second = int(time.time())
+    if stats.recorded_second == second:
+        return
+    stats.recorded_second = second
     for name, value in {**stats.take(), **(gauges or {})}.items():
         instrumentation.cache_record(STAT_PREFIX + name, value)
