@@ -40,6 +40,7 @@ run. Three parts, each on fresh stores, same inputs:
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import math
 import random
@@ -430,16 +431,18 @@ def query_range_points(body: bytes) -> Points:
             for series in json.loads(body)["data"]["result"]}
 
 
-def part_day(root: Path, series: int, runs: int, budget: float, timeout: float) -> dict:
+def part_day(root: Path, series: int, runs: int, budget: float, timeout: float, day_end: int | None = None) -> dict:
+    """The day's load, bytes, answers and render; the day ends 2 minutes ago, or at day_end
+    (the bytes depend on how much of the day is still in the open window: see --day-end)."""
     now = int(time.time())
-    end = now - now % 60 - 120
+    end = (now - 120 if day_end is None else day_end) // 60 * 60
     start = end - 1439 * 60
     messages = day_messages(series, end)
     names = sorted({name for name, _ in messages})
     timestamps = list(range(start, end + 1, 60))
     match = '{__name__=~"day\\\\..*"}'
     expected = expected_points(messages)
-    figures: dict = {"series": series, "points": len(messages), "load": {}, "day": {}}
+    figures: dict = {"series": series, "points": len(messages), "end": end, "load": {}, "day": {}}
     with Systems(root) as systems:
         payload = plaintext(messages)
         for side in ("ours", "vm"):
@@ -585,7 +588,19 @@ def part_find(root: Path, count: int, runs: int, budget: float, timeout: float) 
     return figures
 
 
-def run(workdir: Path, sizes: dict, parts: tuple[str, ...] = PARTS, timeout: float = 3600.0) -> dict:
+def day_end_time(text: str) -> int:
+    """--day-end's value: a UTC minute in the past 7 days (stage 0 keeps 8 days), as a timestamp."""
+    try:
+        end = calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a UTC minute written YYYY-MM-DDTHH:MM") from None
+    if not time.time() - 7 * 86400 <= end <= time.time() - 120:
+        raise argparse.ArgumentTypeError(f"{text} is not between 7 days and 2 minutes ago (UTC)")
+    return end
+
+
+def run(workdir: Path, sizes: dict, parts: tuple[str, ...] = PARTS, timeout: float = 3600.0,
+        day_end: int | None = None) -> dict:
     """Every part asked for; VictoriaMetrics' binary is found (or installed) first."""
     figures: dict = {"victoria_metrics": binary(), "sizes": sizes}
     if "ingest" in parts:
@@ -593,7 +608,7 @@ def run(workdir: Path, sizes: dict, parts: tuple[str, ...] = PARTS, timeout: flo
                                         sizes.get("existing_rounds", 1))
     if "day" in parts:
         figures["day"] = part_day(workdir / "day", sizes["day_series"], sizes["render_runs"], sizes["render_budget"],
-                                  timeout)
+                                  timeout, day_end)
     if "find" in parts:
         figures["find"] = part_find(workdir / "find", sizes["names"], sizes["find_runs"], sizes["find_budget"], timeout)
     return figures
@@ -609,6 +624,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--json", action="store_true", help="print every figure as JSON (the only output)")
+    parser.add_argument("--day-end", type=day_end_time, default=None, metavar="YYYY-MM-DDTHH:MM",
+                        help="end the day part's day at this UTC minute (past, within the last 7 days) instead of "
+                             "2 minutes ago: how much of the day is in the open window depends on the hour")
     args = parser.parse_args(argv)
     sizes = dict(SIZES["quick" if args.quick else "full"])
     sizes.update({key: getattr(args, key) for key in sizes if getattr(args, key) is not None})
@@ -620,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     workdir = Path(tempfile.mkdtemp(prefix="bgl-peer-", dir=args.tmpdir))
     try:
-        figures = run(workdir, sizes, tuple(args.only or PARTS), args.timeout)
+        figures = run(workdir, sizes, tuple(args.only or PARTS), args.timeout, args.day_end)
     finally:
         if args.keep:
             log(f"kept {workdir}")

@@ -5,7 +5,9 @@ the find part must name VictoriaMetrics' glob gaps.
 """
 from __future__ import annotations
 
+import argparse
 import math
+import time
 
 import pytest
 
@@ -13,6 +15,7 @@ from bench import peer_bench, victoria
 from bench.__main__ import peer_rows
 from bench.carbon_bench import make_input
 
+DAY_END = int(time.time()) // 3600 * 3600 - 5 * 3600  # --day-end: the day part's day ends 5 to 6 hours ago
 SIZES = dict(peer_bench.SIZES["quick"], metrics=40, points=3, existing_rounds=2, day_series=6, names=300, find_runs=3, find_budget=0.5,
              render_runs=2, render_budget=1.0)
 
@@ -23,7 +26,7 @@ def figures(tmp_path_factory) -> dict:
         victoria.binary(install=False)
     except victoria.PeerUnavailable as error:
         pytest.skip(str(error))
-    return peer_bench.run(tmp_path_factory.mktemp("peer"), SIZES, timeout=300)
+    return peer_bench.run(tmp_path_factory.mktemp("peer"), SIZES, timeout=300, day_end=DAY_END)
 
 
 def test_ingest_both_systems_return_every_point_sent(figures):
@@ -47,6 +50,7 @@ def test_ingest_both_systems_return_every_point_sent(figures):
 
 def test_render_and_query_range_return_the_same_day(figures):
     day = figures["day"]
+    assert day["end"] == DAY_END  # the day asked for, which both sides return whole
     points = SIZES["day_series"] * 1440
     sent = math.fsum(value for _, (_, value) in peer_bench.day_messages(SIZES["day_series"], 0))
     for side in ("ours", "vm", "vm_export"):
@@ -72,6 +76,16 @@ def test_table_has_every_peer_ratio(figures):
     assert set(ratios) == {"ingest_vs_vm", "ingest_cpu_vs_vm", "bytes_vs_vm", "find_http_vs_vm", "fetch_http_vs_vm"}
     assert all(math.isfinite(value) and value > 0 for value in ratios.values()), ratios
     assert all(row[2] for row in rows), rows
+
+
+def test_day_end_takes_a_past_utc_minute_and_refuses_others():
+    hour_ago = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() - 3600))
+    assert peer_bench.day_end_time(hour_ago) == (int(time.time()) - 3600) // 60 * 60
+    for text, reason in (("23:50", "YYYY-MM-DDTHH:MM"), (time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() + 600)),
+                                                         "between 7 days and 2 minutes ago"),
+                         ("2020-01-01T00:00", "between 7 days and 2 minutes ago")):
+        with pytest.raises(argparse.ArgumentTypeError, match=reason):
+            peer_bench.day_end_time(text)
 
 
 def test_compare_reports_a_wrong_value_or_a_missing_point():
