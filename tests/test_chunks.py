@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from biggraphite_like import chunks
+from biggraphite_like.chunks import encoder, streams
 from biggraphite_like.errors import CorruptChunk, InvalidPoint
 
 START = 1_600_000_000 - 1_600_000_000 % 43_200
@@ -284,7 +285,7 @@ def test_a_part_deflate_shrinks_by_under_a_tenth_is_stored(monkeypatch):
     values = rng.random(720) * 100
     data = _roundtrip(ts, values)
     assert data[0] == chunks.VERSION_PACKED and _packed_mask(data) == 0b1111_1110
-    monkeypatch.setattr(chunks, "_STORED_SHARE", 0.98)  # the share before: that plane deflated
+    monkeypatch.setattr(streams, "_STORED_SHARE", 0.98)  # the share before: that plane deflated
     deflated = chunks.encode(chunks.Points(ts, values))
     assert _packed_mask(deflated) == 0b0111_1110
     assert len(data) <= 1.01 * len(deflated)
@@ -298,7 +299,7 @@ def test_a_chunk_is_packed_only_when_that_costs_at_most_a_hundredth_more(monkeyp
              np.round(50 + np.cumsum(rng.normal(0, 0.5, 720)), 2)]
     ts = START + 60 * np.arange(720)
     chosen = [chunks.encode(chunks.Points(ts, v)) for v in cases]
-    monkeypatch.setattr(chunks, "_PACKED_SLACK", 0.0)
+    monkeypatch.setattr(streams, "_PACKED_SLACK", 0.0)
     per_part = [chunks.encode(chunks.Points(ts, v)) for v in cases]
     assert all(p[0] not in (chunks.VERSION_PACKED, chunks.VERSION_BASED_PACKED) for p in per_part)
     for mine, theirs in zip(chosen, per_part):
@@ -399,7 +400,7 @@ def test_encode_many_gives_the_bytes_of_encode_and_of_the_encoder_before_it(monk
     assert digest == _MIXED_DIGEST
     assert together == [chunks.encode(w) for w in windows]
     assert chunks.encode_many(windows[::-1]) == together[::-1]
-    monkeypatch.setattr(chunks, "_BATCH_POINTS", 1000)  # many batches, of a row or a few
+    monkeypatch.setattr(encoder, "_BATCH_POINTS", 1000)  # many batches, of a row or a few
     assert chunks.encode_many(windows) == together
     assert chunks.encode_many([]) == []
     index, ts, values, counts = chunks.decode_many(together)

@@ -236,9 +236,10 @@ class PointsMixin:
                    ) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
         """(request, row id, bytes) of the rows of the windows read, in write order within
         each window (chunk, then tail), in a few statements per many thousand windows: the
-        sealed chunks by id; the open rows (open chunks, tails: most windows have none) of a
-        window read for a dense run of metric keys as one range of ids, so the ids of rows
-        that do not exist cost no lookup each (see _open_ranges)."""
+        rows of one kind (sealed, or open: open chunks and tails, which most windows do not
+        have) of a window read for a dense run of metric keys as one range of ids, so the
+        ids of rows that do not exist cost no lookup each and those that do are read in one
+        walk of the table's B-tree (see _id_ranges); the others by id."""
         empty = np.zeros(0, np.int64)
         if not len(names):
             return empty, empty, []
@@ -249,14 +250,13 @@ class PointsMixin:
             request, windows = self._read_windows(table, names, starts, ends)
             wanted = rows_of(windows)
             unique, asked = np.unique(wanted, return_inverse=True)  # sorted: pages in order
-            sealed = int(np.searchsorted(unique, OPEN))
-            ranges, sparse = _open_ranges(unique[sealed:])
+            ranges, sparse = _id_ranges(unique)
             by_id = f"SELECT d.id, d.points FROM json_each(?) AS j CROSS JOIN {table.name} AS d ON d.id = j.value"
             by_range = (f"SELECT d.id, d.points FROM json_each(?) AS j CROSS JOIN {table.name} AS d"
                         " ON d.id BETWEEN json_extract(j.value, '$[0]') AND json_extract(j.value, '$[1]')")
             rows: list = []
             step = 3 * _REQUESTS_PER_QUERY
-            for query, ids in ((by_id, unique[:sealed]), (by_range, ranges), (by_id, sparse)):
+            for query, ids in ((by_range, ranges), (by_id, sparse)):
                 for start in range(0, len(ids), step):
                     rows += self._conn.execute(query, (_json_ids(ids[start:start + step]),)).fetchall()
         if not rows:
@@ -347,18 +347,21 @@ class PointsMixin:
         return removed
 
 
-def _open_ranges(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(ranges, others) of sorted open row ids: [first, last] of the ids of each window whose
-    range holds at most twice as many ids as asked for (the keys read are a dense run, as
-    series created together are: the range reads at most as many rows of other metrics as
-    asked for), and the ids of the other windows."""
+def _id_ranges(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ranges, others) of sorted row ids: [first, last] of the ids of each window and kind
+    (sealed, open: ids >> WINDOW_SHIFT) whose range spans fewer than twice as many metric
+    keys as it asks for (the keys read are a dense run, as series created together are:
+    the range reads at most as many rows of other metrics as asked for), and the ids of
+    the others. A key has one sealed row id and two open ones (chunk, tail): id >> 1."""
     if not len(ids):
         return np.zeros((0, 2), np.int64), ids
     window = ids >> WINDOW_SHIFT
+    key = ids >> 1
     starts = np.flatnonzero(np.diff(window, prepend=window[0] - 1))
     ends = np.append(starts[1:], len(ids))
+    keys_asked = np.add.reduceat(np.diff(key, prepend=key[0] - 1) != 0, starts)
     first, last = ids[starts], ids[ends - 1]
-    dense = last - first < 2 * (ends - starts)
+    dense = (last >> 1) - (first >> 1) < 2 * keys_asked
     return np.stack([first[dense], last[dense]], axis=1), ids[~np.repeat(dense, ends - starts)]
 
 
