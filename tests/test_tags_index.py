@@ -371,9 +371,10 @@ def test_sqlite_batch_with_more_tags_than_pair_ids_can_code_is_refused_whole(tmp
 def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monkeypatch):
     """A batch indexing BULK_SERIES new series or more commits without a checkpoint until
     the WAL passes BULK_WAL_BYTES; then a background pass checkpoints while the writer goes
-    on, the writer's next commit after it truncates the WAL, and the WAL never passes twice
-    BULK_WAL_BYTES plus a batch; smaller batches and the next ordinary commit keep the
-    store's own limit; a reader sees every batch."""
+    on, the writer's next commit after it restarts the WAL (written again from its start:
+    its header's salt changes) without truncating the file below BULK_WAL_BYTES, and the
+    WAL never passes twice BULK_WAL_BYTES plus a batch; smaller batches and the next
+    ordinary commit keep the store's own limit (and truncate); a reader sees every batch."""
     from biggraphite_like.accessor import Accessor
     from biggraphite_like.stores.sqlite import tags as sqlite_tags
 
@@ -384,13 +385,17 @@ def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monk
     writer.store.wal_limit = 128 << 10
     writer.syncdb()
     wal = tmp_path / "tags.db-wal"
-    sizes = []
+    sizes, salts = [], []
     for batch in range(20):  # about 150 KiB of WAL each
         writer.tags.tag_series([f"m;b={batch};i={i};j={i % 7}" for i in range(600)])
         sizes.append(wal.stat().st_size)
+        salts.append(wal.read_bytes()[16:24])  # the WAL header's salts: new at each restart
         assert len(reader.tags.find_series([f"b={batch}"])) == 600
     assert all(size <= (2 << 20) + (256 << 10) for size in sizes), sizes
     assert max(sizes) > 1 << 20 and sum(a > b for a, b in zip(sizes, sizes[1:])) >= 1, sizes  # grew, cut
+    past = sizes.index(next(size for size in sizes if size > 1 << 20))
+    assert min(sizes[past:]) >= 1 << 20, sizes  # restarted, never truncated below BULK_WAL_BYTES
+    assert len(set(salts[past:])) >= 2, salts
     assert writer.store._bulk_checkpoint.passes >= 1 and writer.store._bulk_checkpoint.error is None
     writer.tags.tag_series([f"m;b=small;i={i}" for i in range(499)])  # below BULK_SERIES: the store's limit
     assert wal.stat().st_size <= 128 << 10
@@ -400,6 +405,7 @@ def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monk
     writer.create_metrics([("plain.metric", META)], now=1000)  # an ordinary commit checkpoints again
     assert wal.stat().st_size <= 128 << 10
     assert writer.store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    assert writer.store._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 128 << 10
     assert reader.tags.index.counts()["tagged_series"] == 20 * 600 + 499 + 2 * 600
     writer.close()
     reader.close()

@@ -8,9 +8,10 @@ goes on with its next batches (in WAL mode a checkpoint and a writer run side by
 SQLite copies only committed frames and keeps them in the WAL until the database file
 holds them, synced: a committed batch is never lost, whatever is killed when). Once the
 pass is over, the writer's next commit checkpoints what was written meanwhile (a batch
-or two: one short sync) and truncates the WAL. If the WAL reaches twice the allowed size
-before the pass is over, the writer waits for it: the WAL stays under twice the allowed
-size plus a batch.
+or two: two short syncs) and restarts the WAL (its next commit writes it from the start;
+the file is kept at the allowed size, not truncated). If the WAL reaches twice the
+allowed size before the pass is over, the writer waits for it: the WAL stays under twice
+the allowed size plus a batch.
 """
 from __future__ import annotations
 
