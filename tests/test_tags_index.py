@@ -372,7 +372,7 @@ def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monk
     """A batch indexing BULK_SERIES new series or more commits without a checkpoint until
     the WAL passes BULK_WAL_BYTES; then a background pass checkpoints while the writer goes
     on, the writer's next commit after it restarts the WAL (written again from its start:
-    its header's salt changes) without truncating the file below BULK_WAL_BYTES, and the
+    its header's salt changes) without truncating the file, and the
     WAL never passes twice BULK_WAL_BYTES plus a batch; smaller batches and the next
     ordinary commit keep the store's own limit (and truncate); a reader sees every batch."""
     from biggraphite_like.accessor import Accessor
@@ -392,10 +392,9 @@ def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monk
         salts.append(wal.read_bytes()[16:24])  # the WAL header's salts: new at each restart
         assert len(reader.tags.find_series([f"b={batch}"])) == 600
     assert all(size <= (2 << 20) + (256 << 10) for size in sizes), sizes
-    assert max(sizes) > 1 << 20 and sum(a > b for a, b in zip(sizes, sizes[1:])) >= 1, sizes  # grew, cut
+    assert max(sizes) > 1 << 20 and sizes == sorted(sizes), sizes  # grew, never truncated
     past = sizes.index(next(size for size in sizes if size > 1 << 20))
-    assert min(sizes[past:]) >= 1 << 20, sizes  # restarted, never truncated below BULK_WAL_BYTES
-    assert len(set(salts[past:])) >= 2, salts
+    assert len(set(salts[past:])) >= 2, salts  # restarted
     assert writer.store._bulk_checkpoint.passes >= 1 and writer.store._bulk_checkpoint.error is None
     writer.tags.tag_series([f"m;b=small;i={i}" for i in range(499)])  # below BULK_SERIES: the store's limit
     assert wal.stat().st_size <= 128 << 10

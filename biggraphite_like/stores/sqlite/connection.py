@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import struct
 import threading
 from typing import Iterator, Self
 from urllib.parse import parse_qsl, urlsplit
@@ -23,6 +24,7 @@ from biggraphite_like.stores.sqlite.name_strings import NameStrings
 from biggraphite_like.stores.sqlite.schema import DEFAULT_TIMEOUT, WAL_LIMIT_BYTES
 
 
+_WAL_INDEX_HEADER = struct.Struct("=IIIBBHII")  # version, unused, change, initialised, big-endian, page size, mxFrame, pages
 _AUTOCHECKPOINT_PAGES = 1000  # SQLite's default wal_autocheckpoint, restored after a deferring batch
 
 
@@ -197,7 +199,7 @@ class ConnectionMixin:
         few batches, with one fsync, instead of once a batch. The next commit that does not
         defer checkpoints as usual (the WAL is then past both thresholds). Past `up_to`,
         the checkpoint runs in a thread of its own (checkpointer.BackgroundCheckpoint).
-        The commit's journal_size_limit is `up_to` (the store's is put back after it)."""
+        The commit's journal_size_limit is twice `up_to` (the store's is put back after it)."""
         local = self._local
         if not local.depth:
             raise StoreError("defer_checkpoint is for the commit of a write batch: call it inside one")
@@ -205,7 +207,7 @@ class ConnectionMixin:
             if not local.deferred_wal:
                 self._conn.execute("PRAGMA wal_autocheckpoint = 0")
             local.deferred_wal = int(up_to)
-            self._conn.execute(f"PRAGMA journal_size_limit = {max(self.wal_limit, local.deferred_wal)}")
+            self._conn.execute(f"PRAGMA journal_size_limit = {2 * max(self.wal_limit, local.deferred_wal)}")
 
     def _end_deferral(self) -> int:
         """Turn SQLite's checkpoint back on after a deferring batch; the WAL size that
@@ -224,6 +226,23 @@ class ConnectionMixin:
         except OSError:
             return 0
 
+    def _wal_frames_size(self) -> int:
+        """Bytes the WAL's frames fill, from its wal-index header (the first bytes of the
+        -shm file: version 3007000, mxFrame, page size; www.sqlite.org/walformat.html):
+        a restarted WAL's file keeps its length, its frames start again from 0. The file's
+        size when the header cannot be read."""
+        try:
+            with open(self.path + "-shm", "rb") as shm:
+                header = shm.read(_WAL_INDEX_HEADER.size)
+        except OSError:
+            return self._wal_size()
+        if len(header) < _WAL_INDEX_HEADER.size:
+            return self._wal_size()
+        version, _, _, initialised, _, page, frames, _ = _WAL_INDEX_HEADER.unpack(header)
+        if version != 3007000 or not initialised:
+            return self._wal_size()
+        return 32 + frames * ((65536 if page == 1 else page) + 24)  # a 32-byte header, then frames
+
     def _bound_wal(self, limit: int) -> None:
         """Checkpoint and truncate the WAL once it passes limit (wal_limit), so a burst
         of big transactions (or a long reader holding off autocheckpoints) cannot leave it
@@ -237,9 +256,9 @@ class ConnectionMixin:
         """After a deferring batch's commit: past `allowed` bytes of WAL, start a
         background checkpoint pass; once one is over, checkpoint the rest here (RESTART:
         the next commit writes the WAL from its start, the file is kept; the deferring
-        commits' journal_size_limit is `allowed`, so the file passes `allowed` only once
-        its frames do); wait for the pass only if the WAL reaches twice `allowed` first."""
-        size = self._wal_size()
+        commits' journal_size_limit is twice `allowed`: the sizes compared are those of the
+        frames); wait for the pass only if the WAL reaches twice `allowed` first."""
+        size = self._wal_frames_size()
         background = self._bulk_checkpoint
         if background.running():
             if size <= 2 * allowed:
