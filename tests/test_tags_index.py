@@ -300,6 +300,40 @@ def test_sqlite_pair_ids_a_process_keeps_stay_right_across_writers_and_rollbacks
         accessor.close()
 
 
+def test_sqlite_equal_query_reads_in_three_statements_and_stays_right_across_writes(tmp_path):
+    """findSeries with one `=` term: the count (which keeps the pair's id), the postings
+    (the chunks in use counted in the same statement) and the paths, three statements;
+    series added after the id was kept (a new chunk among them) and a pair interned by a
+    rolled-back batch are answered right."""
+    from biggraphite_like.accessor import Accessor
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+    url = f"sqlite://{tmp_path / 'tags.db'}"
+    accessor, writer = Accessor.from_url(url), Accessor.from_url(url)
+    accessor.syncdb()
+    writer.tags.tag_series([f"m;a={i % 3};i={i}" for i in range(30)])
+    assert accessor.tags.find_series(["a=2"])  # the layout checks, once a process
+    statements = []
+    accessor.store._conn.set_trace_callback(statements.append)
+    assert accessor.tags.find_series(["a=1"]) == sorted(f"m;a=1;i={i}" for i in range(1, 30, 3))
+    accessor.store._conn.set_trace_callback(None)
+    assert len(statements) == 3, statements
+    first = 1 << sqlite_tags.CHUNK_BITS  # the next series in a chunk of their own
+    writer.store._conn.execute("INSERT INTO tagged_series (id, path, updated_on) VALUES (?, 'm;a=9;i=x', 0)",
+                               (first - 1,))  # a filler row: the next ids start a new chunk
+    writer.tags.tag_series(["m;a=1;i=late"])
+    assert accessor.tags.find_series(["a=1"])[-1] == "m;a=1;i=late"
+    assert accessor.tags.find_series(["a=1", "name=m"])[-1] == "m;a=1;i=late"
+    with pytest.raises(RuntimeError), accessor.store.write_batch():
+        accessor.tags.tag_series(["m;a=new;i=0"])
+        assert accessor.tags.find_series(["a=new"]) == ["m;a=new;i=0"]  # its id, kept, then taken back
+        raise RuntimeError("roll back")
+    writer.tags.tag_series(["m;b=other;i=1"])  # may take the id the rolled-back pair had
+    assert accessor.tags.find_series(["a=new"]) == [] and accessor.tags.find_series(["b=other"]) == ["m;b=other;i=1"]
+    accessor.close()
+    writer.close()
+
+
 @pytest.mark.parametrize("read_whole", [0, 10**9])
 def test_sqlite_packed_postings_across_many_chunks_stay_exact(tmp_path, monkeypatch, read_whole):
     """Chunks of 4 series (so a batch spans more chunks than one sort key holds), rows of
