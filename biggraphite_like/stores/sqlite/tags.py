@@ -19,7 +19,10 @@ benchmark, not 110,000 (one per series and pair, the layout before, which `bgl s
 converts). The rows of a pair in a chunk hold disjoint
 ranges of ids, so the row that may hold series s is the one with the greatest first <= s
 (the probes of an intersection, the removal of a series). A pair read whole is one seek
-per chunk (31 for a million series), then its rows. The smaller the chunk, the fewer
+per chunk (31 for a million series; the chunks in use are counted in the same
+statement), then its rows; the planner's count of an `=` term keeps the pair's id
+(_ReadPairs), so findSeries with one `=` term is three statements: count, postings,
+paths. The smaller the chunk, the fewer
 earlier batches share its region, whose pages a batch dirties too (the batch of series
 300,000-310,000 wrote 821 postings pages to the write-ahead log with chunks of 65,536,
 273 with 32,768).
