@@ -300,6 +300,40 @@ def test_sqlite_pair_ids_a_process_keeps_stay_right_across_writers_and_rollbacks
         accessor.close()
 
 
+def test_sqlite_equal_query_reads_in_three_statements_and_stays_right_across_writes(tmp_path):
+    """findSeries with one `=` term: the count (which keeps the pair's id), the postings
+    (the chunks in use counted in the same statement) and the paths, three statements;
+    series added after the id was kept (a new chunk among them) and a pair interned by a
+    rolled-back batch are answered right."""
+    from biggraphite_like.accessor import Accessor
+    from biggraphite_like.stores.sqlite import tags as sqlite_tags
+
+    url = f"sqlite://{tmp_path / 'tags.db'}"
+    accessor, writer = Accessor.from_url(url), Accessor.from_url(url)
+    accessor.syncdb()
+    writer.tags.tag_series([f"m;a={i % 3};i={i}" for i in range(30)])
+    assert accessor.tags.find_series(["a=2"])  # the layout checks, once a process
+    statements = []
+    accessor.store._conn.set_trace_callback(statements.append)
+    assert accessor.tags.find_series(["a=1"]) == sorted(f"m;a=1;i={i}" for i in range(1, 30, 3))
+    accessor.store._conn.set_trace_callback(None)
+    assert len(statements) == 3, statements
+    first = 1 << sqlite_tags.CHUNK_BITS  # the next series in a chunk of their own
+    writer.store._conn.execute("INSERT INTO tagged_series (id, path, updated_on) VALUES (?, 'm;a=9;i=x', 0)",
+                               (first - 1,))  # a filler row: the next ids start a new chunk
+    writer.tags.tag_series(["m;a=1;i=late"])
+    assert accessor.tags.find_series(["a=1"])[-1] == "m;a=1;i=late"
+    assert accessor.tags.find_series(["a=1", "name=m"])[-1] == "m;a=1;i=late"
+    with pytest.raises(RuntimeError), accessor.store.write_batch():
+        accessor.tags.tag_series(["m;a=new;i=0"])
+        assert accessor.tags.find_series(["a=new"]) == ["m;a=new;i=0"]  # its id, kept, then taken back
+        raise RuntimeError("roll back")
+    writer.tags.tag_series(["m;b=other;i=1"])  # may take the id the rolled-back pair had
+    assert accessor.tags.find_series(["a=new"]) == [] and accessor.tags.find_series(["b=other"]) == ["m;b=other;i=1"]
+    accessor.close()
+    writer.close()
+
+
 @pytest.mark.parametrize("read_whole", [0, 10**9])
 def test_sqlite_packed_postings_across_many_chunks_stay_exact(tmp_path, monkeypatch, read_whole):
     """Chunks of 4 series (so a batch spans more chunks than one sort key holds), rows of
@@ -371,9 +405,10 @@ def test_sqlite_batch_with_more_tags_than_pair_ids_can_code_is_refused_whole(tmp
 def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monkeypatch):
     """A batch indexing BULK_SERIES new series or more commits without a checkpoint until
     the WAL passes BULK_WAL_BYTES; then a background pass checkpoints while the writer goes
-    on, the writer's next commit after it truncates the WAL, and the WAL never passes twice
-    BULK_WAL_BYTES plus a batch; smaller batches and the next ordinary commit keep the
-    store's own limit; a reader sees every batch."""
+    on, the writer's next commit after it restarts the WAL (written again from its start:
+    its header's salt changes) without truncating the file, and the
+    WAL never passes twice BULK_WAL_BYTES plus a batch; smaller batches and the next
+    ordinary commit keep the store's own limit (and truncate); a reader sees every batch."""
     from biggraphite_like.accessor import Accessor
     from biggraphite_like.stores.sqlite import tags as sqlite_tags
 
@@ -384,13 +419,16 @@ def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monk
     writer.store.wal_limit = 128 << 10
     writer.syncdb()
     wal = tmp_path / "tags.db-wal"
-    sizes = []
+    sizes, salts = [], []
     for batch in range(20):  # about 150 KiB of WAL each
         writer.tags.tag_series([f"m;b={batch};i={i};j={i % 7}" for i in range(600)])
         sizes.append(wal.stat().st_size)
+        salts.append(wal.read_bytes()[16:24])  # the WAL header's salts: new at each restart
         assert len(reader.tags.find_series([f"b={batch}"])) == 600
     assert all(size <= (2 << 20) + (256 << 10) for size in sizes), sizes
-    assert max(sizes) > 1 << 20 and sum(a > b for a, b in zip(sizes, sizes[1:])) >= 1, sizes  # grew, cut
+    assert max(sizes) > 1 << 20 and sizes == sorted(sizes), sizes  # grew, never truncated
+    past = sizes.index(next(size for size in sizes if size > 1 << 20))
+    assert len(set(salts[past:])) >= 2, salts  # restarted
     assert writer.store._bulk_checkpoint.passes >= 1 and writer.store._bulk_checkpoint.error is None
     writer.tags.tag_series([f"m;b=small;i={i}" for i in range(499)])  # below BULK_SERIES: the store's limit
     assert wal.stat().st_size <= 128 << 10
@@ -400,6 +438,7 @@ def test_sqlite_bulk_indexing_defers_checkpoints_within_its_bound(tmp_path, monk
     writer.create_metrics([("plain.metric", META)], now=1000)  # an ordinary commit checkpoints again
     assert wal.stat().st_size <= 128 << 10
     assert writer.store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    assert writer.store._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 128 << 10
     assert reader.tags.index.counts()["tagged_series"] == 20 * 600 + 499 + 2 * 600
     writer.close()
     reader.close()

@@ -7,10 +7,13 @@ about 6 us a series, mostly fsync, every few batches. Instead, past that size, a
 goes on with its next batches (in WAL mode a checkpoint and a writer run side by side;
 SQLite copies only committed frames and keeps them in the WAL until the database file
 holds them, synced: a committed batch is never lost, whatever is killed when). Once the
-pass is over, the writer's next commit checkpoints what was written meanwhile (a batch
-or two: one short sync) and truncates the WAL. If the WAL reaches twice the allowed size
-before the pass is over, the writer waits for it: the WAL stays under twice the allowed
-size plus a batch.
+pass is over (and has synced the WAL frames committed during it, so that the writer's
+sync has only the newest to write), the writer's next commit checkpoints what was
+written meanwhile (a batch or two) and restarts the WAL: the next commit writes it from
+its start, the file is kept, not truncated (a truncation frees blocks that ext4 mounted
+with `discard` trims, ~33-80 ms a time here, and the next commits allocate them again).
+If the WAL's frames reach twice the allowed size before the pass is over, the writer
+waits for it: the WAL stays under twice the allowed size plus a batch.
 """
 from __future__ import annotations
 
@@ -70,7 +73,17 @@ class BackgroundCheckpoint:
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # never waits for readers nor writers
             finally:
                 conn.close()
+            self._sync_wal()
             self.error = None
-        except sqlite3.Error as exc:  # disk full, I/O error: the writer's own checkpoint meets it again
+        except (sqlite3.Error, OSError) as exc:  # disk full, I/O error: the writer's own checkpoint meets it again
             self.error = f"background checkpoint of {self.path}: {exc}"
             log.warning("%s", self.error)
+
+    def _sync_wal(self) -> None:
+        """Write to disk the frames committed during the pass (fdatasync of the WAL: the
+        writer's own checkpoint that follows then has only the newest to sync)."""
+        fd = os.open(self.path + "-wal", os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)

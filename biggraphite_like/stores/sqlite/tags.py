@@ -19,7 +19,10 @@ benchmark, not 110,000 (one per series and pair, the layout before, which `bgl s
 converts). The rows of a pair in a chunk hold disjoint
 ranges of ids, so the row that may hold series s is the one with the greatest first <= s
 (the probes of an intersection, the removal of a series). A pair read whole is one seek
-per chunk (31 for a million series), then its rows. The smaller the chunk, the fewer
+per chunk (31 for a million series; the chunks in use are counted in the same
+statement), then its rows; the planner's count of an `=` term keeps the pair's id
+(_ReadPairs), so findSeries with one `=` term is three statements: count, postings,
+paths. The smaller the chunk, the fewer
 earlier batches share its region, whose pages a batch dirties too (the batch of series
 300,000-310,000 wrote 821 postings pages to the write-ahead log with chunks of 65,536,
 273 with 32,768).
@@ -131,6 +134,22 @@ class _PairIds(NameStrings):
         return [(missing[key], value_id << TAG_SLOT_BITS | slots[split[key][0]]) for key, value_id in conn.execute(
             "SELECT j.key, v.id FROM json_each(?) j JOIN tag_names n ON n.tag = j.value ->> 0"
             " JOIN tag_values v ON v.tag_id = n.id AND v.value = j.value ->> 1", (encoded,))]
+
+
+class _ReadPairs(NameStrings):
+    """(id, series count) of the tag=value pairs queries sized, keyed `tag=value`: the
+    planner sizes every `=` term (value_count) just before their postings are read, which
+    then need no lookup of their own. Ids never change once committed (forgotten on a
+    rollback like every cache of ids); the counts kept only choose how an intersection
+    reads a list (whole or probed), never what it answers."""
+
+    def remember(self, key: str, value_id: int, count: int) -> None:
+        if len(self._ids) >= self.limit:
+            self._ids.clear()
+        self._ids[key] = (value_id, count)  # type: ignore[assignment]
+
+    def get(self, key: str) -> tuple[int, int] | None:
+        return self._ids.get(key)  # type: ignore[return-value]
 
 
 def _execute_rows(conn, head: str, row: str, params: list, tail: str = "") -> None:
@@ -274,7 +293,8 @@ class SQLiteTagIndex(TagIndex):
         self.store = store
         self._layout_checked = False
         self._ids = _PairIds()
-        store._id_caches.append(self._ids)
+        self._read = _ReadPairs()
+        store._id_caches += [self._ids, self._read]
 
     def _ready(self) -> None:
         """The schema exists and the postings are packed (else: run syncdb, which converts)."""
@@ -295,11 +315,6 @@ class SQLiteTagIndex(TagIndex):
             raise SchemaMissing(f"the tag value counts of {self.store.path} are in tag_values (the layout before"
                                 f" tag_value_counts): run `bgl --store {self.store.url} syncdb` to move them in place")
         self._layout_checked = True
-
-    def _chunks(self) -> str:
-        """JSON list of the postings chunks in use (bound to `chunk IN json_each(?)`)."""
-        top = self._query("read tagged series", "SELECT coalesce(max(id), 0) FROM tagged_series")[0][0]
-        return json.dumps(list(range((top >> CHUNK_BITS) + 1)))
 
     def _query(self, what: str, sql: str, params: Sequence = ()) -> list[tuple]:
         self._ready()
@@ -440,21 +455,27 @@ class SQLiteTagIndex(TagIndex):
                            " AND c.series > 0" + sql, [tag, *params])
 
     def value_count(self, tag: str, value: str) -> int:
-        rows = self._query("read a tag value", "SELECT c.series FROM tag_names n JOIN tag_values v ON v.tag_id = n.id"
-                           " JOIN tag_value_counts c ON c.id = v.id"
+        """The pair's count, its id and count kept for the postings read that follows."""
+        rows = self._query("read a tag value", "SELECT v.id, c.series FROM tag_names n JOIN tag_values v"
+                           " ON v.tag_id = n.id JOIN tag_value_counts c ON c.id = v.id"
                            " WHERE n.tag = ? AND v.value = ?", (tag, value))
-        return rows[0][0] if rows else 0
+        if not rows:
+            return 0
+        self._read.remember(f"{tag}={value}", *rows[0])
+        return rows[0][1]
 
     def tags(self, prefix: str = "", after: str | None = None, limit: int = 1000) -> list[str]:
         sql, params = _range("tag", prefix, after, limit)
         return [r[0] for r in self._query("read tags", "SELECT tag FROM tag_names WHERE series > 0" + sql, params)]
 
     def _series_of(self, value_ids: Sequence[int]) -> np.ndarray:
-        """Series ids of the postings of value ids (each pair read whole: a seek per chunk)."""
+        """Series ids of the postings of value ids (each pair read whole: a seek per chunk
+        in use, the chunks counted in the same statement)."""
         return _unpacked(self._query(
-            "read tag postings", "SELECT chunk, offsets FROM tag_postings WHERE chunk IN (SELECT value FROM"
-            " json_each(?)) AND value_id IN (SELECT value FROM json_each(?))",
-            (self._chunks(), json.dumps(list(value_ids)))))
+            "read tag postings", "WITH RECURSIVE chunks (chunk) AS (SELECT 0 UNION ALL SELECT chunk + 1 FROM chunks"
+            f" WHERE chunk < (SELECT coalesce(max(id), 0) FROM tagged_series) >> {CHUNK_BITS})"
+            " SELECT chunk, offsets FROM tag_postings WHERE chunk IN chunks"
+            " AND value_id IN (SELECT value FROM json_each(?))", (json.dumps(list(value_ids)),)))
 
     def _paths(self, series: np.ndarray) -> list[str]:
         """Canonical paths of series ids (those whose row exists)."""
@@ -466,6 +487,9 @@ class SQLiteTagIndex(TagIndex):
     def postings(self, tag: str, values: Sequence[str]) -> list[str]:
         paths: list[str] = []
         values = list(values)
+        known = self._read.get(f"{tag}={values[0]}") if len(values) == 1 else None
+        if known is not None:  # an = term the planner sized: its id is known
+            return self._paths(self._series_of([known[0]]))
         for start in range(0, len(values), _CHUNK):
             chunk = values[start:start + _CHUNK]
             value_ids = [row[0] for row in self._query(
@@ -478,15 +502,16 @@ class SQLiteTagIndex(TagIndex):
     def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The first pair's series (the rarest, the planner's driver), kept if they are in
         every other pair's postings, rarest first: a list at most _READ_WHOLE times the
-        candidates is read whole, a longer one probed (for each candidate, its row)."""
+        candidates is read whole, a longer one probed (for each candidate, its row). The
+        ids and counts are those the planner's value_count read, else read here."""
         found = []
         for tag, value in pairs:
-            row = self._query("read a tag value", "SELECT v.id, c.series FROM tag_names n JOIN tag_values v"
-                              " ON v.tag_id = n.id JOIN tag_value_counts c ON c.id = v.id WHERE n.tag = ?"
-                              " AND v.value = ?", (tag, value))
-            if not row or not row[0][1]:
+            known = self._read.get(f"{tag}={value}")
+            if known is None and self.value_count(tag, value):
+                known = self._read.get(f"{tag}={value}")
+            if known is None or not known[1]:
                 return []
-            found.append(row[0])
+            found.append(known)
         series = self._series_of([found[0][0]])
         for value_id, count in sorted(found[1:], key=lambda f: f[1]):
             if not series.size:
