@@ -13,15 +13,11 @@ from carbon_plugin.stats import STAT_PREFIX, PluginStats, record_in_carbon
 
 
 @pytest.fixture
-def carbon_cache(tmp_path_factory, monkeypatch):
+def carbon_cache(monkeypatch):
     """carbon's global MetricCache, emptied before and after."""
     from carbon.cache import MetricCache
     from carbon.conf import settings
 
-    if "CONF_DIR" not in settings:  # carbon.storage reads its files' paths at import
-        conf = tmp_path_factory.mktemp("carbon-conf")
-        (conf / "storage-schemas.conf").write_text("[default]\npattern = .*\nretentions = 60s:1d\n")
-        settings["CONF_DIR"] = str(conf)
     monkeypatch.setitem(settings, "instance", "a")  # what carbon-cache's --instance sets
     cache = MetricCache()
     with cache.lock:
