@@ -1,0 +1,199 @@
+"""Hostile pickle frames (issue #30, rows 1, 3 and 12) against the real `bgl receive` and
+the real carbon-cache with our plugin: good points sent before and after the bad frame, on
+the same connection and on another one, are all stored; the bad frame is refused and
+counted; the process stays up; a billion-laughs frame costs neither time nor memory; a
+point too old for its retention creates no metric."""
+from __future__ import annotations
+
+import pickle
+import socket
+import struct
+import time
+
+import pytest
+
+from biggraphite_like.accessor import Accessor
+from tests.carbon_env import CarbonCache
+from tests.conftest import make_store_url
+from tests.receiver_env import BglReceive
+
+NOW = int(time.time()) // 60 * 60
+SCHEMAS = "[default]\npattern = .*\nretentions = 60s:1d\n"
+DEEP = 100_000
+
+
+def billion_laughs(levels: int = 26) -> bytes:
+    """A list whose level k holds level k-1 twice, by memo references: 2^levels once built."""
+    out = b"\x80\x02]q\x00K\x01a"
+    for level in range(1, levels + 1):
+        out += b"]q" + bytes([level]) + b"(h" + bytes([level - 1]) + b"h" + bytes([level - 1]) + b"e"
+    return out + b"."
+
+
+HOSTILE = {  # row -> (pickled message, refusals it counts, the reason logged)
+    "int-10e400-in-a-point": (pickle.dumps([("hostile.big", (NOW, 10**400)), ("hostile.ok", (NOW, 1.0))], 2), 1,
+                              "value is an integer of 1329 bits, out of a float's range"),
+    "bare-int-10e5000": (pickle.dumps(10**5000, protocol=2), 1, "<an integer of 16610 bits>"),
+    "list-100000-deep": (b"\x80\x02" + b"]" * DEEP + b"a" * (DEEP - 1) + b".", 1, "deeper than 8 levels"),
+    "billion-laughs": (billion_laughs(), 1, "expands to more than"),
+}
+STORED_FROM_HOSTILE = {"int-10e400-in-a-point": [("hostile.ok", NOW, 1.0)]}
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack("!L", len(payload)) + payload
+
+
+def good(prefix: str, count: int) -> list[tuple[str, float, float]]:
+    return [(f"good.{prefix}.m{i % 50}", NOW - 60 * (i // 50), i + 0.5) for i in range(count)]
+
+
+def frames(points, batch: int = 250) -> bytes:
+    return b"".join(frame(pickle.dumps([(n, (t, v)) for n, t, v in points[i:i + batch]], protocol=2))
+                    for i in range(0, len(points), batch))
+
+
+def stored_points(url: str, points) -> int:
+    """How many of points the store holds with exactly the value sent."""
+    accessor = Accessor.from_url(url)
+    try:
+        names = sorted({n for n, _, _ in points})
+        existing = accessor.get_metrics(names)
+        series = accessor.fetch(sorted(existing), NOW - 86_000, NOW + 60, now=NOW + 60)
+        held = 0
+        for name, timestamp, value in points:
+            ts = series.get(name)
+            if ts is not None and ts.values[(timestamp - ts.start) // ts.step] == value:
+                held += 1
+        return held
+    finally:
+        accessor.close()
+
+
+def wait_stored(url: str, points, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (held := stored_points(url, points)) != len(points):
+        assert time.monotonic() < deadline, f"{held} of {len(points)} good points stored after {timeout}s"
+        time.sleep(0.3)
+
+
+def peak_rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+
+def send_around(port: int, bad: bytes) -> tuple[list, float]:
+    """Good frames, the bad frame, good frames on one connection; good frames on a second
+    connection after the bad one was sent. Returns the good points and the seconds from
+    sending the bad frame to the end of the connection (every byte read by the server)."""
+    before, after, other = good("before", 1000), good("after", 1000), good("other", 500)
+    first = socket.create_connection(("127.0.0.1", port), timeout=120)
+    second = socket.create_connection(("127.0.0.1", port), timeout=120)
+    try:
+        first.sendall(frames(before))
+        started = time.monotonic()
+        first.sendall(frame(bad) + frames(after))
+        second.sendall(frames(other))
+        for sock in (first, second):
+            sock.shutdown(socket.SHUT_WR)
+            while sock.recv(65536):  # the server closes once it read everything
+                pass
+        elapsed = time.monotonic() - started
+    finally:
+        first.close()
+        second.close()
+    return before + after + other, elapsed
+
+
+# -- bgl receive --------------------------------------------------------------------------------
+@pytest.fixture
+def store_url(tmp_path) -> str:
+    return make_store_url("sqlite", tmp_path)
+
+
+@pytest.fixture
+def receiver(tmp_path, store_url):
+    schemas = tmp_path / "storage-schemas.conf"
+    schemas.write_text(SCHEMAS)
+    process = BglReceive(tmp_path / "receiver", store_url, "--storage-schemas", str(schemas),
+                         "--flush-interval", "0.2", "--stats-interval", "1").start()
+    yield process
+    process.kill()
+
+
+def wait_counter(receiver: BglReceive, name: str, expected: float, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while receiver.counters().get(name) != expected:
+        assert receiver.process.poll() is None, f"the receiver died:\n{receiver.output()[-3000:]}"
+        assert time.monotonic() < deadline, f"{name} = {receiver.counters().get(name)}, not {expected}"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("row", sorted(HOSTILE))
+def test_receiver_refuses_a_hostile_frame_and_keeps_everything_else(receiver, store_url, row):
+    bad, refused, reason = HOSTILE[row]
+    rss_before = peak_rss_kib(receiver.process.pid)
+    points, elapsed = send_around(receiver.pickle_port, bad)
+    assert receiver.process.poll() is None, f"the receiver died:\n{receiver.output()[-3000:]}"
+    wait_stored(store_url, points + STORED_FROM_HOSTILE.get(row, []))
+    wait_counter(receiver, "refusedLines", refused)
+    assert receiver.process.poll() is None
+    assert reason in receiver.output()
+    if row == "billion-laughs":  # refused before expanding: no time, no memory
+        assert elapsed < 20, f"{elapsed:.1f}s to read a 200-byte frame"
+        grown = peak_rss_kib(receiver.process.pid) - rss_before
+        assert grown < 64 * 1024, f"peak RSS grew by {grown} KiB"
+
+
+def test_receiver_creates_no_metric_for_a_point_too_old_to_keep(receiver, store_url):
+    """Row 12: a point at timestamp 1 (older than the 1-day retention) is counted too old
+    and leaves no empty metric behind; a point of a metric with a valid one is stored."""
+    bad = pickle.dumps([("hostile.too_old", (1, 5.0)), ("hostile.mixed", (1, 5.0)),
+                        ("hostile.mixed", (NOW, 6.0))], protocol=2)
+    points, _ = send_around(receiver.pickle_port, bad)
+    wait_stored(store_url, points + [("hostile.mixed", NOW, 6.0)])
+    wait_counter(receiver, "tooOldPoints", 2)
+    accessor = Accessor.from_url(store_url)
+    try:
+        assert accessor.get_metric("hostile.too_old") is None
+        assert accessor.glob_metrics("hostile.*") == ["hostile.mixed"]
+    finally:
+        accessor.close()
+
+
+# -- carbon-cache with our plugin ----------------------------------------------------------------
+@pytest.fixture
+def carbon(tmp_path, store_url):
+    cache = CarbonCache(tmp_path / "carbon", store_url, schemas=(("default", ".*", "60s:1d"),),
+                        settings={"BG_FLUSH_INTERVAL": 0.2})
+    cache.start()
+    yield cache
+    cache.kill()
+
+
+@pytest.mark.parametrize("row", sorted(HOSTILE))
+def test_carbon_plugin_refuses_a_hostile_frame_and_keeps_everything_else(carbon, store_url, row):
+    bad, _, reason = HOSTILE[row]
+    rss_before = peak_rss_kib(carbon.process.pid)
+    points, elapsed = send_around(carbon.pickle_port, bad)
+    assert carbon.process.poll() is None, carbon.log()[-3000:]
+    wait_stored(store_url, points + STORED_FROM_HOSTILE.get(row, []))
+    carbon.wait_for_log(reason)
+    assert carbon.process.poll() is None
+    if row == "billion-laughs":
+        assert elapsed < 20, f"{elapsed:.1f}s to read a 200-byte frame"
+        grown = peak_rss_kib(carbon.process.pid) - rss_before
+        assert grown < 64 * 1024, f"peak RSS grew by {grown} KiB"
+
+
+def test_carbon_plugin_creates_no_metric_for_a_point_too_old_to_keep(carbon, store_url):
+    bad = pickle.dumps([("hostile.too_old", (1, 5.0)), ("hostile.mixed", (1, 5.0)),
+                        ("hostile.mixed", (NOW, 6.0))], protocol=2)
+    points, _ = send_around(carbon.pickle_port, bad)
+    wait_stored(store_url, points + [("hostile.mixed", NOW, 6.0)])
+    accessor = Accessor.from_url(store_url)
+    try:
+        assert accessor.get_metric("hostile.too_old") is None
+        assert accessor.glob_metrics("hostile.*") == ["hostile.mixed"]
+    finally:
+        accessor.close()
