@@ -10,9 +10,11 @@ import socket
 import struct
 import time
 
+import numpy as np
 import pytest
 
 from biggraphite_like.accessor import Accessor
+from biggraphite_like.metric import MetricMetadata
 from tests.carbon_env import CarbonCache
 from tests.conftest import make_store_url
 from tests.receiver_env import BglReceive
@@ -107,15 +109,15 @@ def send_around(port: int, bad: bytes) -> tuple[list, float]:
 
 # -- bgl receive --------------------------------------------------------------------------------
 @pytest.fixture
-def store_url(tmp_path) -> str:
+def sqlite_url(tmp_path) -> str:
     return make_store_url("sqlite", tmp_path)
 
 
 @pytest.fixture
-def receiver(tmp_path, store_url):
+def receiver(tmp_path, sqlite_url):
     schemas = tmp_path / "storage-schemas.conf"
     schemas.write_text(SCHEMAS)
-    process = BglReceive(tmp_path / "receiver", store_url, "--storage-schemas", str(schemas),
+    process = BglReceive(tmp_path / "receiver", sqlite_url, "--storage-schemas", str(schemas),
                          "--flush-interval", "0.2", "--stats-interval", "1").start()
     yield process
     process.kill()
@@ -130,12 +132,12 @@ def wait_counter(receiver: BglReceive, name: str, expected: float, timeout: floa
 
 
 @pytest.mark.parametrize("row", sorted(HOSTILE))
-def test_receiver_refuses_a_hostile_frame_and_keeps_everything_else(receiver, store_url, row):
+def test_receiver_refuses_a_hostile_frame_and_keeps_everything_else(receiver, sqlite_url, row):
     bad, refused, reason = HOSTILE[row]
     rss_before = peak_rss_kib(receiver.process.pid)
     points, elapsed = send_around(receiver.pickle_port, bad)
     assert receiver.process.poll() is None, f"the receiver died:\n{receiver.output()[-3000:]}"
-    wait_stored(store_url, points + STORED_FROM_HOSTILE.get(row, []))
+    wait_stored(sqlite_url, points + STORED_FROM_HOSTILE.get(row, []))
     wait_counter(receiver, "refusedLines", refused)
     assert receiver.process.poll() is None
     assert reason in receiver.output()
@@ -145,15 +147,15 @@ def test_receiver_refuses_a_hostile_frame_and_keeps_everything_else(receiver, st
         assert grown < 64 * 1024, f"peak RSS grew by {grown} KiB"
 
 
-def test_receiver_creates_no_metric_for_a_point_too_old_to_keep(receiver, store_url):
+def test_receiver_creates_no_metric_for_a_point_too_old_to_keep(receiver, sqlite_url):
     """Row 12: a point at timestamp 1 (older than the 1-day retention) is counted too old
     and leaves no empty metric behind; a point of a metric with a valid one is stored."""
     bad = pickle.dumps([("hostile.too_old", (1, 5.0)), ("hostile.mixed", (1, 5.0)),
                         ("hostile.mixed", (NOW, 6.0))], protocol=2)
     points, _ = send_around(receiver.pickle_port, bad)
-    wait_stored(store_url, points + [("hostile.mixed", NOW, 6.0)])
+    wait_stored(sqlite_url, points + [("hostile.mixed", NOW, 6.0)])
     wait_counter(receiver, "tooOldPoints", 2)
-    accessor = Accessor.from_url(store_url)
+    accessor = Accessor.from_url(sqlite_url)
     try:
         assert accessor.get_metric("hostile.too_old") is None
         assert accessor.glob_metrics("hostile.*") == ["hostile.mixed"]
@@ -163,8 +165,8 @@ def test_receiver_creates_no_metric_for_a_point_too_old_to_keep(receiver, store_
 
 # -- carbon-cache with our plugin ----------------------------------------------------------------
 @pytest.fixture
-def carbon(tmp_path, store_url):
-    cache = CarbonCache(tmp_path / "carbon", store_url, schemas=(("default", ".*", "60s:1d"),),
+def carbon(tmp_path, sqlite_url):
+    cache = CarbonCache(tmp_path / "carbon", sqlite_url, schemas=(("default", ".*", "60s:1d"),),
                         settings={"BG_FLUSH_INTERVAL": 0.2})
     cache.start()
     yield cache
@@ -172,12 +174,12 @@ def carbon(tmp_path, store_url):
 
 
 @pytest.mark.parametrize("row", sorted(HOSTILE))
-def test_carbon_plugin_refuses_a_hostile_frame_and_keeps_everything_else(carbon, store_url, row):
+def test_carbon_plugin_refuses_a_hostile_frame_and_keeps_everything_else(carbon, sqlite_url, row):
     bad, _, reason = HOSTILE[row]
     rss_before = peak_rss_kib(carbon.process.pid)
     points, elapsed = send_around(carbon.pickle_port, bad)
     assert carbon.process.poll() is None, carbon.log()[-3000:]
-    wait_stored(store_url, points + STORED_FROM_HOSTILE.get(row, []))
+    wait_stored(sqlite_url, points + STORED_FROM_HOSTILE.get(row, []))
     carbon.wait_for_log(reason)
     assert carbon.process.poll() is None
     if row == "billion-laughs":
@@ -186,14 +188,30 @@ def test_carbon_plugin_refuses_a_hostile_frame_and_keeps_everything_else(carbon,
         assert grown < 64 * 1024, f"peak RSS grew by {grown} KiB"
 
 
-def test_carbon_plugin_creates_no_metric_for_a_point_too_old_to_keep(carbon, store_url):
+def test_carbon_plugin_creates_no_metric_for_a_point_too_old_to_keep(carbon, sqlite_url):
     bad = pickle.dumps([("hostile.too_old", (1, 5.0)), ("hostile.mixed", (1, 5.0)),
                         ("hostile.mixed", (NOW, 6.0))], protocol=2)
     points, _ = send_around(carbon.pickle_port, bad)
-    wait_stored(store_url, points + [("hostile.mixed", NOW, 6.0)])
-    accessor = Accessor.from_url(store_url)
+    wait_stored(sqlite_url, points + [("hostile.mixed", NOW, 6.0)])
+    accessor = Accessor.from_url(sqlite_url)
     try:
         assert accessor.get_metric("hostile.too_old") is None
         assert accessor.glob_metrics("hostile.*") == ["hostile.mixed"]
     finally:
         accessor.close()
+
+
+# -- the accessor, on each store --------------------------------------------------------------------
+def test_accessor_creates_no_metric_for_points_too_old_to_keep(accessor):
+    """Row 12 at its root: insert_columns and insert_points create an unknown metric only
+    when one of its points is within its retention; the others count as too old."""
+    metadata = MetricMetadata.create("60s:1d")
+    result = accessor.insert_columns(["old.a", "old.b"], np.array([0, 1, 1]), np.array([1.0, 1.0, NOW]),
+                                     np.array([5.0, 5.0, 6.0]), now=NOW, create=metadata)
+    assert (result.stored, result.too_old, result.created, result.rejected) == (1, 2, 1, 0)
+    assert accessor.get_metric("old.a") is None and accessor.get_metric("old.b") is not None
+    result = accessor.insert_points({"old.c": [(1, 1.0)], "old.d": [(NOW - 2 * 86_400, 1.0)]}, now=NOW,
+                                    create=metadata)
+    assert (result.stored, result.too_old, result.created, result.rejected) == (0, 2, 0, 0)
+    assert accessor.glob_metrics("old.*") == ["old.b"]
+    assert accessor.glob_directories("*") == ["old"]
