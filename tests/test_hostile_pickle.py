@@ -166,6 +166,9 @@ def test_receiver_creates_no_metric_for_a_point_too_old_to_keep(receiver, sqlite
 # -- carbon-cache with our plugin ----------------------------------------------------------------
 @pytest.fixture
 def carbon(tmp_path, sqlite_url):
+    accessor = Accessor.from_url(sqlite_url)
+    accessor.syncdb()
+    accessor.close()
     cache = CarbonCache(tmp_path / "carbon", sqlite_url, schemas=(("default", ".*", "60s:1d"),),
                         settings={"BG_FLUSH_INTERVAL": 0.2})
     cache.start()
