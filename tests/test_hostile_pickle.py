@@ -15,7 +15,7 @@ import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
-from tests.carbon_env import CarbonCache
+from tests.carbon_env import CarbonCache, send_to_carbon
 from tests.conftest import make_store_url
 from tests.receiver_env import BglReceive
 
@@ -218,3 +218,35 @@ def test_accessor_creates_no_metric_for_points_too_old_to_keep(accessor):
     assert (result.stored, result.too_old, result.created, result.rejected) == (0, 2, 0, 0)
     assert accessor.glob_metrics("old.*") == ["old.b"]
     assert accessor.glob_directories("*") == ["old"]
+
+
+# -- CarbonLink requests to the receiver --------------------------------------------------------------
+def carbonlink_exchange(sock: socket.socket, payload: bytes) -> dict:
+    sock.sendall(frame(payload))
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack("!L", data[:4])[0]:
+        chunk = sock.recv(65536)
+        assert chunk, "the receiver closed the CarbonLink connection"
+        data += chunk
+    return pickle.loads(data[4:])
+
+
+HOSTILE_REQUESTS = {  # request -> what its error says
+    "type-10e5000": (pickle.dumps({"type": 10**5000}, protocol=2), "<an integer of 16610 bits>"),
+    "billion-laughs": (billion_laughs(), "expands to more than"),
+    "list-100000-deep": (HOSTILE["list-100000-deep"][0], "deeper than 8 levels"),
+    "memo-index-2e31": (b"\x80\x02}r\xff\xff\xff\x7f.", "memo index 2147483647"),
+}
+
+
+def test_carbonlink_refuses_hostile_requests_and_keeps_the_connection(receiver, sqlite_url):
+    with socket.create_connection(("127.0.0.1", receiver.carbonlink_port), timeout=60) as sock:
+        for name, (payload, reason) in HOSTILE_REQUESTS.items():
+            answer = carbonlink_exchange(sock, payload)
+            assert set(answer) == {"error"} and reason in answer["error"], (name, answer)
+        query = pickle.dumps({"type": "cache-query", "metric": "good.none"}, protocol=2)
+        assert carbonlink_exchange(sock, query) == {"datapoints": []}
+    assert receiver.process.poll() is None
+    send_to_carbon(receiver.pickle_port, frames(good("late", 10)))
+    wait_stored(sqlite_url, good("late", 10))
+    assert "request refused" in receiver.output()

@@ -15,7 +15,8 @@ booleans) and refuses the frame, before building anything more, as soon as:
   is the frame's length plus SLACK);
 - a container would be changed after something else refers to it (what makes cycles and
   under-counted references possible; pickle's writers never do it);
-- a dict would hold more than MAX_DICT items, or a text number more than MAX_DIGITS digits.
+- a dict would hold more than `max_dict` items (MAX_DICT unless told: keys are hashed,
+  and integers can be chosen to collide), or a text number more than MAX_DIGITS digits.
 
 Globals are refused as carbon's SafeUnpickler refuses them: only `copy_reg._reconstructor`
 and `__builtin__.object` may be loaded, and only to build a bare object. Strings that are
@@ -61,9 +62,11 @@ class _Info:
         self.size, self.depth, self.referenced = 1, 1, False
 
 
-def restricted_loads(data: bytes, max_depth: int = MAX_DEPTH, max_elements: int | None = None) -> object:
+def restricted_loads(data: bytes, max_depth: int = MAX_DEPTH, max_elements: int | None = None,
+                     max_dict: int = MAX_DICT) -> object:
     """The object pickled in `data`, or PickleRefused saying why not (see the module doc)."""
-    machine = _Machine(bytes(data), max_depth, len(data) + SLACK if max_elements is None else max_elements)
+    machine = _Machine(bytes(data), max_depth, len(data) + SLACK if max_elements is None else max_elements,
+                       max_dict)
     try:
         return machine.run()
     except PickleRefused:
@@ -73,8 +76,9 @@ def restricted_loads(data: bytes, max_depth: int = MAX_DEPTH, max_elements: int 
 
 
 class _Machine:
-    def __init__(self, data: bytes, max_depth: int, max_elements: int):
+    def __init__(self, data: bytes, max_depth: int, max_elements: int, max_dict: int):
         self.data = data
+        self.max_dict = max_dict
         self.pos = 0
         self.max_depth = max_depth
         self.max_elements = max_elements
@@ -297,8 +301,8 @@ class _Machine:
         keys = items[0::2]
         if not all(type(key) in _SCALARS for key in keys):
             raise PickleRefused("pickle has a dict key that is not a string or a number: refused")
-        if len(target) + len(keys) > MAX_DICT:
-            raise PickleRefused(f"pickle has a dict of more than {MAX_DICT} items: refused")
+        if len(target) + len(keys) > self.max_dict:
+            raise PickleRefused(f"pickle has a dict of more than {self.max_dict} items: refused")
         self._adopt(target, items)
         target.update(zip(keys, items[1::2]))
 
