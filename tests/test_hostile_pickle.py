@@ -250,3 +250,75 @@ def test_carbonlink_refuses_hostile_requests_and_keeps_the_connection(receiver, 
     send_to_carbon(receiver.pickle_port, frames(good("late", 10)))
     wait_stored(sqlite_url, good("late", 10))
     assert "request refused" in receiver.output()
+
+
+# -- CarbonLink answers read by graphite-web's side ------------------------------------------------------
+class HostileCarbonLink:
+    """A CarbonLink peer that answers every request with one hostile payload (what a broken
+    or hostile carbon-cache could send back to graphite-web)."""
+
+    def __init__(self, answer: bytes):
+        import threading
+
+        self.answer = answer
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.requests = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    while True:
+                        header = conn.recv(4, socket.MSG_WAITALL)
+                        if len(header) < 4:
+                            break
+                        conn.recv(struct.unpack("!L", header)[0], socket.MSG_WAITALL)
+                        self.requests += 1
+                        conn.sendall(frame(self.answer))
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
+HOSTILE_ANSWERS = {
+    "billion-laughs": billion_laughs(),
+    "bare-int-10e5000": HOSTILE["bare-int-10e5000"][0],
+    "list-100000-deep": HOSTILE["list-100000-deep"][0],
+    "bad-points": pickle.dumps({"datapointsByMetric": {"cl.a": [(10**400, 1.0), ("x", "y"), [NOW - 60, 5.0]]}}, 2),
+}
+
+
+@pytest.mark.parametrize("row", sorted(HOSTILE_ANSWERS))
+def test_graphite_web_renders_whatever_carbonlink_answers(tmp_path, row):
+    import json
+
+    from django.test import Client
+
+    from tests.graphite_env import setup_graphite_app, use_finders
+
+    setup_graphite_app()
+    url = make_store_url("sqlite", tmp_path)
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    accessor.insert_points({"cl.a": [(NOW - 120, 1.5)]}, now=NOW, create=MetricMetadata.create("60s:1d"))
+    accessor.close()
+    peer = HostileCarbonLink(HOSTILE_ANSWERS[row])
+    try:
+        with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=[f"127.0.0.1:{peer.port}"]):
+            response = Client(raise_request_exception=False).post(
+                "/render", {"target": "cl.a", "format": "json", "from": "-10min", "now": str(NOW)})
+    finally:
+        peer.close()
+    assert peer.requests >= 1
+    assert response.status_code == 200, response.content[:500]
+    values = {t: v for v, t in json.loads(response.content)[0]["datapoints"] if v is not None}
+    expected = {NOW - 120: 1.5, NOW - 60: 5.0} if row == "bad-points" else {NOW - 120: 1.5}
+    assert values == expected
