@@ -15,6 +15,8 @@ import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.receiver.pickles import decode_pickle, safe_loads
+from biggraphite_like.receiver.points import Refusals
 from tests.carbon_env import CarbonCache, send_to_carbon
 from tests.conftest import make_store_url
 from tests.receiver_env import BglReceive
@@ -322,3 +324,54 @@ def test_graphite_web_renders_whatever_carbonlink_answers(tmp_path, row):
     values = {t: v for v, t in json.loads(response.content)[0]["datapoints"] if v is not None}
     expected = {NOW - 120: 1.5, NOW - 60: 5.0} if row == "bad-points" else {NOW - 120: 1.5}
     assert values == expected
+
+
+# -- the decoder on its own ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("protocol", range(6))
+def test_decoded_points_are_what_pickle_loads_gives(protocol):
+    """A guard of the new decoder (passes on main too): carbon's layout read directly and
+    the general path give exactly the points pickle.loads gives, in every protocol."""
+    shared = "shared.name"  # one str object: pickled once, then memo references
+    messages = [
+        [],
+        [("one", (NOW, 1.5))],
+        [(shared, (NOW + i, float(i))) for i in range(3)] + [(f"m.{i}", (NOW - i, i * 0.25)) for i in range(2500)],
+        [("ints", (NOW, 7)), ("neg", (NOW, -2**31)), ("u16", (NOW, 65535)), ("long", (2**40, 1.0))],
+        [("é.ü", (float(NOW), float("nan"))), (b"bytes.name", (NOW, 2.0)), ["list.item", [NOW, 3.0]]],
+    ]
+    for message in messages:
+        refusals = Refusals()
+        points = decode_pickle(pickle.dumps(message, protocol=protocol), refusals)
+        names = [n.decode() if isinstance(n, bytes) else n for n, _ in message]
+        if protocol < 3:
+            names = [n for n in names if n != "bytes.name"]  # protocols 0-2 pickle bytes through _codecs.encode
+        if protocol < 3 and any(n == b"bytes.name" for n, _ in message):
+            assert refusals.count == 1 and "unsafe module _codecs" in refusals.samples[0][0]
+            continue
+        assert refusals.count == 0, refusals.samples
+        assert points.names == names
+        pairs = [p for _, p in message]
+        assert np.array_equal(points.timestamps, np.array([t for t, _ in pairs], dtype=float))
+        assert np.array_equal(points.values, np.array([v for _, v in pairs], dtype=float), equal_nan=True)
+
+
+UNBUILT = {  # frames refused before pickle's unpickler would even start building them
+    "memo index 2^31": (b"\x80\x02]r\xff\xff\xff\x7f.", "memo index 2147483647"),
+    "a set": (b"\x80\x04\x8f" + b"K\x01" * 10 + b".", "opcode EMPTY_SET"),
+    "a list in itself": (b"\x80\x02]q\x00h\x00a.", "after referring to it"),
+    "a list changed after a reference": (b"\x80\x02]q\x00]q\x01h\x00a0K\x01a.", "after referring to it"),
+    "a text int of 5000 digits": (b"I" + b"9" * 5000 + b"\n.", "5000 characters"),
+    "a global": (b"cos\nsystem\n.", "unsafe module os"),
+    "a dict of 65 items": (b"}(" + b"".join(b"K" + bytes([i]) + b"N" for i in range(65)) + b"u.", "more than 64 items"),
+    "truncated": (pickle.dumps([("a", (1, 2))], protocol=2)[:-3], "truncated pickle"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNBUILT))
+def test_frames_refused_with_their_reason(case):
+    data, reason = UNBUILT[case]
+    refusals = Refusals()
+    assert len(decode_pickle(data, refusals)) == 0
+    assert refusals.count == 1 and reason in refusals.samples[0][0], refusals.samples
+    with pytest.raises(pickle.UnpicklingError):
+        safe_loads(data)

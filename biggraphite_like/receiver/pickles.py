@@ -91,11 +91,17 @@ def _canonical_columns(data: bytes) -> Points | None:  # noqa: C901 - one loop, 
     in_mark, pending, end = False, 0, len(data) - 1
     while True:
         op = data[pos]
-        if op == 0x58:  # BINUNICODE: the usual name
+        if op == 0x58:  # BINUNICODE: the usual name (protocols 2 and 3)
             if pending and not in_mark:
                 return None
             start = pos + 5
             pos = start + u32(data, pos + 1)[0]
+            name = data[start:pos]
+        elif op == 0x8C:  # SHORT_BINUNICODE: the usual name (protocols 4 and 5)
+            if pending and not in_mark:
+                return None
+            start = pos + 2
+            pos = start + data[pos + 1]
             name = data[start:pos]
         elif op == 0x28:  # MARK
             if in_mark or pending:
@@ -121,7 +127,7 @@ def _canonical_columns(data: bytes) -> Points | None:  # noqa: C901 - one loop, 
             break
         elif pending and not in_mark:
             return None
-        elif op == 0x8C or op == 0x55:  # SHORT_BINUNICODE, SHORT_BINSTRING
+        elif op == 0x55:  # SHORT_BINSTRING
             start = pos + 2
             pos = start + data[pos + 1]
             name = data[start:pos]

@@ -131,9 +131,7 @@ class _Machine:
             raise PickleRefused("pickle changes a list or dict after referring to it (a cycle or a hidden"
                                 " expansion): refused")
         for item in items:
-            if type(item) in _CONTAINERS:
-                if item is container:
-                    raise PickleRefused("pickle puts a container inside itself: refused")
+            if type(item) in _CONTAINERS:  # (the container itself could only come by a reference: refused above)
                 child = self.info[id(item)]
                 child.referenced = True
                 info.size += child.size
