@@ -367,6 +367,13 @@ UNBUILT = {  # frames refused before pickle's unpickler would even start buildin
 }
 
 
+@pytest.mark.parametrize("protocol", range(6))
+def test_restricted_loads_builds_what_pickle_builds(protocol):
+    message = [(), ((),), [[], {}], {"type": "cache-query-bulk", "metrics": ["a", "b"]}, (None, True, False),
+               -1, 2**70, -2**70, 1e300, "é", [1.5] * 3] + ([b"\x00\xff"] if protocol >= 3 else [])
+    assert safe_loads(pickle.dumps(message, protocol=protocol)) == message
+
+
 @pytest.mark.parametrize("case", sorted(UNBUILT))
 def test_frames_refused_with_their_reason(case):
     data, reason = UNBUILT[case]

@@ -219,7 +219,7 @@ class _Machine:
             "C": lambda: push(take(take(1)[0])),
             "\x8e": lambda: push(take(_U64(take(8))[0])),
             "]": lambda: self.stack.append(self._new([])),
-            ")": lambda: push(()),
+            ")": lambda: self._finish((), []),
             "}": lambda: self.stack.append(self._new({})),
             "l": lambda: self._build_from_mark(list),
             "t": lambda: self._build_from_mark(tuple),
