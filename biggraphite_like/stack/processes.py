@@ -293,7 +293,11 @@ class Stack:
                        f" (restart {len(self.restarts)} of at most {MAX_RESTARTS} within {RESTART_WINDOW:.0f}s)\n"
                        f"{self.receiver.log_tail(5)}\n")
         self.err.flush()
-        self.receiver.start()
+        try:
+            self.receiver.start()
+        except OSError as exc:
+            self.gave_up = f", and could not be started again ({exc}); stopping graphite-web"
+            return False
         self.err.write(f"bgl run: {self.receiver.name} restarted (pid {self.receiver.pid})\n")
         self.err.flush()
         return True
