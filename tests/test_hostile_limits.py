@@ -11,16 +11,20 @@ still served and loses nothing.
   (--max-partial-bytes, --partial-timeout, --max-name-cache-bytes), good senders served.
 - Row 10: a pickle length prefix of 0xFFFFFFFF then good frames: the connection is closed
   and counted, what came before it is stored, a fresh connection is served.
+- accept() failing with EMFILE (descriptors taken by something else): the listener backs
+  off instead of spinning and logging each failure.
 """
 from __future__ import annotations
 
+import json
 import socket
 import struct
+import subprocess
 import sys
 import time
 
 from biggraphite_like.accessor import Accessor
-from tests.carbon_env import plaintext, send_to_carbon
+from tests.carbon_env import REPO_ROOT, plaintext, send_to_carbon
 from tests.conftest import make_store_url
 from tests.receiver_env import BglReceive
 from tests.test_receiver_streams import pickle_frames
@@ -219,3 +223,54 @@ def test_pickle_length_over_the_limit_closes_the_connection(tmp_path):
     counters = process.counters()
     assert counters["refusedLines"] == 1 and counters["closedConnections"] == 1
     assert counters["committedPoints"] >= 1200
+
+
+ACCEPT_SCRIPT = """
+import io, json, logging, os, resource, sys, time
+from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.receiver.framing import LineFraming
+from biggraphite_like.receiver.listeners import Listeners, listen_tcp
+from biggraphite_like.receiver.stats import ReceiverStats
+
+log = io.StringIO()
+logging.basicConfig(stream=log, level=logging.INFO)
+stats = ReceiverStats()
+listeners = Listeners(PointBuffer(), stats, 100_000)
+server = listen_tcp("127.0.0.1", 0)
+listeners.add_tcp(server, LineFraming)
+_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # descriptors run out under the connection cap
+resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 20, hard))
+print(server.getsockname()[1], flush=True)
+sys.stdin.readline()  # the clients are connected
+cpu, start = time.process_time(), time.monotonic()
+while time.monotonic() - start < 4.0:
+    listeners.run_once(0.1)
+print(json.dumps({"cpu": time.process_time() - cpu, "wall": time.monotonic() - start,
+                  "connections": len(listeners.connections), "totals": stats.totals(), "log": log.getvalue()}))
+"""
+
+
+def test_accept_out_of_descriptors_backs_off(tmp_path):
+    """EMFILE on accept (another user of descriptors took them): the listener waits a
+    second between tries instead of spinning, counted in acceptErrors, logged a few times."""
+    child = subprocess.Popen([sys.executable, "-c", ACCEPT_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=REPO_ROOT)
+    clients = []
+    try:
+        port = int(child.stdout.readline())
+        clients = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(100)]
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        result = json.loads(child.stdout.readline())
+    finally:
+        for sock in clients:
+            sock.close()
+        child.kill()
+        child.wait()
+    log_lines = result["log"].count("accept failed")
+    print(f"EMFILE: {result['cpu']:.2f} CPU-s in {result['wall']:.1f}s, {log_lines} log lines,"
+          f" {result['totals'].get('acceptErrors')} accept errors, {result['connections']} connections")
+    assert result["cpu"] < 0.25 * result["wall"], "the accept loop spins on EMFILE"
+    assert 1 <= result["totals"]["acceptErrors"] <= 10 and 1 <= log_lines <= 10
+    assert "Too many open files; not accepting for 1s" in result["log"]
+    assert 0 < result["connections"] < 100
