@@ -256,10 +256,10 @@ class Listeners:
             peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
             if len(listener.connections) >= self._per_listener and not self._make_room(listener):
                 self.stats.increment("refusedConnections")
-                self._event_log("refused connections").warning("%s: refused a connection from %s: at its limit of %d connections"
-                                            " (--max-connections %d, open files limit), each with data not read"
-                                            " yet", listener.name, peer, self._per_listener,
-                                            self.limits.max_connections)
+                self._event_log("refused connections").warning(
+                    "%s: refused a connection from %s: at its limit of %d connections (--max-connections %d, open"
+                    " files limit), each of the longest silent with data not read yet", listener.name, peer,
+                    self._per_listener, self.limits.max_connections)
                 sock.close()
                 continue
             connection = Connection(sock, peer, listener.framing(), listener)
@@ -274,8 +274,8 @@ class Listeners:
             self.selector.unregister(listener.sock)
             listener.registered = False
         listener.backed_off_until = time.monotonic() + ACCEPT_BACKOFF
-        self._event_log("failed accepts").warning("%s: accept failed: %s; not accepting for %gs (%d connections open)",
-                                    listener.name, exc, ACCEPT_BACKOFF, len(self.connections))
+        self._event_log("failed accepts").warning("%s: accept failed: %s; not accepting for %gs (%d connections"
+                                                  " open)", listener.name, exc, ACCEPT_BACKOFF, len(self.connections))
 
     def _make_room(self, listener: TcpListener) -> bool:
         """Close the listener's connection silent longest, if one of the longest silent has
@@ -334,8 +334,9 @@ class Listeners:
                 break
             self._shut(connection, f"incomplete lines and pickle messages hold {self.partial_bytes} bytes over"
                                    f" every connection (--max-partial-bytes {self.limits.max_partial_bytes}):"
-                                   f" its {connection.held} bytes, silent {time.monotonic() - connection.last_data:.0f}s,"
-                                   " are dropped", refused=1, kind="closings for --max-partial-bytes")
+                                   f" its {connection.held} bytes, silent"
+                                   f" {time.monotonic() - connection.last_data:.0f}s, are dropped", refused=1,
+                       kind="closings for --max-partial-bytes")
 
     def _read_udp(self, sock: socket.socket) -> None:
         for _ in range(256):
