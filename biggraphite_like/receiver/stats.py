@@ -96,15 +96,14 @@ class RateLimitedLog:
         self._logged += 1
         return True
 
-    def warning(self, message: str, *args: object, events: int = 1) -> None:
+    def warning(self, message: str, *args: object) -> None:
         """Log one line (%-formatted with args) unless this minute's lines are spent."""
         with self._lock:
-            if self._may_log(events):
+            if self._may_log(1):
                 self._logger.warning(message, *args)
 
-    def refused(self, peer: str, refusals: Refusals, what: str = "refused",
-                then: str = "the rest of the connection is read") -> None:
-        """Log a read's refusals: a line per sample kept (`then` says what happens next)."""
+    def refused(self, peer: str, refusals: Refusals, what: str = "refused") -> None:
+        """Log a read's refusals, a line per sample kept (the connection goes on)."""
         if not refusals.count:
             return
         with self._lock:
@@ -113,4 +112,5 @@ class RateLimitedLog:
                 if not self._may_log(refusals.count if index == 0 else 0):
                     break
                 more = f" ({refusals.count} in this read)" if index == 0 and refusals.count > 1 else ""
-                self._logger.warning("%s from %s%s: %s: %s; %s", what, peer, more, reason, excerpt, then)
+                self._logger.warning("%s from %s%s: %s: %s; the rest of the connection is read", what, peer, more,
+                                     reason, excerpt)
