@@ -22,7 +22,9 @@ def cmd_receive(args: argparse.Namespace, io: Streams) -> int:
         flush_interval=args.flush_interval, flush_size=args.flush_size, max_buffered_points=args.max_buffered_points,
         storage_schemas=args.storage_schemas, storage_aggregation=args.storage_aggregation,
         drain_timeout=args.drain_timeout, drain_idle=args.drain_idle, stats_interval=args.stats_interval,
-        metrics_file=args.metrics_file, retries=args.retries)
+        metrics_file=args.metrics_file, retries=args.retries, max_connections=args.max_connections,
+        max_partial_bytes=args.max_partial_bytes, partial_timeout=args.partial_timeout,
+        max_name_cache_bytes=args.max_name_cache_bytes)
     accessor = open_accessor(args)
     try:
         accessor.syncdb()
@@ -68,6 +70,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retries", type=int, default=10, metavar="N",
                    help="attempts after a failed store batch before its points are dropped (default 10,"
                         " backoff 0.2 s doubling to 10 s)")
+    p.add_argument("--max-connections", type=int, default=10_000, metavar="N",
+                   help="connections per TCP listener at most (default 10,000, and no more than the open files"
+                        " limit allows, raised to its hard limit at start): past it, the connection silent"
+                        " longest is closed to serve a new one")
+    p.add_argument("--max-partial-bytes", type=int, default=64 * 2**20, metavar="BYTES",
+                   help="bytes of incomplete lines and pickle messages held over every connection (default"
+                        " 64 MiB): past it, the connections holding them are closed, silent longest first")
+    p.add_argument("--partial-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="a connection whose incomplete line or pickle message receives nothing this long is"
+                        " closed (default 60)")
+    p.add_argument("--max-name-cache-bytes", type=int, default=64 * 2**20, metavar="BYTES",
+                   help="bytes of names remembered besides canonical ones (other spellings, invalid names;"
+                        " default 64 MiB): past it they are forgotten and checked again when seen")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="what goes to stderr (default info)")
     p.set_defaults(handler=cmd_receive)
