@@ -18,7 +18,7 @@ from biggraphite_like.cli.common import check_metrics_file, parse_time, resolve_
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, MissingDependency
 
-__all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE"]
+__all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BUSY"]
 
 # In the order `bgl --help` lists them.
 COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, tags, receive, run)
@@ -26,6 +26,7 @@ COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, tags, re
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_BUSY = 3  # biggraphite_like.stack.lock.EXIT_BUSY (not imported: the stack is loaded by `bgl run` only)
 
 EPILOG = f"""\
 global options (--store, and --format where the subcommand has it) may be given before or
@@ -38,6 +39,7 @@ exit status:
      metric not found, points rejected by `write`, files that failed in `import-whisper`
   {EXIT_USAGE}  usage error (unknown option, missing argument) or a missing optional package
      (e.g. cassandra-driver: pip install 'biggraphite_like[cassandra]')
+  {EXIT_BUSY}  `bgl run`: another `bgl run` holds the data directory (its pid and ports are printed)
 """
 
 
@@ -111,7 +113,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         return args.handler(args, io)
     except BglError as exc:
         io.err.write(f"bgl {args.command}: error: {exc}\n")
-        return EXIT_USAGE if isinstance(exc, MissingDependency) else EXIT_ERROR
+        return EXIT_USAGE if isinstance(exc, MissingDependency) else getattr(exc, "exit_status", EXIT_ERROR)
     except BrokenPipeError:
         return EXIT_OK
 
