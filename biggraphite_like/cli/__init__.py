@@ -13,7 +13,7 @@ import sys
 from typing import Sequence, TextIO
 
 from biggraphite_like import settings
-from biggraphite_like.cli import maintenance, metrics, points, receive, rename, run, schema, tags, usage
+from biggraphite_like.cli import backup, maintenance, metrics, points, receive, rename, run, schema, tags, usage
 from biggraphite_like.cli.common import check_metrics_file, parse_time, resolve_format
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, MissingDependency
@@ -21,7 +21,7 @@ from biggraphite_like.errors import BglError, MissingDependency
 __all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BUSY"]
 
 # In the order `bgl --help` lists them.
-COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, tags, receive, run)
+COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, backup, tags, receive, run)
 
 EXIT_OK = 0
 EXIT_ERROR = 1
