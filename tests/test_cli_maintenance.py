@@ -110,7 +110,7 @@ def test_clean_dry_run_and_shards(env, url, store):
     store.create_metrics([(f"s.a{i}", META) for i in range(5)], now=now - 40 * DAY)
     store.create_metrics([(f"s.b{i}", META) for i in range(5)], now=now)
     dry = ok(bgl(env, url, "clean", "--max-age", "30d", "--dry-run"))
-    assert "bgl clean (dry run, nothing changed): metrics scanned 10, metrics removed 5" in dry.stdout
+    assert "bgl clean (dry run, nothing changed): metrics scanned 10, metrics that would be removed 5" in dry.stdout
     assert len(ok(bgl(env, url, "list", "s.*")).stdout.split()) == 10
     removed = 0
     for shard in range(2):

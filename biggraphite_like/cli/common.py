@@ -12,7 +12,11 @@ from biggraphite_like.errors import InvalidMaintenanceOption, InvalidTimeRange
 from biggraphite_like.maintenance import metrics_file
 from biggraphite_like.maintenance.progress import format_summary
 from biggraphite_like.metric import MetricMetadata
-from biggraphite_like.retention import parse_duration
+from biggraphite_like.retention import Retention, parse_duration
+
+# units a duration is printed in, largest first (parse_duration reads them back)
+_DURATION_UNITS = (("y", 365 * 86400), ("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+_PRECISION_UNITS = (("d", 86400), ("h", 3600), ("s", 1))  # carbon writes 60s, not 1min
 
 
 def parse_time(text: str, now: int) -> int:
@@ -28,9 +32,29 @@ def parse_time(text: str, now: int) -> int:
         raise InvalidTimeRange(f"invalid time {text!r}: use epoch seconds, 'now' or a relative time like -1h") from None
 
 
+def format_seconds(seconds: int, units: tuple[tuple[str, int], ...] = _DURATION_UNITS) -> str:
+    """`8d`, `2y`, `90min`: the largest unit that divides the seconds exactly."""
+    unit, size = next((unit, size) for unit, size in units if seconds % size == 0)
+    return f"{seconds // size}{unit}"
+
+
+def format_retention(retention: Retention) -> str:
+    """carbon's spelling: `60s:8d,1h:2y` (what --retention takes back)."""
+    return ",".join(f"{format_seconds(s.precision, _PRECISION_UNITS)}:{format_seconds(s.duration)}"
+                    for s in retention.stages)
+
+
+def format_metadata(metadata: MetricMetadata) -> str:
+    """`60s:8d,1h:2y average xff 0.5`."""
+    return f"{format_retention(metadata.retention)} {metadata.aggregator.value} xff {metadata.xfilesfactor:g}"
+
+
 def new_metric_metadata(args: argparse.Namespace) -> MetricMetadata:
-    """The metadata of metrics a command creates (--retention, --aggregation, --xff)."""
-    return MetricMetadata.create(args.retention, args.aggregation, args.xff)
+    """The metadata of metrics a command creates (--retention, --aggregation, --xff; the
+    defaults for those not given)."""
+    return MetricMetadata.create(args.retention or settings.DEFAULT_RETENTION,
+                                 args.aggregation or settings.DEFAULT_AGGREGATION,
+                                 settings.DEFAULT_XFILESFACTOR if args.xff is None else args.xff)
 
 
 def open_accessor(args: argparse.Namespace) -> Accessor:

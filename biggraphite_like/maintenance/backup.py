@@ -29,6 +29,7 @@ import time
 from typing import TextIO
 
 from biggraphite_like.errors import BglError, StoreError
+from biggraphite_like.maintenance.exclusive import SIDE_FILES, refuse_if_in_use
 from biggraphite_like.maintenance.progress import Progress
 from biggraphite_like.stores.base import Store
 from biggraphite_like.urls import redact_url
@@ -37,7 +38,6 @@ STEP_PAGES = 1024  # pages copied per step (4 MiB of 4 KiB pages): a progress up
 LOG_INTERVAL = 10.0  # seconds between two progress lines when stderr is no terminal
 SCHEMA_TABLES = ("metrics", "directories", "store_state")  # what makes a file a store of ours
 CASSANDRA_DOC = "docs/operations.md#cassandra-backups"
-_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 
 class BackupUnsupported(BglError):
@@ -46,10 +46,6 @@ class BackupUnsupported(BglError):
 
 class BackupFailed(StoreError):
     """A backup or restore could not be made or checked; nothing was replaced."""
-
-
-class StoreInUse(BglError):
-    """A restore was asked while processes have the store open."""
 
 
 @dataclasses.dataclass
@@ -122,15 +118,12 @@ def restore(store: Store, source: str, force: bool = False, progress_stream: Tex
     started = time.monotonic()
     report = CopyReport(source, target)
     _check_directory(os.path.dirname(target))
-    users = processes_using(target)
-    if users:
-        raise StoreInUse(f"{target} is open in {', '.join(users)}: stop them (bgl run, bgl receive, carbon-cache,"
-                         " graphite-web) first; a restore under a running writer would be lost by it")
+    refuse_if_in_use(target, "a restore under a running writer would be lost by it")
     if os.path.exists(target) and not force:
         raise BackupFailed(f"the store {target} exists: a restore replaces it; give --force to do so (it is kept"
                            f" as {target}.replaced-<time>)")
     restoring = target + ".restoring"
-    for suffix in _SIDE_FILES:
+    for suffix in SIDE_FILES:
         _remove(restoring + suffix)
     try:
         src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, isolation_level=None)
@@ -148,33 +141,11 @@ def restore(store: Store, source: str, force: bool = False, progress_stream: Tex
     except sqlite3.Error as exc:
         raise BackupFailed(f"restore of {source} into {target} failed: {exc}; the store was not changed") from exc
     finally:
-        for suffix in _SIDE_FILES:
+        for suffix in SIDE_FILES:
             _remove(restoring + suffix)
     report.bytes = os.path.getsize(target)
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
-
-
-def processes_using(path: str) -> list[str]:
-    """`pid N (command)` of the other processes holding the file or its WAL open (Linux,
-    the processes /proc shows us; elsewhere none are found)."""
-    wanted = {os.path.realpath(path) + suffix for suffix in _SIDE_FILES}
-    found = []
-    try:
-        entries = [entry for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != os.getpid()]
-    except OSError:
-        return []
-    for pid in entries:
-        try:
-            descriptors = os.listdir(f"/proc/{pid}/fd")
-            if not any(os.readlink(f"/proc/{pid}/fd/{fd}") in wanted for fd in descriptors):
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as file:
-                command = file.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:  # gone, or not ours to look at
-            continue
-        found.append(f"pid {pid} ({command[:80]})")
-    return found
 
 
 def _copy(src: sqlite3.Connection, path: str, label: str, progress_stream: TextIO | None, step_pages: int) -> int:
@@ -230,10 +201,10 @@ def _set_aside(target: str) -> str | None:
     """Move the store at target (with its WAL and shared memory) to target.replaced-<time>;
     the new name, None when there was none. A WAL left beside the new file would be replayed
     into it."""
-    if not any(os.path.exists(target + suffix) for suffix in _SIDE_FILES):
+    if not any(os.path.exists(target + suffix) for suffix in SIDE_FILES):
         return None
     aside = f"{target}.replaced-{time.strftime('%Y%m%dT%H%M%S')}"
-    for suffix in _SIDE_FILES:
+    for suffix in SIDE_FILES:
         if os.path.exists(target + suffix):
             os.rename(target + suffix, aside + suffix)
     return aside

@@ -94,13 +94,22 @@ def show_total(progress: Progress, store: "Store", key: str, nshards: int = 1) -
         progress.total = -(-value // nshards)
 
 
+# the last word of a counter that says what a job changed: "would be ..." in a dry run
+_CHANGES = frozenset({"removed", "created", "changed", "copied", "deleted", "imported", "indexed", "fixed", "expired",
+                      "written", "dropped", "restored", "stored"})
+
+
 def format_summary(job: str, counters: Mapping[str, int | float], dry_run: bool = False) -> str:
-    """`bgl JOB: a=1, b=2, duration=1.2s` (one line a job, stable order: the mapping's)."""
+    """`bgl JOB: a=1, b=2, duration=1.2s` (one line a job, stable order: the mapping's); in
+    a dry run, what the job would change says "that would be" (`metrics that would be removed 3`)."""
     parts = []
     for key, value in counters.items():
         if key == "duration_seconds":
             parts.append(f"duration {value:.1f}s")
-        else:
-            parts.append(f"{key.replace('_', ' ')} {value}")
+            continue
+        words = key.split("_")
+        if dry_run and words[-1] in _CHANGES:
+            words.insert(-1, "that would be")
+        parts.append(f"{' '.join(words)} {value}")
     prefix = f"bgl {job} (dry run, nothing changed)" if dry_run else f"bgl {job}"
     return f"{prefix}: " + ", ".join(parts)
