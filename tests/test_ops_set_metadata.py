@@ -158,7 +158,7 @@ def test_refusals_name_what_is_wrong(tmp_path):
     url = _store(tmp_path)
     before = _metadata(url)
     for args, status, message in [
-        (("srv.*",), 1, "give --retention, --aggregation or --xff"),
+        (("srv.*",), 2, "give --retention, --aggregation or --xff"),  # a usage error
         (("nothing.*", "--xff", "0.1"), 1, "no metric matches 'nothing.*'"),
         (("srv.*", "--retention", "60s:bad"), 1, "invalid"),
         (("srv.*", "--aggregation", "median"), 1, "median"),

@@ -11,8 +11,8 @@ from typing import Iterator, TextIO
 from biggraphite_like import names as names_mod
 from biggraphite_like import settings
 from biggraphite_like.accessor import Accessor, WriteResult, check_point
-from biggraphite_like.cli.common import (add_format_option, format_metadata, new_metric_metadata, open_accessor,
-                                        parse_time)
+from biggraphite_like.cli.common import (UsageError, add_format_option, format_metadata, new_metric_metadata,
+                                        open_accessor, parse_time)
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound, StoreError, StoreFull
 from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
@@ -137,7 +137,7 @@ class _IgnoredOptions:
                  if getattr(self.args, attr) is not None]
         if not given:
             return
-        for name, metric in accessor.get_metrics(names).items():
+        for name, metric in accessor.get_metrics(_valid_names(names)).items():
             ignored = [(option, text) for option, text, field in given
                        if getattr(metric.metadata, field) != getattr(self.asked, field)]
             if not ignored:
@@ -156,6 +156,17 @@ class _IgnoredOptions:
             self.err.write(f"bgl write: warning: {self.unnamed} more existing metric(s) keep their own metadata\n")
 
 
+def _valid_names(names: list[str]) -> list[str]:
+    """The names that can be looked up (the write reports the others, by line)."""
+    valid = []
+    for name in names:
+        try:
+            valid.append(names_mod.normalize(name))
+        except BglError:
+            continue
+    return valid
+
+
 _METADATA_OPTIONS = (("--retention", "retention", "retention"), ("--aggregation", "aggregation", "aggregator"),
                      ("--xff", "xff", "xfilesfactor"))
 
@@ -167,16 +178,18 @@ def _add(total: WriteResult, result: WriteResult) -> None:
 
 
 def cmd_write(args: argparse.Namespace, io: Streams) -> int:
+    if args.name == "-" and args.value is not None:
+        raise UsageError("`bgl write -` reads lines from stdin and takes no VALUE")
+    if args.name != "-" and args.value is None:
+        raise UsageError("bgl write NAME VALUE [TIMESTAMP]: VALUE is missing")
+    metadata = new_metric_metadata(args)  # a bad --retention is refused before the store is touched
     accessor = open_accessor(args)
     if accessor.store.url.startswith("sqlite:"):
         accessor.syncdb()  # the embedded store sets itself up on first use
-    metadata = new_metric_metadata(args)
     ignored = _IgnoredOptions(args, metadata, io.err)
     now = accessor.now()
     total = WriteResult()
     if args.name == "-":
-        if args.value is not None:
-            raise InvalidPoint("`bgl write -` reads lines from stdin and takes no VALUE")
         committed = _Committed()
         try:
             for batch in _stdin_batches(io.stdin, total, io.err):
@@ -190,8 +203,6 @@ def cmd_write(args: argparse.Namespace, io: Streams) -> int:
             )
             return 1
     else:
-        if args.value is None:
-            raise InvalidPoint("bgl write NAME VALUE [TIMESTAMP]: VALUE is missing")
         try:
             value = float(args.value)
             timestamp = float(args.timestamp) if args.timestamp is not None else float(now)
@@ -260,8 +271,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_write)
 
     p = sub.add_parser("read", help="read the points of a metric (or of every metric a glob matches) as whisper.fetch would")
-    p.add_argument("--from", dest="from_", metavar="T", help="start: epoch, 'now' or relative like -1h (default -24h)")
-    p.add_argument("--until", metavar="T", help="end (default now)")
+    p.add_argument("--from", dest="from_", metavar="T", help="start (default -24h); T is Graphite's: -1d, now-1h,"
+                   " 2026-01-01, 2026-01-01T10:00, 10:00_20260101, epoch seconds, today (UTC unless given)")
+    p.add_argument("--until", metavar="T", help="end (default now); the same forms")
     p.add_argument("--now", metavar="T", help="the time the read happens at (default: the clock)")
     add_format_option(p, ("json", "csv"),
                       help="json: one line a series (JSON lines); csv: name,timestamp,value rows (default json)")

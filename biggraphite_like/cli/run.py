@@ -5,16 +5,16 @@ import argparse
 
 from biggraphite_like import settings
 from biggraphite_like.cli.streams import Streams
-from biggraphite_like.errors import StackError
+from biggraphite_like.cli.common import UsageError
 
 
 def cmd_run(args: argparse.Namespace, io: Streams) -> int:
     from biggraphite_like import stack
 
     if args.web_workers < 1:
-        raise StackError(f"--web-workers {args.web_workers}: give at least 1")
+        raise UsageError(f"--web-workers {args.web_workers}: give at least 1")
     if args.self_metrics_interval is not None and not 0 <= args.self_metrics_interval < float("inf"):
-        raise StackError(f"--self-metrics-interval {args.self_metrics_interval}: give seconds, 0 or more"
+        raise UsageError(f"--self-metrics-interval {args.self_metrics_interval}: give seconds, 0 or more"
                          " (0: no self-metrics)")
     config = stack.StackConfig.create(
         args.data_dir or settings.default_data_dir(), args.store, bind=args.bind, line_port=args.line_port,

@@ -44,6 +44,12 @@ BATCH = 100  # metrics a transaction
 LOG_INTERVAL = 10.0  # seconds between two progress lines when stderr is no terminal
 
 
+class NothingToChange(InvalidMaintenanceOption):
+    """set-metadata was given nothing to change (a usage error: exit status 2 in `bgl`)."""
+
+    exit_status = 2
+
+
 class ResizeUnsupported(BglError):
     """The store cannot rewrite a metric in one transaction (Cassandra)."""
 
@@ -59,7 +65,7 @@ class MetadataChange:
     @classmethod
     def parse(cls, retention: str | None, aggregation: str | None, xff: str | None) -> "MetadataChange":
         if retention is None and aggregation is None and xff is None:
-            raise InvalidMaintenanceOption("give --retention, --aggregation or --xff: what should change?")
+            raise NothingToChange("give --retention, --aggregation or --xff: what should change?")
         return cls(None if retention is None else Retention.parse(retention),
                    None if aggregation is None else Aggregator.parse(aggregation),
                    None if xff is None else parse_xfilesfactor(xff))
