@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import runpy
-import shutil
 import signal
 import sqlite3
 import subprocess
