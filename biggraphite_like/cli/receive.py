@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from biggraphite_like import settings
 from biggraphite_like.cli.common import open_accessor
 from biggraphite_like.cli.streams import Streams
 
@@ -55,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="points held in memory at most (default 1,000,000): TCP reads stop before, UDP drops"
                         " (counted) at it")
     p.add_argument("--storage-schemas", metavar="FILE",
-                   help="carbon's storage-schemas.conf for new metrics (default: carbon's default, 60s:7d)")
+                   help="carbon's storage-schemas.conf for new metrics (without it, or past its last section:"
+                        f" {settings.DEFAULT_RETENTION}, as bgl write and bgl run)")
     p.add_argument("--storage-aggregation", metavar="FILE",
                    help="carbon's storage-aggregation.conf (default: average, xFilesFactor 0.5)")
     p.add_argument("--drain-timeout", type=float, default=10.0, metavar="SECONDS",
