@@ -1,7 +1,8 @@
 """The Cassandra schema: keyspaces, metadata tables, indexes and one datapoints table per stage.
 
 schema/cassandra.cql is `bgl --store cassandra://localhost/biggraphite syncdb --dry-run`
-(keyspace `biggraphite`, default options); a test keeps the two equal.
+(keyspace `biggraphite`, default options); a test keeps the two equal. Every table, key,
+index and invariant: docs/format/cassandra.md.
 
 Data keyspace `<ks>`, one table per stage, created with the first metric using it. A
 stage is a ring of `points` slots, as a whisper archive: slot = (ts / precision) % points,
