@@ -10,7 +10,8 @@ One module a concept:
     framing.py     a TCP stream cut into lines / frames, with their size limits
     buffer.py      interned names and flat arrays until the flush; CarbonLink's view
     flusher.py     the flusher thread: one accessor batch per interval; where metrics are created
-    listeners.py   the selectors I/O thread, back-pressure, the SIGTERM drain
+    listeners.py   the selectors I/O thread, back-pressure, the client limits, the SIGTERM drain
+    limits.py      connections per listener, incomplete bytes, their timeout, the open files limit
     carbonlink.py  cache-query, cache-query-bulk, get-metadata, set-metadata
     rules.py       storage-schemas.conf and storage-aggregation.conf, carbon's rules
     stats.py       counters, carbon.agents.<host>.* self-metrics, Prometheus text file

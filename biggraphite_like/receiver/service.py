@@ -18,10 +18,11 @@ from typing import Callable, TextIO
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import ReceiverConfigError
-from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.receiver.buffer import MAX_NAME_CACHE_BYTES, PointBuffer
 from biggraphite_like.receiver.carbonlink import CarbonLinkServer, CarbonLinkService
 from biggraphite_like.receiver.flusher import Flusher, FlushPolicy
 from biggraphite_like.receiver.framing import LineFraming, PickleFraming
+from biggraphite_like.receiver.limits import MIB, ConnectionLimits, raise_open_files_limit
 from biggraphite_like.receiver.listeners import Listeners, listen_tcp, listen_udp
 from biggraphite_like.receiver.points import Refusals
 from biggraphite_like.receiver.rules import StorageRules
@@ -53,6 +54,14 @@ class ReceiverOptions:
     metrics_file: str | None = None
     retries: int = 10
     host: str | None = None  # the <host> of carbon.agents.<host>
+    max_connections: int = ConnectionLimits.max_connections  # per TCP listener (limits.py)
+    max_partial_bytes: int = ConnectionLimits.max_partial_bytes
+    partial_timeout: float = ConnectionLimits.partial_timeout
+    max_name_cache_bytes: int = MAX_NAME_CACHE_BYTES  # names remembered besides canonical ones (buffer.py)
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(self.max_connections, self.max_partial_bytes, self.partial_timeout)
 
     def validate(self) -> None:
         if self.flush_interval <= 0:
@@ -68,6 +77,9 @@ class ReceiverOptions:
         if self.drain_timeout < 0 or self.drain_idle < 0 or self.stats_interval < 0 or self.retries < 0:
             raise ReceiverConfigError("--drain-timeout, --drain-idle, --stats-interval and --retries take"
                                       " numbers >= 0")
+        self.connection_limits.validate()
+        if self.max_name_cache_bytes < MIB:
+            raise ReceiverConfigError(f"--max-name-cache-bytes {self.max_name_cache_bytes}: give at least {MIB}")
 
 
 class Receiver:
@@ -79,8 +91,9 @@ class Receiver:
         self.accessor = accessor
         self.rules = StorageRules.load(options.storage_schemas, options.storage_aggregation)
         self.stats = ReceiverStats()
-        self.buffer = PointBuffer()
-        self.listeners = Listeners(self.buffer, self.stats, options.max_buffered_points)
+        self.buffer = PointBuffer(options.max_name_cache_bytes)
+        self.listeners = Listeners(self.buffer, self.stats, options.max_buffered_points,
+                                   limits=options.connection_limits)
         self.flusher = Flusher(accessor, self.buffer, self.rules, self.stats,
                                FlushPolicy(interval=options.flush_interval, retries=options.retries,
                                            max_batch_points=options.flush_size))
@@ -96,6 +109,7 @@ class Receiver:
     def start(self) -> None:
         """Open every listener (errors name the port) and start the threads."""
         o = self.options
+        raise_open_files_limit()  # before the listeners: their connection caps follow it
         try:
             if o.line_port is not None:
                 sock = listen_tcp(o.bind, o.line_port)
