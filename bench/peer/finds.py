@@ -165,7 +165,7 @@ def _distinct(systems: Systems, kind: str, patterns: list[str], fmt: str, budget
     row["ratio"] = row["vm_s"] / row["ours_s"]
     failed = "".join(f" {side} failed {len(e)}x" for side, e in errors.items() if e)
     log(f"  {fmt:8} {kind:32} ours {row['ours_s'] * 1e3:8.2f} ms  vm {row['vm_s'] * 1e3:8.2f} ms"
-        f"  ~{row['nodes_median']:,.0f} nodes, {len(asked)} distinct{'' if not differ else f', {len(differ)} DIFFER'}"
+        f"  ~{row['nodes_median']:,.0f} {'entries' if fmt == 'treejson' else 'paths'}, {len(asked)} distinct{'' if not differ else f', {len(differ)} DIFFER'}"
         f"{failed}")
     return row
 

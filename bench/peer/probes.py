@@ -37,7 +37,7 @@ SELF_POINTS = len(COUNTERS) + len(GAUGES)  # points one self-metrics record adds
 
 
 class LoadTimeout(RuntimeError):
-    """A system did not make a load readable (or refused part of it) within the timeout."""
+    """A system did not make a load readable within the timeout, or refused part of it."""
 
 
 class Probe:
@@ -67,8 +67,13 @@ class OursProbe(Probe):
                 values[name[len("bgl_receiver_"):]] = float(value)
         return values
 
+    LOSSES = ("refusedLines", "droppedPoints", "rejectedPoints", "tooOldPoints")
+
     def reached(self, before: dict[str, float], points: int) -> bool:
         now = self.state()
+        lost = {name: now[name] - before[name] for name in self.LOSSES if now[name] != before[name]}
+        if lost:
+            raise LoadTimeout(f"our receiver lost points of the load: {lost} (see its log)")
         return (now["metricsReceived"] - before["metricsReceived"] >= points
                 and now["committedPoints"] - before["committedPoints"] >= points
                 and now["bufferedPoints"] <= SELF_POINTS)

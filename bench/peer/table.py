@@ -65,9 +65,9 @@ def _ingest(ingest: dict) -> tuple[list[list[str]], dict[str, float]]:
     peaks, receivers = ingest["peak_rss_bytes"], ingest["receiver_peak_rss_bytes"]
     for side in ("ours", "vm"):
         idle = ingest["idle"][side]
-        rows.append(["peer", f"ingest: {LABELS[side]} at rest, CPU-s a second (ours: its counters recorded every"
-                     " 0.25 s, the probe) / one probe call", f"{idle['rate']:.4f} / {idle['per_call'] * 1e3:.2f} ms",
-                     "", "", "", ""])
+        probe = "its counters recorded every 0.25 s" if side == "ours" else "GET /metrics"
+        rows.append(["peer", f"ingest: {LABELS[side]} at rest, CPU-s a second / extra CPU of one probe call ({probe})",
+                     f"{idle['rate']:.4f} / {idle['per_call'] * 1e3:.2f} ms", "", "", "", ""])
     for index, (ours, vm) in enumerate(zip(rounds["ours"], rounds["vm"])):
         first = index == 0
         median = f" (median of {ours['rounds']})" if ours.get("rounds", 1) > 1 else ""
@@ -165,8 +165,9 @@ def _find(find: dict) -> tuple[list[list[str]], dict[str, float]]:
                 f"{row['differ_count']} DIFFER, left out of the ratio; e.g. {row['differ'][0]}"
             failed = "".join(f"; {'ours' if side == 'ours' else 'VM'} failed {len(e)}x"
                              for side, e in row["errors"].items() if e)
+            entries = "entries" if fmt == "treejson" else "paths"  # treejson collapses the paths below the query
             rows.append(["peer", f"/metrics/find {row['kind']}, e.g. {find['classes'][row['kind']]}, {fmt},"
-                         f" {row['runs']} distinct, ~{row['nodes_median']:,.0f} nodes, {names:,} names, p50 / p99",
+                         f" {row['runs']} distinct, ~{row['nodes_median']:,.0f} {entries}, {names:,} names, p50 / p99",
                          p50_p99(row, "ours"), f"VM {p50_p99(row, 'vm')} ({state}{failed})", f"{row['ratio']:.2f}x",
                          "", ""])
     for row in find["cached"]:
