@@ -85,7 +85,6 @@ def part_day(root: Path, series: int, wide_series: int, runs: int, budget: float
         export_url = systems.vm.url + "/api/v1/export?" + urllib.parse.urlencode(export)
         figures["export"] = _renamed(side_by_side(lambda: renders.http_get(cases[0].ours_url),
                                                   lambda: renders.http_get(export_url), runs, budget=budget))
-        figures["render"] = figures["renders"][0]
         log(f"  export {figures['export']['vm_s'] * 1e3:,.0f} ms")
         hosts = [f"{prefix}.host{h:04d}.*" for prefix, count in (("wide", wide_series), ("day", series))
                  for h in range(-(-count // 10))]
