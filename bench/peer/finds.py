@@ -7,7 +7,8 @@ earlier answers on either side: p50/p99 of each, interleaved, every answer compa
 formats: treejson (what Grafana and graphite's tree ask) and JSON with every matching path
 (ours `format=json`; VictoriaMetrics has no `json` and its `completer` gives treejson's
 collapsed paths, so its `/metrics/expand`, the paths as a JSON list, compared as sets).
-A class whose answers differ (VictoriaMetrics' glob gaps) is shown but left out of the ratio. Beside them, one
+A class whose answers differ (VictoriaMetrics' glob gaps) is shown but left out of the
+ratio, unless ours failed (bench/peer/table.py). Beside them, one
 instance asked again and again: cache hits (our glob cache as configured by default).
 Our stack is restarted with its defaults after the names are created (the probe's
 self-metrics interval is for the creation only). Also graphite-web's `/version/` as Django's

@@ -161,8 +161,8 @@ def _find(find: dict) -> tuple[list[list[str]], dict[str, float]]:
                  mib(find["peak_rss_bytes"]["vm"])])
     for fmt, classes in find["find"].items():
         for row in classes:
-            state = "same answers" if row["same"] else \
-                f"{row['differ_count']} DIFFER, left out of the ratio; e.g. {row['differ'][0]}"
+            state = "same answers" if row["same"] else f"{row['differ_count']} DIFFER" + \
+                ("" if row["errors"]["ours"] else ", left out of the ratio") + f"; e.g. {row['differ'][0]}"
             failed = "".join(f"; {'ours' if side == 'ours' else 'VM'} failed {len(e)}x"
                              for side, e in row["errors"].items() if e)
             entries = "entries" if fmt == "treejson" else "paths"  # treejson collapses the paths below the query
@@ -180,7 +180,7 @@ def _find(find: dict) -> tuple[list[list[str]], dict[str, float]]:
     for gap in find["gaps"]:
         rows.append(["peer", f"glob {gap['pattern']} ({gap['gap']})", ", ".join(gap["ours"]) or "none",
                      "VM " + (", ".join(gap["vm"]) or "none"), "same" if gap["same"] else "VM gap", "", ""])
-    same = [row["ratio"] for row in find["find"]["treejson"] if row["same"]]
+    same = [row["ratio"] for row in find["find"]["treejson"] if row["same"] or row["errors"]["ours"]]
     ratios = {"find_http_vs_vm": statistics.geometric_mean(same) if same else math.nan,
               "find_cached_vs_vm": statistics.geometric_mean([row["ratio"] for row in find["cached"]]),
               "names_load_vs_vm": vm["cpu_readable"] / max(ours["cpu_readable"], 1e-3),
