@@ -300,6 +300,14 @@ class Systems:
         leaves = [pid for pid in members if len(proctree.tree(pid)) == 1]
         return max((proctree.peak_rss(pid) for pid in leaves), default=0)
 
+    def restart_ours(self) -> None:
+        """Our stack again on its store, with its defaults (the probe's short self-metrics
+        interval is for the loads only: its records would run beside the timed requests)."""
+        log("peer: our stack restarted with its defaults")
+        self.ours.stop()
+        self.ours = BglRun(self.ours.data_dir)
+        self.ours.start()
+
     def probe(self, side: str) -> Probe:
         """The side's cheap readability probe (bench/peer/probes.py)."""
         return VmProbe(self.vm) if side == "vm" else OursProbe(self._stack(side))

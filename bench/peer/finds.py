@@ -29,7 +29,6 @@ from bench.graphite_bench import percentile, tree_names
 from bench.peer import cardinality, probes
 from bench.peer.common import Systems, difference, log, timed_get
 from bench.victoria import http_get
-from tests.stack_env import BglRun
 
 # Small tree showing where VictoriaMetrics reads Graphite globs differently: (pattern, gap)
 GAP_NAMES = ["gaps.a.b.c", "gaps.a.x", "gaps.ab.y", "gaps.ac.y", "gaps.b.y"]
@@ -110,10 +109,7 @@ def part_find(root: Path, count: int, runs: int, budget: float, timeout: float, 
         figures["create"] = cardinality.create_names(systems, names, timeout, idle_seconds, idle_timeout)
         figures["receiver_peak_rss_bytes"] = systems.receiver_peak_rss()
         figures["name_bytes"] = cardinality.name_bytes(systems, len(names))
-        log("peer find: our stack restarted with its defaults")
-        systems.ours.stop()
-        systems.ours = BglRun(systems.ours.data_dir)
-        systems.ours.start()
+        systems.restart_ours()
         for base in (systems.ours.web, systems.vm.url):
             http_get(find_url(base, WARM_UP))
         chosen = instances(count, 1 + len(FORMATS) * runs)

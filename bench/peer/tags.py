@@ -7,8 +7,8 @@ plaintext to `bgl run` and VictoriaMetrics, then graphite's tags API on both (gr
   CPU until idle;
 * `/tags/findSeries` and `/tags/autoComplete/{tags,values}` (limit 100): p50/p99 of each
   kind, every expression distinct (no answer from a cache of earlier ones), interleaved,
-  answers compared (sorted). LocalDatabaseTagDB stays the exactness reference in
-  bench/tags_bench.py.
+  answers compared (sorted), our stack restarted with its defaults first.
+  LocalDatabaseTagDB stays the exactness reference in bench/tags_bench.py.
 """
 from __future__ import annotations
 
@@ -76,6 +76,7 @@ def part_tags(root: Path, series: int, runs: int, timeout: float, idle_seconds: 
             figures["index"][side] = result
             log(f"  {result['series_per_second']:,.0f} series/s, {result['series_per_cpu_second']:,.0f} per CPU-s;"
                 f" idle after {result['idle_seconds']:.1f} s, {result['cpu_idle']:.2f} CPU-s")
+        systems.restart_ours()
         bases = {"ours": systems.ours.web, "vm": systems.vm.url}
         for base in bases.values():  # each side's first request, in no kind
             timed_get(base + "/tags/autoComplete/tags?tagPrefix=warm")
