@@ -1,0 +1,164 @@
+"""Issue 30 (hostile): a full disk under a stream of new metrics, on a real small tmpfs.
+
+A real `bgl receive` process stores into a 32 MiB tmpfs of which a ballast file takes
+24 MiB. A client sends new metrics (one point each) until the disk is full, keeps sending
+while it is full, then the ballast is deleted. Every line the kernel accepted from the
+client (counted by the bytes send() took) must be stored once space returns, without any
+restart: the receiver holds what it could not write (bounded by --max-buffered-points,
+then it stops reading and the client blocks), retries without limit while the error can
+recover, and halves a batch so that what fits gets in. The WAL that grew while the disk
+was full gives its space back, and the exit message and counters say what was dropped
+(nothing, here). `--retries 2`: retries bound only the errors that cannot recover (a
+full disk never makes the receiver drop: before the fix, batches were dropped after
+their retries, 1.4 s with this setting).
+"""
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+
+import pytest
+
+from biggraphite_like.accessor import Accessor
+from tests.receiver_env import BglReceive
+from tests.small_disk import IS_ROOT, SmallDisk
+
+NOW = int(time.time()) // 60 * 60
+RATE = 4000  # new metrics a second at most
+DISK_MIB, BALLAST_MIB = 32, 24
+pytestmark = pytest.mark.skipif(not IS_ROOT, reason="needs root to mount a small tmpfs for the receiver")
+
+
+@pytest.fixture
+def disk(tmp_path):
+    disk = SmallDisk(tmp_path / "disk", DISK_MIB)
+    try:
+        yield disk
+    finally:
+        disk.unmount()
+
+
+class Sender(threading.Thread):
+    """Sends lines of new metrics `hfd.m<i>` on one TCP connection at RATE a second at most,
+    counting the lines whose every byte the kernel accepted (`sent`) and the seconds a send
+    could not proceed (the receiver stopped reading)."""
+
+    def __init__(self, port: int):
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setblocking(False)
+        self.sent = 0
+        self.blocked_seconds = 0.0
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            started = time.monotonic()
+            pending, lines_in_pending = b"", 0
+            while not self._halt.is_set():
+                if not pending:
+                    due = int((time.monotonic() - started) * RATE) - self.sent
+                    if due < 200:
+                        time.sleep(0.02)
+                        continue
+                    count = min(due, 2000)
+                    pending = "".join(f"hfd.m{i:07d} {i} {NOW}\n"
+                                      for i in range(self.sent, self.sent + count)).encode()
+                    lines_in_pending = count
+                waited = time.monotonic()
+                _, writable, _ = select.select([], [self.sock], [], 0.2)
+                self.blocked_seconds += time.monotonic() - waited
+                if not writable:
+                    continue
+                taken = self.sock.send(pending)
+                done = pending[:taken].count(b"\n")
+                self.sent += done
+                lines_in_pending -= done
+                pending = pending[taken:]
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    def finish(self) -> None:
+        """Stop sending (the line being sent is completed first), then close the connection."""
+        self._halt.set()
+        self.join(30)
+        self.sock.setblocking(True)
+        self.sock.settimeout(120)
+        self.sock.shutdown(socket.SHUT_WR)
+        while self.sock.recv(65536):  # the receiver closes once it read everything
+            pass
+        self.sock.close()
+
+
+def stored_count(accessor: Accessor, count: int) -> int:
+    names = [f"hfd.m{i:07d}" for i in range(count)]
+    return sum(len(accessor.store.get_metrics(names[start:start + 5000])) for start in range(0, count, 5000))
+
+
+def wait_for(condition, timeout: float, step: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step)
+    return condition()
+
+
+def test_a_full_disk_loses_nothing_the_receiver_read_and_ingest_resumes_by_itself(tmp_path, disk):
+    ballast = disk.path / "ballast"
+    ballast.write_bytes(b"\0" * (BALLAST_MIB << 20))
+    path = disk.path / "bgl.db"
+    wal = disk.path / "bgl.db-wal"
+    schemas = tmp_path / "schemas.conf"
+    schemas.write_text("[all]\npattern = .*\nretentions = 60s:1d\n")
+    receiver = BglReceive(tmp_path / "receiver", f"sqlite://{path}", "--max-buffered-points", "60000",
+                          "--retries", "2", "--flush-interval", "0.2", "--stats-interval", "1", "--storage-schemas", str(schemas)).start()
+    sender = Sender(receiver.line_port)
+    try:
+        sender.start()
+        assert wait_for(lambda: "is full" in receiver.output(), 60), "the disk never filled up"
+        full_at = sender.sent
+        wal_while_full = 0
+        until = time.monotonic() + 12  # sending on while the disk is full
+        while time.monotonic() < until:
+            wal_while_full = max(wal_while_full, wal.stat().st_size if wal.exists() else 0)
+            time.sleep(0.1)
+        blocked_while_full = sender.blocked_seconds
+        sent_while_full = sender.sent - full_at
+        ballast.unlink()  # the operator frees space
+        time.sleep(5)  # sending on after the space returned
+        sender.finish()
+        assert sender.error is None, sender.error
+        sent = sender.sent
+        reader = Accessor.from_url(f"sqlite://{path}")
+        assert wait_for(lambda: stored_count(reader, sent) == sent, 60, 1.0), \
+            f"ingest did not resume: {stored_count(reader, sent)} of {sent} sent lines stored\n{receiver.output()[-3000:]}"
+        # the WAL that grew while the disk was full gave its space back once writes succeeded
+        assert wait_for(lambda: (wal.stat().st_size if wal.exists() else 0) <= max(wal_while_full // 2, 1 << 20), 20), \
+            f"WAL of {wal.stat().st_size} bytes after recovery ({wal_while_full} while full)"
+        wal_after = wal.stat().st_size if wal.exists() else 0
+        values = {}
+        for start in range(0, sent, 2000):
+            names = [f"hfd.m{i:07d}" for i in range(start, min(sent, start + 2000))]
+            for name, series in reader.fetch(names, NOW - 600, NOW + 60, now=NOW + 60).items():
+                values[name] = [v for v in series.values_list() if v is not None] if series else []
+        wrong = [n for n, v in values.items() if v != [float(int(n[5:]))]]
+        assert not wrong, f"{len(wrong)} metrics without their one point, e.g. {wrong[:3]}"
+        reader.close()
+
+        assert receiver.stop() == 0, receiver.output()
+        output = receiver.output()
+        counters = receiver.counters()
+        assert counters["storeErrors"] >= 1
+        assert ("everything received is stored" in output) == (counters["droppedPoints"] == 0), output[-3000:]
+        assert counters["droppedPoints"] == 0, output[-3000:]
+        print(f"\nfull disk: sent {sent} new metrics ({full_at} before the disk was full, {sent_while_full} while"
+              f" it was, the sender blocked {blocked_while_full:.1f}s then), all stored after {BALLAST_MIB} MiB were freed;"
+              f" WAL {wal_while_full >> 10} KiB while full, {wal_after >> 10} KiB after;"
+              f" storeErrors {counters['storeErrors']:.0f}, readPauses {counters['readPauses']:.0f}")
+    finally:
+        receiver.kill()
+        sender.sock.close()
