@@ -1,7 +1,7 @@
 """Issue 30 (hostile): a full disk under a stream of new metrics, on a real small tmpfs.
 
-A real `bgl receive` process stores into a 32 MiB tmpfs of which a ballast file takes
-24 MiB. A client sends new metrics (one point each) until the disk is full, keeps sending
+A real `bgl receive` process stores into a 40 MiB tmpfs of which ballast files take
+32 MiB. A client sends new metrics (one point each) until the disk is full, keeps sending
 while it is full, then the ballast is deleted. Every line the kernel accepted from the
 client (counted by the bytes send() took) must be stored once space returns, without any
 restart: the receiver holds what it could not write (bounded by --max-buffered-points,
@@ -26,8 +26,9 @@ from tests.receiver_env import BglReceive
 from tests.small_disk import IS_ROOT, SmallDisk
 
 NOW = int(time.time()) // 60 * 60
-RATE = 4000  # new metrics a second at most
-DISK_MIB, BALLAST_MIB = 32, 24
+RATE, CHUNK = 4000, 400  # new metrics a second at most, and at once
+DISK_MIB, BALLAST_MIB = 40, 32
+WAL_AFTER = 2 << 20  # the store bounds its WAL at 1 MiB while its disk is nearly full (TIGHT_WAL_BYTES), + a commit
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="needs root to mount a small tmpfs for the receiver")
 
 
@@ -47,7 +48,9 @@ class Sender(threading.Thread):
 
     def __init__(self, port: int):
         super().__init__(daemon=True)
-        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 10)  # blocks soon once not read
+        self.sock.connect(("127.0.0.1", port))
         self.sock.setblocking(False)
         self.sent = 0
         self.blocked_seconds = 0.0
@@ -56,18 +59,12 @@ class Sender(threading.Thread):
 
     def run(self) -> None:
         try:
-            started = time.monotonic()
-            pending, lines_in_pending = b"", 0
+            pending = b""
             while not self._halt.is_set():
-                if not pending:
-                    due = int((time.monotonic() - started) * RATE) - self.sent
-                    if due < 200:
-                        time.sleep(0.02)
-                        continue
-                    count = min(due, 2000)
+                if not pending:  # CHUNK lines every CHUNK / RATE seconds, no catching up after a block
+                    time.sleep(CHUNK / RATE)
                     pending = "".join(f"hfd.m{i:07d} {i} {NOW}\n"
-                                      for i in range(self.sent, self.sent + count)).encode()
-                    lines_in_pending = count
+                                      for i in range(self.sent, self.sent + CHUNK)).encode()
                 waited = time.monotonic()
                 _, writable, _ = select.select([], [self.sock], [], 0.2)
                 self.blocked_seconds += time.monotonic() - waited
@@ -76,7 +73,6 @@ class Sender(threading.Thread):
                 taken = self.sock.send(pending)
                 done = pending[:taken].count(b"\n")
                 self.sent += done
-                lines_in_pending -= done
                 pending = pending[taken:]
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
@@ -107,39 +103,62 @@ def wait_for(condition, timeout: float, step: float = 0.2) -> bool:
     return condition()
 
 
+def wal_size(path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
 def test_a_full_disk_loses_nothing_the_receiver_read_and_ingest_resumes_by_itself(tmp_path, disk):
-    ballast = disk.path / "ballast"
-    ballast.write_bytes(b"\0" * (BALLAST_MIB << 20))
+    ballast = [disk.path / f"ballast{i}" for i in range(BALLAST_MIB // 2)]
+    for piece in ballast:
+        piece.write_bytes(b"\0" * (2 << 20))
     path = disk.path / "bgl.db"
     wal = disk.path / "bgl.db-wal"
     schemas = tmp_path / "schemas.conf"
     schemas.write_text("[all]\npattern = .*\nretentions = 60s:1d\n")
     receiver = BglReceive(tmp_path / "receiver", f"sqlite://{path}", "--max-buffered-points", "60000",
-                          "--retries", "2", "--flush-interval", "0.2", "--stats-interval", "1", "--storage-schemas", str(schemas)).start()
+                          "--retries", "2", "--flush-interval", "0.2", "--stats-interval", "1",
+                          "--storage-schemas", str(schemas)).start()
     sender = Sender(receiver.line_port)
+    reader = Accessor.from_url(f"sqlite://{path}")
+    wal_while_full = 0
+
+    def watch(seconds: float) -> None:
+        nonlocal wal_while_full
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            wal_while_full = max(wal_while_full, wal_size(wal))
+            time.sleep(0.05)
+
     try:
         sender.start()
         assert wait_for(lambda: "is full" in receiver.output(), 60), "the disk never filled up"
         full_at = sender.sent
-        wal_while_full = 0
-        until = time.monotonic() + 12  # sending on while the disk is full
-        while time.monotonic() < until:
-            wal_while_full = max(wal_while_full, wal.stat().st_size if wal.exists() else 0)
-            time.sleep(0.1)
+        watch(12)  # sending on while the disk is full: the receiver holds the points, then stops reading
         blocked_while_full = sender.blocked_seconds
-        sent_while_full = sender.sent - full_at
-        ballast.unlink()  # the operator frees space
-        time.sleep(5)  # sending on after the space returned
+        assert blocked_while_full > 1, "the receiver never stopped reading"
+
+        # 2 MiB come back, less than the backlog needs: halved batches fill them, then it is full again
+        stored_before = stored_count(reader, sender.sent)
+        ballast.pop().unlink()
+        full_again = receiver.output().count("is full")
+        watch(8)
+        stored_in_2_mib = stored_count(reader, sender.sent) - stored_before
+        assert stored_in_2_mib > 2000, f"{stored_in_2_mib} points stored in the 2 MiB freed"
+        assert receiver.output().count("is full") > full_again, "2 MiB were enough for the whole backlog"
+        assert "writing it in halves" in receiver.output()
+
+        for piece in ballast:  # the operator frees the rest
+            piece.unlink()
+        time.sleep(4)  # sending on after the space returned
         sender.finish()
         assert sender.error is None, sender.error
         sent = sender.sent
-        reader = Accessor.from_url(f"sqlite://{path}")
         assert wait_for(lambda: stored_count(reader, sent) == sent, 60, 1.0), \
             f"ingest did not resume: {stored_count(reader, sent)} of {sent} sent lines stored\n{receiver.output()[-3000:]}"
-        # the WAL that grew while the disk was full gave its space back once writes succeeded
-        assert wait_for(lambda: (wal.stat().st_size if wal.exists() else 0) <= max(wal_while_full // 2, 1 << 20), 20), \
-            f"WAL of {wal.stat().st_size} bytes after recovery ({wal_while_full} while full)"
-        wal_after = wal.stat().st_size if wal.exists() else 0
+        # the WAL gives its space back once writes succeed (the disk is still nearly full: at the next commit)
+        assert wait_for(lambda: wal_size(wal) <= WAL_AFTER, 20), \
+            f"WAL of {wal_size(wal)} bytes after recovery ({wal_while_full} at most while full)"
+        wal_after = wal_size(wal)
         values = {}
         for start in range(0, sent, 2000):
             names = [f"hfd.m{i:07d}" for i in range(start, min(sent, start + 2000))]
@@ -147,7 +166,6 @@ def test_a_full_disk_loses_nothing_the_receiver_read_and_ingest_resumes_by_itsel
                 values[name] = [v for v in series.values_list() if v is not None] if series else []
         wrong = [n for n, v in values.items() if v != [float(int(n[5:]))]]
         assert not wrong, f"{len(wrong)} metrics without their one point, e.g. {wrong[:3]}"
-        reader.close()
 
         assert receiver.stop() == 0, receiver.output()
         output = receiver.output()
@@ -155,10 +173,11 @@ def test_a_full_disk_loses_nothing_the_receiver_read_and_ingest_resumes_by_itsel
         assert counters["storeErrors"] >= 1
         assert ("everything received is stored" in output) == (counters["droppedPoints"] == 0), output[-3000:]
         assert counters["droppedPoints"] == 0, output[-3000:]
-        print(f"\nfull disk: sent {sent} new metrics ({full_at} before the disk was full, {sent_while_full} while"
-              f" it was, the sender blocked {blocked_while_full:.1f}s then), all stored after {BALLAST_MIB} MiB were freed;"
-              f" WAL {wal_while_full >> 10} KiB while full, {wal_after >> 10} KiB after;"
+        print(f"\nfull disk: sent {sent} new metrics ({full_at} before the disk was full), the sender blocked"
+              f" {blocked_while_full:.1f}s while it was; {stored_in_2_mib} stored in the first 2 MiB freed, all"
+              f" after {BALLAST_MIB} MiB; WAL {wal_while_full >> 10} KiB at most while full, {wal_after >> 10} KiB after;"
               f" storeErrors {counters['storeErrors']:.0f}, readPauses {counters['readPauses']:.0f}")
     finally:
+        reader.close()
         receiver.kill()
         sender.sock.close()
