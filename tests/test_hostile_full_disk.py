@@ -181,3 +181,36 @@ def test_a_full_disk_loses_nothing_the_receiver_read_and_ingest_resumes_by_itsel
         reader.close()
         receiver.kill()
         sender.sock.close()
+
+
+def test_stopped_while_the_disk_is_full_the_receiver_says_what_it_dropped(tmp_path, disk):
+    """SIGTERM while the disk is still full: after --retries attempts the receiver gives up,
+    counts every point it could not store (droppedPoints = sent - stored, exactly) and its
+    exit message says so instead of "everything received is stored"."""
+    (disk.path / "ballast").write_bytes(b"\0" * ((DISK_MIB - 4) << 20))
+    path = disk.path / "bgl.db"
+    schemas = tmp_path / "schemas.conf"
+    schemas.write_text("[all]\npattern = .*\nretentions = 60s:1d\n")
+    receiver = BglReceive(tmp_path / "receiver", f"sqlite://{path}", "--retries", "1", "--flush-interval", "0.2",
+                          "--stats-interval", "0", "--storage-schemas", str(schemas)).start()
+    sender = Sender(receiver.line_port)
+    try:
+        sender.start()
+        assert wait_for(lambda: "is full" in receiver.output(), 60), "the disk never filled up"
+        time.sleep(2)
+        sender.finish()
+        sent = sender.sent
+        assert receiver.stop() == 0, receiver.output()
+        output = receiver.output()
+        counters = receiver.counters()
+        reader = Accessor.from_url(f"sqlite://{path}")
+        stored = stored_count(reader, sent)
+        reader.close()
+        assert 0 < stored < sent
+        assert counters["droppedPoints"] == sent - stored, output[-3000:]
+        assert "everything received is stored" not in output
+        assert f"stopped, {sent - stored} points received were NOT stored" in output
+        print(f"\nstopped on a full disk: sent {sent}, stored {stored}, dropped and counted {sent - stored}")
+    finally:
+        receiver.kill()
+        sender.sock.close()
