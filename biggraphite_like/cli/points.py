@@ -15,7 +15,7 @@ from biggraphite_like.cli.common import add_format_option, new_metric_metadata, 
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound, StoreError, StoreFull
 from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
-from biggraphite_like.halving import write_halving
+from biggraphite_like.batch_writer import write_halving
 from biggraphite_like.metric import MetricMetadata
 
 STDIN_BATCH_LINES = 50_000
@@ -105,7 +105,7 @@ def _write_lines(accessor: Accessor, batch: _LineBatch, metadata: MetricMetadata
                  committed: _Committed) -> None:
     """Write one batch (one transaction) and advance `committed`.
 
-    A batch the disk cannot hold is written in halves (halving.write_halving), in input
+    A batch the disk cannot hold is written in halves (batch_writer.write_halving), in input
     order, down to 1,000 lines, so as many leading lines as fit are committed; past that
     the StoreFull goes up, `committed` telling how far the input was stored."""
     def write(part: _LineBatch) -> None:

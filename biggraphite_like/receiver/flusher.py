@@ -8,42 +8,37 @@ This is the one place where the receiver creates metrics: the batch's unknown me
 created in its transaction, together, with the metadata the storage rules give them
 (rules.py), so a point never waits for nor races with its metric's creation.
 
-A batch the store refuses as a whole is written in halves, in arrival order, down to
-1,000 points (halving.py, as `bgl write -` does): on a full disk what fits gets in, and
-a failure that does not go away is confined to a small batch. A smallest batch that
-fails is retried with exponential backoff (from `retry_delay` doubling up to
-`retry_max_delay`): without limit while the error can recover (RECOVERABLE: a full disk,
-a disk I/O error, a locked file, Cassandra unavailable), `retries` times otherwise (a
-bug, a corrupt store), then dropped, logged and counted (droppedPoints). Meanwhile the
-flusher holds the batch and the buffer fills up to --max-buffered-points: reads stop,
-clients block in send() (listeners.py), nothing is dropped; once the store takes writes
-again the rest follows by itself. When the receiver stops, a recoverable error is
-retried `retries` times too; if it persists, the rest of the buffer is tried once and
-what fails is dropped and counted: the exit message then says so (service.py).
+Batches are written by batch_writer.BatchWriter (shared with carbon's plugin): a batch
+the store refuses as a whole is written in halves, in arrival order, down to 1,000
+points (as `bgl write -` does): on a full disk what fits gets in, and a failure that
+does not go away is confined to a small batch. A smallest batch that fails is retried
+with exponential backoff (from `retry_delay` doubling up to `retry_max_delay`): without
+limit while the error can recover (batch_writer.RECOVERABLE: a full disk, a disk I/O
+error, a locked file, Cassandra unavailable), `retries` times otherwise (a bug, a
+corrupt store), then dropped, logged and counted (droppedPoints). Meanwhile the flusher
+holds the batch and the buffer fills up to --max-buffered-points: reads stop, clients
+block in send() (listeners.py), nothing is dropped; once the store takes writes again
+the rest follows by itself. When the receiver stops, a recoverable error is retried
+`retries` times too; if it persists, the rest of the buffer is tried once and what
+fails is dropped and counted: the exit message then says so (service.py).
 """
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import threading
 import time
 from typing import Callable
 
-from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import BglError, StoreFull, StoreUnavailable
-from biggraphite_like.halving import write_halving
+from biggraphite_like.accessor import Accessor, WriteResult
+from biggraphite_like.batch_writer import BatchWriter
+from biggraphite_like.errors import BglError
 from biggraphite_like.receiver.buffer import Batch, PointBuffer
 from biggraphite_like.receiver.rules import StorageRules
 from biggraphite_like.receiver.stats import ReceiverStats
 
 _log = logging.getLogger(__name__)
 
-RECOVERABLE = (StoreFull, StoreUnavailable)  # errors that pass with time or an operator's action
-
-
-class _GaveUp(Exception):
-    """Stopping, the store still fails: the rest of the batch is dropped."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +62,7 @@ class Flusher:
         self.policy = policy
         self.on_flush = on_flush or (lambda: None)  # after each batch (wakes the I/O loop)
         self._stop = threading.Event()
-        self._giving_up = False  # stopping, and the store still fails: one attempt a batch
-        self._handled = 0  # points of the batch being written that are stored or dropped
+        self._batches = _StoreBatches(self)
         self._thread = threading.Thread(target=self._run, name="bgl-receiver-flusher", daemon=True)
 
     def start(self) -> None:
@@ -97,29 +91,28 @@ class Flusher:
     def write(self, batch: Batch) -> None:
         """Write one batch (in halves if the store refuses it whole, see the module doc);
         counts the outcome."""
-        self._handled = 0
         try:
-            if self._giving_up:
-                self._write_smallest(batch)
-            else:
-                write_halving(batch, self._insert, last=self._write_smallest, on_split=self._split)
-        except _GaveUp as exc:
-            self._drop(len(batch) - self._handled, batch, exc.__cause__)
+            self._batches.write(batch)
         finally:
             self.buffer.done(batch)
             self.on_flush()
 
-    def _insert(self, batch: Batch) -> None:
-        """One attempt (one transaction); storeErrors counts a failure."""
-        started = time.perf_counter()
-        try:
-            result = self.accessor.insert_columns(batch.names, batch.owner, batch.timestamps, batch.values,
-                                                  create=self.rules.metadata_for)
-        except Exception:
-            self.stats.increment("storeErrors")
-            raise
-        self._handled += len(batch)
-        elapsed_ms = int((time.perf_counter() - started) * 1000)
+
+class _StoreBatches(BatchWriter[Batch]):
+    """The flusher's batches into the accessor, counted in the receiver's stats."""
+
+    def __init__(self, flusher: Flusher):
+        super().__init__(flusher.policy, flusher._stop)
+        self.accessor = flusher.accessor
+        self.rules = flusher.rules
+        self.stats = flusher.stats
+
+    def insert(self, batch: Batch) -> WriteResult:
+        return self.accessor.insert_columns(batch.names, batch.owner, batch.timestamps, batch.values,
+                                            create=self.rules.metadata_for)
+
+    def written(self, batch: Batch, result: WriteResult, seconds: float) -> None:
+        elapsed_ms = int(seconds * 1000)
         self.stats.increment("flushes")
         self.stats.increment("flushMilliseconds", elapsed_ms)
         self.stats.increment("committedPoints", result.stored)
@@ -130,44 +123,12 @@ class Flusher:
             _log.warning("store refused %d points: %s", result.rejected, "; ".join(result.errors[:5]))
         _log.debug("flushed %d points of %d metrics in %d ms", len(batch), len(batch.names), elapsed_ms)
 
-    def _split(self, batch: Batch, exc: Exception) -> None:
-        _log.warning("store batch of %d points of %d metrics failed: %s; writing it in halves", len(batch),
-                     len(batch.names), exc)
+    def failed(self, batch: Batch, exc: Exception, then: str) -> None:
+        self.stats.increment("storeErrors")
+        _log.warning("store batch of %d points of %d metrics failed: %s; %s", len(batch), len(batch.names), exc, then,
+                     exc_info=exc if not isinstance(exc, BglError) else None)
 
-    def _write_smallest(self, batch: Batch) -> None:
-        """Write a batch that is not halved any more, retrying (see the module doc)."""
-        delay = self.policy.retry_delay
-        failures = 0  # counted against `retries`
-        for attempt in itertools.count(1):
-            try:
-                self._insert(batch)
-            except Exception as exc:
-                stopping = self._stop.is_set()
-                recoverable = isinstance(exc, RECOVERABLE)
-                if stopping or not recoverable:
-                    failures += 1
-                if self._giving_up or failures > self.policy.retries:
-                    if recoverable:  # stopping: the store still cannot take the rest either
-                        self._giving_up = True
-                        raise _GaveUp() from exc
-                    self._drop(len(batch), batch, exc)
-                    self._handled += len(batch)
-                    return
-                limit = "until the store takes it" if recoverable and not stopping else \
-                    f"{self.policy.retries - failures + 1} more time(s)"
-                _log.warning("store batch of %d points failed (attempt %d): %s; retrying in %.2fs, %s", len(batch),
-                             attempt, exc, delay, limit)
-                if stopping:
-                    time.sleep(delay)
-                else:
-                    self._stop.wait(delay)  # a stop request ends the wait: the count of attempts starts
-                delay = min(delay * 2, self.policy.retry_max_delay)
-                continue
-            if attempt > 1:
-                _log.info("store batch of %d points written at attempt %d", len(batch), attempt)
-            return
-
-    def _drop(self, points: int, batch: Batch, exc: BaseException | None) -> None:
+    def dropped(self, points: int, batch: Batch, exc: BaseException | None) -> None:
         self.stats.increment("droppedPoints", points)
         _log.error("dropped %d points of %d metrics (%s...): %s", points, len(batch.names),
-                   ", ".join(batch.names[:3]), exc, exc_info=exc if not isinstance(exc, BglError) else None)
+                   ", ".join(batch.names[:3]), exc)
