@@ -132,20 +132,20 @@ class BatchWriter(Generic[B]):
         self.written(batch, result, time.perf_counter() - started)
 
     def _split(self, batch: B, exc: Exception) -> None:
-        self.failed(batch, exc, "writing it in halves")
+        self.failed(batch, exc, "the whole batch", "writing it in halves")
 
     def _write_smallest(self, batch: B) -> None:
         if self.giving_up:
             try:
                 self._attempt(batch)
             except Exception as exc:
-                self.failed(batch, exc, "stopping, the store still fails: dropped")
+                self.failed(batch, exc, "one attempt", "stopping, the store still fails: dropped")
                 self.dropped(len(batch), batch, exc)
                 self._handled += len(batch)
             return
 
         def failed(exc: Exception, attempt: int, delay: float, more: str) -> None:
-            self.failed(batch, exc, f"attempt {attempt}, " + (f"retrying in {delay:.2f}s, {more}" if delay else more))
+            self.failed(batch, exc, f"attempt {attempt}", f"retrying in {delay:.2f}s, {more}" if delay else more)
 
         try:
             retry(lambda: self._attempt(batch), self.policy, self.stopping, failed)
@@ -164,8 +164,8 @@ class BatchWriter(Generic[B]):
     def written(self, batch: B, result: object, seconds: float) -> None:
         """The batch is stored: count it."""
 
-    def failed(self, batch: B, exc: Exception, then: str) -> None:
-        """An attempt failed (count it, log it); `then` says what happens next."""
+    def failed(self, batch: B, exc: Exception, how: str, then: str) -> None:
+        """An attempt failed (count it, log it): `how` says which, `then` what happens next."""
 
     def dropped(self, points: int, batch: B, exc: BaseException | None) -> None:
         """`points` of the batch will never be stored: count and log them."""

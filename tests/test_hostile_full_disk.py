@@ -22,6 +22,7 @@ import time
 import pytest
 
 from biggraphite_like.accessor import Accessor
+from biggraphite_like.metric import MetricMetadata
 from tests.receiver_env import BglReceive
 from tests.small_disk import IS_ROOT, SmallDisk
 
@@ -90,8 +91,11 @@ class Sender(threading.Thread):
 
 
 def stored_count(accessor: Accessor, count: int) -> int:
-    names = [f"hfd.m{i:07d}" for i in range(count)]
-    return sum(len(accessor.store.get_metrics(names[start:start + 5000])) for start in range(0, count, 5000))
+    return stored_count_of(accessor, [f"hfd.m{i:07d}" for i in range(count)])
+
+
+def stored_count_of(accessor: Accessor, names: list[str]) -> int:
+    return sum(len(accessor.store.get_metrics(names[start:start + 5000])) for start in range(0, len(names), 5000))
 
 
 def wait_for(condition, timeout: float, step: float = 0.2) -> bool:
@@ -214,3 +218,50 @@ def test_stopped_while_the_disk_is_full_the_receiver_says_what_it_dropped(tmp_pa
     finally:
         receiver.kill()
         sender.sock.close()
+
+
+def test_carbons_plugin_holds_its_points_on_a_full_disk_and_stores_them_once_space_returns(tmp_path, disk):
+    """Carbon's plugin on the same full disk (its real buffer, flusher and writer process,
+    BG_RETRIES 0): the flusher halves the call that does not fit, keeps retrying what
+    still does not (the buffer, then carbon's cache, holds the rest), and stores every
+    point once the ballast is deleted; nothing dropped (before: dropped at the first
+    failure with BG_RETRIES 0)."""
+    from carbon_plugin.buffer import WriteBuffer
+    from carbon_plugin.flusher import Flusher
+    from carbon_plugin.known import KnownMetrics
+    from carbon_plugin.options import PluginOptions
+    from carbon_plugin.stats import PluginStats
+    from carbon_plugin.writer_process import ProcessWriter
+
+    ballast = disk.path / "ballast"
+    ballast.write_bytes(b"\0" * ((DISK_MIB - 4) << 20))
+    url = f"sqlite://{disk.path / 'bgl.db'}"
+    Accessor.from_url(url).syncdb()
+    options = PluginOptions(store_url=url, flush_interval=0.2, retries=0, retry_max_delay=1.0)
+    stats = PluginStats()
+    known = KnownMetrics(lambda: Accessor.from_url(url), options, stats)
+    buffer = WriteBuffer(options.flush_size, options.flush_interval, options.max_buffered_points)
+    flusher = Flusher(ProcessWriter(url), buffer, known, options, stats)
+    meta = MetricMetadata.create("60s:1d")
+    count = 40_000
+    names = [f"hfd.carbon.m{i:06d}" for i in range(count)]
+    try:
+        for i, name in enumerate(names):
+            known.set(name, meta)
+            buffer.add(name, [(NOW, float(i))])
+        flusher.ensure_started()
+        assert wait_for(lambda: stats.totals()["storeErrors"] >= 3, 60), "the disk never filled up"
+        assert not flusher.flush_now(3), "the whole buffer fit in 4 MiB"
+        held = stats.totals()
+        assert 1000 <= held["storedPoints"] < count and held["droppedPoints"] == 0, held  # halves got in
+        ballast.unlink()
+        assert flusher.flush_now(60), "the flusher did not resume"
+    finally:
+        flusher.stop()
+    totals = stats.totals()
+    assert totals["droppedPoints"] == 0 and totals["storedPoints"] == count, totals
+    reader = Accessor.from_url(url)
+    assert stored_count_of(reader, names) == count
+    reader.close()
+    print(f"\ncarbon's plugin on a full disk: {held['storedPoints']} of {count} stored in the 4 MiB left,"
+          f" all after the ballast was deleted; storeErrors {totals['storeErrors']}")

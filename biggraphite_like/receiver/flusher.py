@@ -123,9 +123,10 @@ class _StoreBatches(BatchWriter[Batch]):
             _log.warning("store refused %d points: %s", result.rejected, "; ".join(result.errors[:5]))
         _log.debug("flushed %d points of %d metrics in %d ms", len(batch), len(batch.names), elapsed_ms)
 
-    def failed(self, batch: Batch, exc: Exception, then: str) -> None:
+    def failed(self, batch: Batch, exc: Exception, how: str, then: str) -> None:
         self.stats.increment("storeErrors")
-        _log.warning("store batch of %d points of %d metrics failed: %s; %s", len(batch), len(batch.names), exc, then,
+        _log.warning("store batch of %d points of %d metrics failed (%s): %s; %s", len(batch), len(batch.names), how,
+                     exc, then,
                      exc_info=exc if not isinstance(exc, BglError) else None)
 
     def dropped(self, points: int, batch: Batch, exc: BaseException | None) -> None:
