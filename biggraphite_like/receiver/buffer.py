@@ -38,7 +38,7 @@ class Batch:
         return len(self.owner)
 
     def halves(self) -> tuple["Batch", "Batch"]:
-        """The points before the middle one and the rest, in arrival order (halving.py:
+        """The points before the middle one and the rest, in arrival order (batch_writer.py:
         the flusher writes a batch the store refuses as a whole in halves)."""
         middle = len(self.owner) // 2
         return self._part(slice(0, middle)), self._part(slice(middle, None))
