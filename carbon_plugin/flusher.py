@@ -7,17 +7,18 @@ Each metric travels with the metadata carbon created it with: insert_columns cre
 batch's unknown metrics in the same transaction as their first points (a metric the store
 already has keeps its metadata), so a point is never dropped because its metric's creation
 is still in progress. Metrics whose metadata this process does not know go in calls of
-their own, without metadata (the store refuses their points if it lacks them). Calls are
-written by batch_writer.BatchWriter, as the receiver's flusher writes its batches: a call
-the store refuses whole is written in halves (down to 1,000 points: on a full disk what
-fits gets in); a smallest one that fails is retried with exponential backoff from
-BG_RETRY_DELAY, without limit while the error can recover (a full disk, a disk I/O error,
-a locked file, Cassandra unavailable: the flusher holds the points, the buffer fills,
-`add` blocks carbon's writer and carbon's cache holds the rest), BG_RETRIES times
-otherwise and once stopping, then logged, counted as droppedPoints and in carbon's
-`errors`. Points refused (invalid names, by the buffer; NaN
-or infinite values and timestamps outside 1..2^32-1, by the accessor) are logged with the
-reason and counted as rejectedPoints.
+their own, without metadata (the store refuses their points if it lacks them).
+
+Calls are written by batch_writer.BatchWriter, as the receiver's flusher writes its
+batches: a call the store refuses whole is written in halves (down to 1,000 points: on a
+full disk what fits gets in); a smallest one that fails is retried with exponential
+backoff from BG_RETRY_DELAY, without limit while the error can recover (a full disk, a
+disk I/O error, a locked file, Cassandra unavailable: the flusher holds the points, the
+buffer fills, `add` blocks carbon's writer and carbon's cache holds the rest),
+BG_RETRIES times otherwise and once stopping, then logged, counted as droppedPoints and
+in carbon's `errors`. Points refused (invalid names, by the buffer; NaN or infinite
+values and timestamps outside 1..2^32-1, by the accessor) are logged with the reason and
+counted as rejectedPoints.
 """
 from __future__ import annotations
 
@@ -248,16 +249,16 @@ class _CarbonBatches(BatchWriter[Batch]):
             self.flusher._refused(result.rejected, result.errors)
 
     def failed(self, batch: Batch, exc: Exception, how: str, then: str) -> None:
-        log_failure(_what(batch), how, exc, then, self.flusher._stats)
+        log_failure(f"write of {_described(batch)}", how, exc, then, self.flusher._stats)
 
     def dropped(self, points: int, batch: Batch, exc: BaseException | None) -> None:
         self.flusher._stats.increment("droppedPoints", points)
         count_carbon_error()
-        log.msg(f"biggraphite_like: dropped {points} points of {_what(batch)[9:]}: {exc}")
+        log.msg(f"biggraphite_like: dropped {points} of the {_described(batch)}: {exc}")
 
 
-def _what(batch: Batch) -> str:
-    return f"write of {len(batch)} points of {len(batch.names)} metrics ({_sample(batch.names)})"
+def _described(batch: Batch) -> str:
+    return f"{len(batch)} points of {len(batch.names)} metrics ({_sample(batch.names)})"
 
 
 def _sample(names: list[str], first: int = 3, last: int = 2) -> str:

@@ -30,7 +30,8 @@ NOW = int(time.time()) // 60 * 60
 RATE, CHUNK = 4000, 400  # new metrics a second at most, and at once
 DISK_MIB, BALLAST_MIB = 40, 32
 WAL_AFTER = 1 << 20  # the store bounds its WAL at 1 MiB while its disk is nearly full (TIGHT_WAL_BYTES)
-pytestmark = pytest.mark.skipif(not IS_ROOT, reason="needs root to mount a small tmpfs for the receiver")
+pytestmark = [pytest.mark.slow,  # about 40 s, 10 s and 15 s
+              pytest.mark.skipif(not IS_ROOT, reason="needs root to mount a small tmpfs for the receiver")]
 
 
 @pytest.fixture

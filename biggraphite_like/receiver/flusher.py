@@ -40,7 +40,6 @@ from biggraphite_like.receiver.stats import ReceiverStats
 _log = logging.getLogger(__name__)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class FlushPolicy:
     interval: float = 1.0  # seconds between the starts of two flushes
@@ -126,8 +125,7 @@ class _StoreBatches(BatchWriter[Batch]):
     def failed(self, batch: Batch, exc: Exception, how: str, then: str) -> None:
         self.stats.increment("storeErrors")
         _log.warning("store batch of %d points of %d metrics failed (%s): %s; %s", len(batch), len(batch.names), how,
-                     exc, then,
-                     exc_info=exc if not isinstance(exc, BglError) else None)
+                     exc, then, exc_info=exc if not isinstance(exc, BglError) else None)
 
     def dropped(self, points: int, batch: Batch, exc: BaseException | None) -> None:
         self.stats.increment("droppedPoints", points)
