@@ -16,11 +16,11 @@ from biggraphite_like.cli.common import (UsageError, add_format_option, format_m
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound, StoreError, StoreFull
 from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
+from biggraphite_like.batch_writer import write_halving
 from biggraphite_like.metric import MetricMetadata
 
 STDIN_BATCH_LINES = 50_000
 MAX_WARNED_METRICS = 5  # existing metrics named in `write`'s warnings; the rest are counted
-MIN_SPLIT_LINES = 1_000  # a batch that does not fit is halved down to this many lines
 
 
 @dataclasses.dataclass
@@ -39,6 +39,9 @@ class _LineBatch:
         self.size += 1
         self.first_line = self.first_line or line
         self.last_line = line
+
+    def __len__(self) -> int:
+        return self.size
 
     def halves(self) -> tuple["_LineBatch", "_LineBatch"]:
         """The lines before the middle one and the rest, in input order."""
@@ -104,21 +107,17 @@ def _write_lines(accessor: Accessor, batch: _LineBatch, metadata: MetricMetadata
                  committed: _Committed) -> None:
     """Write one batch (one transaction) and advance `committed`.
 
-    A batch the disk cannot hold is split in halves, in input order, down to
-    MIN_SPLIT_LINES, so as many leading lines as fit are committed; past that the
-    StoreFull goes up, `committed` telling how far the input was stored."""
-    try:
-        result = accessor.insert_points(batch.points, create=metadata)  # now: when the batch is written
-    except StoreFull:
-        if batch.size <= MIN_SPLIT_LINES:
-            raise
-        for half in batch.halves():
-            _write_lines(accessor, half, metadata, total, err, committed)
-        return
-    if result.rejected:
-        _report_refused_lines(batch, err)
-    _add(total, result)
-    committed.line = batch.last_line
+    A batch the disk cannot hold is written in halves (batch_writer.write_halving), in input
+    order, down to 1,000 lines, so as many leading lines as fit are committed; past that
+    the StoreFull goes up, `committed` telling how far the input was stored."""
+    def write(part: _LineBatch) -> None:
+        result = accessor.insert_points(part.points, create=metadata)  # now: when the batch is written
+        if result.rejected:
+            _report_refused_lines(part, err)
+        _add(total, result)
+        committed.line = part.last_line
+
+    write_halving(batch, write, may_split=lambda exc: isinstance(exc, StoreFull))
 
 
 @dataclasses.dataclass

@@ -70,8 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-file", metavar="PATH",
                    help="also write the counters there, Prometheus text format, at each record")
     p.add_argument("--retries", type=int, default=10, metavar="N",
-                   help="attempts after a failed store batch before its points are dropped (default 10,"
-                        " backoff 0.2 s doubling to 10 s)")
+                   help="attempts after a store batch failed for a reason that cannot recover (a bug, a corrupt"
+                        " store) before its points are dropped (default 10, backoff 0.2 s doubling to 10 s); a"
+                        " full disk or an unavailable store is retried until it passes (N times once stopping)")
     p.add_argument("--max-connections", type=int, default=10_000, metavar="N",
                    help="connections per TCP listener at most (default 10,000, and no more than the open files"
                         " limit allows, raised to its hard limit at start): past it, the connection silent"

@@ -42,6 +42,17 @@ class Batch:
     def __len__(self) -> int:
         return len(self.owner)
 
+    def halves(self) -> tuple["Batch", "Batch"]:
+        """The points before the middle one and the rest, in arrival order (batch_writer.py:
+        the flusher writes a batch the store refuses as a whole in halves)."""
+        middle = len(self.owner) // 2
+        return self._part(slice(0, middle)), self._part(slice(middle, None))
+
+    def _part(self, points: slice) -> "Batch":
+        unique, owner = np.unique(self.owner[points], return_inverse=True)
+        return Batch(list(map(self.names.__getitem__, unique.tolist())), owner.astype(np.int64, copy=False),
+                     self.timestamps[points], self.values[points], self.ids[unique])
+
 
 class PointBuffer:
     """Thread-safe: the I/O thread adds, the flusher takes, CarbonLink reads."""

@@ -2,9 +2,11 @@
 accessor, run until SIGTERM or SIGINT, then drained (see listeners.py) and flushed.
 
 On SIGTERM: stop accepting, read every open connection to its end (or until
-`drain_timeout`), flush everything, record the last self-metrics, exit 0. Every byte a
-client sent on a connection it closed before the signal is stored. A SIGKILL loses at
-most what was received since the last flush started (one flush interval).
+`drain_timeout`), flush everything, record the last self-metrics, exit 0 (the exit
+message says whether anything was dropped). Every byte a client sent on a connection it
+closed before the signal is stored, unless the store still fails then (the flusher
+retries, then drops and counts: flusher.py). A SIGKILL loses at most what was received
+since the last flush started (one flush interval), or what a failing store left buffered.
 """
 from __future__ import annotations
 
@@ -195,6 +197,20 @@ def serve(accessor: Accessor, options: ReceiverOptions, out: TextIO) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    out.write("bgl receive: stopped, everything received is stored\n")
+    out.write(f"bgl receive: stopped, {exit_summary(receiver.stats.totals())}\n")
     out.flush()
     return 0
+
+
+def exit_summary(totals: dict[str, int]) -> str:
+    """What the exit message says of the points received: "everything received is stored"
+    only when nothing was dropped (a store failure that outlasted the stop, UDP past the
+    bound); points refused as bad input or too old are named too."""
+    dropped = totals.get("droppedPoints", 0)
+    refused = {"refused as bad input": totals.get("refusedLines", 0) + totals.get("rejectedPoints", 0),
+               "older than their retention": totals.get("tooOldPoints", 0)}
+    unstored = ", ".join(f"{count} {why}" for why, count in refused.items() if count)
+    if dropped:
+        return (f"{dropped} points received were NOT stored (droppedPoints: the store kept failing, or UDP past"
+                f" --max-buffered-points; the log says which)" + (f"; also {unstored}" if unstored else ""))
+    return "everything received is stored" + (f" except {unstored}" if unstored else "")
