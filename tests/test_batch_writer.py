@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from biggraphite_like.batch_writer import BatchWriter
-from biggraphite_like.errors import StoreFull
+from biggraphite_like.errors import StoreFull, StoreLocked
 from biggraphite_like.receiver.buffer import Batch
 
 
@@ -25,14 +25,19 @@ class Recorder(BatchWriter[Batch]):
     """Stores values in `stored`; fails with `error` on any batch holding a value in `poison`,
     or with StoreFull while `full` is set."""
 
-    def __init__(self, stopping: threading.Event, poison: set[float] = frozenset(), full: threading.Event | None = None):
+    def __init__(self, stopping: threading.Event, poison: set[float] = frozenset(), full: threading.Event | None = None,
+                 locked: threading.Event | None = None):
         super().__init__(Policy(), stopping)
-        self.poison, self.full = poison, full
+        self.poison, self.full, self.locked = poison, full, locked
+        self.sizes: list[int] = []  # of every batch insert was called with
         self.stored: list[float] = []
         self.dropped_points = 0
         self.failures: list[str] = []
 
     def insert(self, batch: Batch) -> None:
+        self.sizes.append(len(batch))
+        if self.locked is not None and self.locked.is_set():
+            raise StoreLocked("database is locked")
         if self.full is not None and self.full.is_set():
             raise StoreFull("the disk is full")
         if self.poison & set(batch.values.tolist()):
@@ -82,3 +87,14 @@ def test_stopping_on_a_full_disk_drops_the_rest_after_the_retries_and_counts_it(
     assert writer.dropped_points == 4000 and writer.giving_up
     writer.write(batch(10))  # then one attempt a batch
     assert writer.dropped_points == 4010 and writer.failures[-1] == "one attempt"
+
+
+def test_a_store_locked_by_another_writer_is_retried_whole_not_halved():
+    """Each half would wait the lock's timeout again: the batch waits whole, and gets in whole."""
+    locked = threading.Event()
+    locked.set()
+    writer = Recorder(threading.Event(), locked=locked)
+    threading.Timer(0.3, locked.clear).start()
+    writer.write(batch(100_000))
+    assert writer.dropped_points == 0 and writer.stored == list(range(100_000))
+    assert set(writer.sizes) == {100_000} and len(writer.sizes) > writer.policy.retries + 1
