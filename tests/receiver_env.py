@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from biggraphite_like.accessor import Accessor
 from tests.carbon_env import REPO_ROOT, free_port
 
 
@@ -83,3 +84,20 @@ class BglReceive:
             if match:
                 found[match.group(1)] = float(match.group(2))
         return found
+
+
+def stored_points(url: str, points, now: int) -> int:
+    """How many of points, (name, timestamp, value) sent around `now`, the store holds with
+    exactly the value sent (the metrics never created count as not held)."""
+    accessor = Accessor.from_url(url)
+    try:
+        existing = accessor.get_metrics(sorted({n for n, _, _ in points}))
+        series = accessor.fetch(sorted(existing), now - 86_000, now + 60, now=now + 60) if existing else {}
+        held = 0
+        for name, timestamp, value in points:
+            ts = series.get(name)
+            if ts is not None and ts.values[(timestamp - ts.start) // ts.step] == value:
+                held += 1
+        return held
+    finally:
+        accessor.close()

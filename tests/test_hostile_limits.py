@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from biggraphite_like.accessor import Accessor
+from tests import receiver_env
 from tests.carbon_env import REPO_ROOT, plaintext, send_to_carbon
 from tests.conftest import make_store_url
 from tests.receiver_env import BglReceive
@@ -67,19 +67,7 @@ def points_of(prefix: str, count: int) -> list[tuple[str, int, float]]:
 
 
 def stored_points(url: str, points) -> int:
-    """How many of points the store holds with their exact value."""
-    accessor = Accessor.from_url(url)
-    try:
-        names = sorted(n for n in {n for n, _, _ in points} if accessor.get_metric(n) is not None)
-        series = accessor.fetch(names, NOW - 86_000, NOW + 60, now=NOW + 60) if names else {}
-        found = 0
-        for name, timestamp, value in points:
-            ts = series.get(name)
-            if ts is not None and ts.values[(timestamp - ts.start) // ts.step] == value:
-                found += 1
-        return found
-    finally:
-        accessor.close()
+    return receiver_env.stored_points(url, points, NOW)
 
 
 def proc_status(pid: int, field: str) -> int:

@@ -17,6 +17,7 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.receiver.pickles import decode_pickle, safe_loads
 from biggraphite_like.receiver.points import Refusals
+from tests import receiver_env
 from tests.carbon_env import CarbonCache, send_to_carbon
 from tests.conftest import make_store_url
 from tests.receiver_env import BglReceive
@@ -58,20 +59,7 @@ def frames(points, batch: int = 250) -> bytes:
 
 
 def stored_points(url: str, points) -> int:
-    """How many of points the store holds with exactly the value sent."""
-    accessor = Accessor.from_url(url)
-    try:
-        names = sorted({n for n, _, _ in points})
-        existing = accessor.get_metrics(names)
-        series = accessor.fetch(sorted(existing), NOW - 86_000, NOW + 60, now=NOW + 60)
-        held = 0
-        for name, timestamp, value in points:
-            ts = series.get(name)
-            if ts is not None and ts.values[(timestamp - ts.start) // ts.step] == value:
-                held += 1
-        return held
-    finally:
-        accessor.close()
+    return receiver_env.stored_points(url, points, NOW)
 
 
 def wait_stored(url: str, points, timeout: float = 120.0) -> None:
