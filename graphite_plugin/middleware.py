@@ -11,6 +11,9 @@
   `Referer`); clients that are not browsers (curl, scripts, Grafana's server access) send
   none of them and are not affected, nor are Grafana's reads from the browser (`/render`,
   `/metrics/find`, `/tags/autoComplete/*`, ...).
+* RenderBudgetMiddleware answers 400 with the reason for a render graphite would fail on or
+  that would build more than the limits allow (graphite_plugin.render_budget), before
+  graphite's view (or a shortcut) runs.
 * ViewShortcutMiddleware answers two of graphite's views the way they would, faster:
   JSON renders (graphite_plugin.render_view) and tree finds of a cached pattern
   (graphite_plugin.find_view), through Django's `process_view` hook; each shortcut
@@ -48,6 +51,43 @@ class PatternRefusedMiddleware:
     def process_exception(self, request, exception):
         if isinstance(exception, PatternRefused):
             return HttpResponseBadRequest(str(exception), content_type="text/plain; charset=utf-8")
+        return None
+
+
+class RenderBudgetMiddleware:
+    """process_view: a render over the budget answers 400 (graphite_plugin.render_budget)."""
+
+    def __init__(self, get_response):
+        from graphite.render.views import renderView
+
+        from graphite_plugin import utf8_targets
+
+        utf8_targets.install()  # targets naming non-ASCII metrics parse
+        self.get_response = get_response
+        self.render_view = renderView
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if view_func is not self.render_view:
+            return None
+        from graphite.render.views import parseOptions
+
+        from graphite_plugin.options import OPTION_DEFAULTS
+        from graphite_plugin.render_budget import check_request
+
+        try:
+            graph_options, request_options = parseOptions(request)
+        except Exception:  # noqa: BLE001 - graphite's view answers its own error
+            return None
+        limits = {name: int(getattr(settings, name, OPTION_DEFAULTS[name]))
+                  for name in ("BG_MAX_RENDER_POINTS", "BG_MAX_RENDER_PIXELS")}
+        try:
+            check_request(graph_options, request_options, limits["BG_MAX_RENDER_POINTS"],
+                          limits["BG_MAX_RENDER_PIXELS"])
+        except PatternRefused as exc:
+            return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
         return None
 
 

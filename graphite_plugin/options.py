@@ -20,6 +20,8 @@ OPTION_DEFAULTS: dict[str, float | int] = {
     "BG_FIND_CACHE_CHECK_INTERVAL": 0.5,  # seconds between two reads of the store's names token by a process
     "BG_MAX_RENDER_SERIES": 20_000,  # series one render (one fetch of its targets) may read
     "BG_MAX_RENDER_POINTS": 10_000_000,  # points one render may read, summed over its series
+    "BG_MAX_RENDER_PIXELS": 16_000_000,  # pixels of one rendered image (width x height; 4000x4000)
+    "BG_MAX_CLIENT_REQUESTS": 4,  # requests one client address may have in progress in a process (0: no limit)
     "BG_MAX_TAG_SERIES": _tags.DEFAULT_MAX_TAG_SERIES,  # series the driving term of a tag query may cover
     "BG_MAX_TAG_VALUES": _tags.DEFAULT_MAX_TAG_VALUES,  # values of a tag one tag expression may read
 }

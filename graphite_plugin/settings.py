@@ -46,6 +46,8 @@ BG_SELF_METRICS_INTERVAL = _self_metrics_interval()  # seconds between writes of
 # the key type of graphite-web's tables (its migrations predate Django 3.2's setting, which
 # otherwise warns, models.W042, for every model at each start)
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
+# graphite's URLs, with errors answered as a short reason (graphite_plugin.error_views)
+ROOT_URLCONF = "graphite_plugin.urls"
 
 __all__ = ["STORAGE_FINDERS", "TAGDB", "BG_STORE", "BG_SELF_METRICS_INTERVAL", "DEFAULT_AUTO_FIELD",
            *_OPTION_DEFAULTS]
@@ -70,8 +72,10 @@ def _app_settings() -> dict:
     values["MIDDLEWARE"] = ("graphite_plugin.self_metrics.RequestTimingMiddleware",  # times whole requests
                             *values["MIDDLEWARE"],
                             "graphite_plugin.middleware.CrossSiteWriteMiddleware",
+                            "graphite_plugin.middleware.RenderBudgetMiddleware",
                             "graphite_plugin.middleware.ViewShortcutMiddleware",
                             "graphite_plugin.middleware.PatternRefusedMiddleware")
+    values["ROOT_URLCONF"] = ROOT_URLCONF
     values["GRAPHITE_WEB_APP_SETTINGS_LOADED"] = True  # graphite.settings must not load them again
     return values
 
