@@ -11,7 +11,9 @@ Django's handlers here instead (graphite_plugin.settings sets ROOT_URLCONF):
   re.error) answers 400 with the error's message;
 * anything else answers 500 with the exception's type only; the traceback is in
   graphite-web's exception log (graphite's LogExceptionsMiddleware writes it there).
-400, 403 and 404 answer Django's reason as text too.
+400, 403 and 404 answer Django's reason as text too. graphite_plugin.middleware's
+ErrorAnswerMiddleware applies `has_traceback` and `short_reason` to the error answers
+graphite's views build themselves.
 """
 from __future__ import annotations
 
@@ -25,6 +27,20 @@ MAX_MESSAGE = 300
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.+-]+){2,}")  # a file path, not a metric name
 TIMED_OUT = "Timed out after"  # graphite.storage.Store.wait_jobs' message for a pool timeout
 USER_ERRORS = (ValueError, ArithmeticError, re.error)
+
+
+_TRACEBACK = re.compile(rb"Traceback \(most recent call last\)|File \"|\.py\", line ")
+
+
+def has_traceback(body: bytes) -> bool:
+    """Whether an answer's body shows a traceback or the code's files."""
+    return bool(_TRACEBACK.search(body))
+
+
+def short_reason(status: int) -> str:
+    """The reason answered for an error whose own text cannot be shown."""
+    kind = "invalid request" if status < 500 else "internal error"
+    return f"{kind} (HTTP {status}); the details are in graphite-web's exception log"
 
 
 def short(message: str) -> str:
@@ -45,9 +61,7 @@ def answer_for(exc: BaseException | None) -> HttpResponse:
         return response
     if isinstance(exc, USER_ERRORS):
         return HttpResponse(f"invalid request: {short(text) or type(exc).__name__}\n", status=400, content_type=TEXT)
-    name = type(exc).__name__ if exc is not None else "unknown error"
-    return HttpResponse(f"internal error ({name}); the details are in graphite-web's exception log\n",
-                        status=500, content_type=TEXT)
+    return HttpResponse(short_reason(500) + "\n", status=500, content_type=TEXT)
 
 
 def server_error(request) -> HttpResponse:

@@ -248,12 +248,19 @@ class Finder(BaseFinder):
         return results
 
     def auto_complete_tags(self, exprs, tagPrefix=None, limit=None, requestContext=None):
-        """Tags of the series matching exprs (every tag without), from the tag index."""
-        return self.accessor.tags.auto_complete_tags(list(exprs), tagPrefix, _autocomplete_limit(limit))
+        """Tags of the series matching exprs (every tag without), from the tag index; an
+        expression the index refuses answers 400."""
+        try:
+            return self.accessor.tags.auto_complete_tags(list(exprs), tagPrefix, _autocomplete_limit(limit))
+        except REFUSED as exc:
+            return refused(exc)
 
     def auto_complete_values(self, exprs, tag, valuePrefix=None, limit=None, requestContext=None):
-        """Values of tag among the series matching exprs, from the tag index."""
-        return self.accessor.tags.auto_complete_values(list(exprs), tag, valuePrefix, _autocomplete_limit(limit))
+        """Values of tag among the series matching exprs, from the tag index (400 as above)."""
+        try:
+            return self.accessor.tags.auto_complete_values(list(exprs), tag, valuePrefix, _autocomplete_limit(limit))
+        except REFUSED as exc:
+            return refused(exc)
 
     def get_index(self, requestContext=None):
         """Every metric name, sorted, from a scan of the metrics (no `**` glob)."""

@@ -1,5 +1,10 @@
 """Django middleware of the plugin, added to graphite-web's MIDDLEWARE by settings.py.
 
+* ErrorAnswerMiddleware keeps every error answer a short reason: graphite answers some
+  400s as text/html with the request's target in them (a browser would render it) and
+  some 500s as JSON holding a whole traceback (`{"error": "All requests failed ..."}`).
+  An error's text/html becomes text/plain; a body with a traceback or past 2,000 bytes is
+  replaced by graphite_plugin.error_views' short reason for its status.
 * PatternRefusedMiddleware answers 400 with the text for a pattern the store refused.
   `/metrics/find` and `/render` already turn `InputParameterError` into 400; views that do
   not (`/metrics/expand`) would answer graphite's 500 page.
@@ -21,6 +26,7 @@
 """
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import urlsplit
 
@@ -37,6 +43,35 @@ WRITE_PATHS = re.compile(r"^/(dashboard/(save|save_template|delete|delete_templa
                          r"|composer/mygraph|tags/(tagSeries|tagMultiSeries|delSeries)\b|s/|events/?$)")
 # Reads a browser may POST from another origin (Grafana's browser access)
 CROSS_SITE_READS = re.compile(r"^/(render|metrics/(find|expand)|tags/(autoComplete/|findSeries)|functions)")
+
+
+MAX_ERROR_BODY = 2000
+
+
+class ErrorAnswerMiddleware:
+    """Error answers as a short reason (see the module docstring)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.status_code < 400 or response.streaming:
+            return response
+        from graphite_plugin.error_views import TEXT, has_traceback, short_reason
+
+        if response.get("Content-Type", "").startswith("text/html"):
+            response["Content-Type"] = TEXT
+        body = response.content
+        if len(body) > MAX_ERROR_BODY or has_traceback(body):
+            reason = short_reason(response.status_code)
+            if response.get("Content-Type", "").startswith("application/json"):
+                response.content = json.dumps({"error": reason})
+            else:
+                response.content = reason + "\n"
+                response["Content-Type"] = TEXT
+            response["Content-Length"] = str(len(response.content))
+        return response
 
 
 class PatternRefusedMiddleware:

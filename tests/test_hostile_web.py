@@ -129,3 +129,92 @@ def test_idle_and_slow_connections_hold_no_worker_thread(stack):
     finally:
         for sock in idle + slow:
             sock.close()
+
+
+# -- row 5: renders bounded by what functions build and by series counted per target ---------------
+
+def worker_rss(stack: BglRun) -> list[int]:
+    """Resident bytes of each gunicorn worker of the stack."""
+    sizes = []
+    for pid in stack.children():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                if b"gunicorn" not in file.read():
+                    continue
+            with open(f"/proc/{pid}/statm") as file:
+                sizes.append(int(file.read().split()[1]) * 4096)
+        except OSError:
+            continue
+    return sizes
+
+
+@pytest.mark.parametrize("params, setting", [
+    ({"target": "summarize(srv.h1.m1, '1s')", "from": "-1y"}, "BG_MAX_RENDER_POINTS"),
+    ({"target": "hitcount(srv.h1.m1, '1s')", "from": "-1y"}, "BG_MAX_RENDER_POINTS"),
+    ({"target": "srv.h1.m1|summarize('1s')", "from": "-1y"}, "BG_MAX_RENDER_POINTS"),
+    ({"target": "sinFunction('x', 1, 0.0001)", "from": "-1d"}, "BG_MAX_RENDER_POINTS"),
+    ({"target": "summarize(srv.*.*, '10s')", "from": "-1d"}, "BG_MAX_RENDER_POINTS"),  # 3,000 x 8,641 buckets
+    ({"target": ["**"] * 200, "from": "-1h"}, "BG_MAX_RENDER_SERIES"),  # 3,000 names, 600,000 series
+], ids=["summarize-1s-1y", "hitcount-1s-1y", "piped-summarize", "sinFunction-step", "summarize-3000-series",
+        "200-globstars"])
+def test_renders_are_bounded_by_what_they_build(stack, params, setting):
+    def hostile():
+        started = time.monotonic()
+        answer = http_request(stack, render_path(format="json", **params), "127.0.0.4")
+        return answer, time.monotonic() - started
+
+    (status, body, content_type), elapsed = served_meanwhile(stack, hostile)
+    assert status == 400, body[:500]
+    assert_short_reason(status, body, content_type, setting)
+    assert elapsed < 30, f"refused after {elapsed:.1f}s: the budget is checked before building anything"
+    assert max(worker_rss(stack)) < 1 << 30
+
+
+# -- row 8: the WSGI front's cached finds apply ALLOWED_HOSTS -----------------------------------------
+
+def test_a_foreign_host_gets_no_cached_find(stack):
+    path = "/metrics/find?query=srv.h3.*"
+    for _ in range(3):  # cached by now, in both workers most likely
+        status, body, _ = http_request(stack, path)
+        assert status == 200 and b"srv.h3.m1" in body
+    for _ in range(6):
+        status, body, content_type = http_request(stack, path, headers={"Host": "evil.example:8080"})
+        assert status == 400, body[:300]
+        assert b"m1" not in body
+        assert_short_reason(status, body, content_type, "evil.example")
+    normal(stack)
+
+
+# -- row 9: every error is a short reason ---------------------------------------------------------------
+
+@pytest.mark.parametrize("path, status", [
+    (render_path(target="srv.h1.m1", format="json", maxDataPoints=0), 400),
+    (render_path(target="summarize(srv.h1.m1, '0s')", format="json"), 400),
+    (render_path(target="timeShift(srv.h1.m1, '100000y')", format="json"), 400),
+    (render_path(target="srv.h1.m1", width=30000, height=30000), 400),
+    ("/tags/autoComplete/tags?expr=a=~(((", 400),
+    (render_path(target="srv.h1.m1", format="json", **{"from": "yesterday-99999999999d"}), 400),
+    ("/no/such/page/" + "x" * 50, 404),
+], ids=["maxDataPoints-0", "summarize-0s", "timeShift-100000y", "image-30000x30000", "tag-regex", "from-overflow",
+        "not-found"])
+def test_errors_are_a_short_reason(stack, path, status):
+    answer = served_meanwhile(stack, lambda: http_request(stack, path, "127.0.0.5"), count=1)
+    assert answer[0] == status, answer[1][:3000]
+    assert_short_reason(*answer)
+
+
+def test_a_fetch_past_fetch_timeout_answers_503_naming_it(tmp_path):
+    """In-process (FETCH_TIMEOUT 0 cannot be given to `bgl run`): graphite's pool timeout
+    answers 503 naming the setting, not graphite's traceback page."""
+    from django.test import Client, override_settings
+
+    import graphite_plugin.settings as plugin_settings
+    from tests.graphite_env import names_store, use_finders
+
+    url = names_store(tmp_path, [f"x.m{i}" for i in range(2000)])
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=url, MIDDLEWARE=plugin_settings.MIDDLEWARE,
+                     BG_SELF_METRICS_INTERVAL=0), override_settings(ROOT_URLCONF="graphite_plugin.urls",
+                                                                    FETCH_TIMEOUT=0.0, ALLOWED_HOSTS=["*"]):
+        response = Client(raise_request_exception=False).get("/render", {"target": ["x.*"] * 3, "format": "json"})
+    assert response.status_code == 503, response.content[:3000]
+    assert_short_reason(503, response.content, response["Content-Type"], "FETCH_TIMEOUT")
