@@ -8,6 +8,7 @@ counts requests in progress per client address (BG_MAX_CLIENT_REQUESTS).
 """
 from __future__ import annotations
 
+import collections
 import http.client
 import json
 import re
@@ -71,16 +72,21 @@ def render_path(**params: object) -> str:
     return "/render?" + urllib.parse.urlencode(params, doseq=True)
 
 
+def normal_requests(stack: BglRun, source: str = "127.0.0.1", timeout: float = 60.0) -> list[float]:
+    """One normal client's render and find, each answered 200 with data; returns their times."""
+    times = []
+    for path in (render_path(target=NORMAL_TARGET, format="json", **{"from": "-1h"}), "/metrics/find?query=srv.h2.*"):
+        started = time.monotonic()
+        status, body, _ = http_request(stack, path, source, timeout=timeout)
+        times.append(time.monotonic() - started)
+        assert status == 200, body[:500]
+        assert len(json.loads(body)) == METRICS
+    return times
+
+
 def normal(stack: BglRun, source: str = "127.0.0.1", timeout: float = 60.0) -> float:
-    """One normal client's render and find, each answered 200 with data; returns their time."""
-    started = time.monotonic()
-    status, body, _ = http_request(stack, render_path(target=NORMAL_TARGET, format="json", **{"from": "-1h"}),
-                                   source, timeout=timeout)
-    assert status == 200, body[:500]
-    assert len(json.loads(body)) == METRICS
-    status, body, _ = http_request(stack, "/metrics/find?query=srv.h2.*", source, timeout=timeout)
-    assert status == 200 and len(json.loads(body)) == METRICS, body[:500]
-    return time.monotonic() - started
+    """normal_requests' total time."""
+    return sum(normal_requests(stack, source, timeout))
 
 
 def assert_short_reason(status: int, body: bytes, content_type: str, *words: str) -> None:
@@ -170,6 +176,91 @@ def test_renders_are_bounded_by_what_they_build(stack, params, setting):
     assert max(worker_rss(stack)) < 1 << 30
 
 
+# -- row 5b: 12 normal clients and 8 hostile ones ---------------------------------------------------
+
+MIX_SECONDS = 30.0
+BAD_PATHS = [render_path(target="srv.h1.m1", format="json", maxDataPoints=0),
+             render_path(target="summarize(srv.h1.m1, '0s')", format="json"),
+             render_path(target="timeShift(srv.h1.m1, '100000y')", format="json"),
+             render_path(target="srv.h1.m1", width=30000, height=30000),
+             "/tags/autoComplete/tags?expr=a=~((("]
+
+
+def hostile_client(stack: BglRun, kind: int, stop: float) -> list[int]:
+    """One hostile client (see test_normal_clients_are_served_among_hostile_ones) until `stop`;
+    returns the statuses it was answered."""
+    source, port, statuses = f"127.0.3.{kind}", stack.ports["--web-port"], []
+
+    def hold(count: int, data: bytes) -> None:
+        socks = [socket.create_connection(("127.0.0.1", port), source_address=(source, 0)) for _ in range(count)]
+        for sock in socks:
+            sock.sendall(data)
+        for sock in socks:
+            sock.settimeout(max(0.1, stop - time.monotonic()))
+            try:
+                sock.recv(1024)
+            except OSError:
+                pass
+            sock.close()
+
+    def ask(path: str, **options) -> None:
+        try:
+            statuses.append(http_request(stack, path, source, timeout=60, **options)[0])
+        except OSError:
+            statuses.append(0)
+
+    step = 0
+    while time.monotonic() < stop:
+        step += 1
+        if kind == 0:
+            hold(40, b"")  # idle connections
+        elif kind == 1:
+            hold(20, b"GET /render?target=srv.h1.m1 HTTP/1.1\r\n")  # a head that never ends
+        elif kind == 2:
+            ask(render_path(target=f"summarize(srv.h{step % HOSTS}.m1, '1s')", format="json", **{"from": "-1y"}))
+        elif kind == 3:
+            ask(render_path(target=["**"] * 200, format="json"))
+        elif kind == 4:
+            ask(BAD_PATHS[step % len(BAD_PATHS)])
+        elif kind == 5:  # the largest render the limits allow: 3,000 series of a day
+            ask(render_path(target="srv.*.*", format="json", **{"from": "-1d"}))
+        elif kind == 6:  # a burst of parallel renders from one address
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda _: ask(render_path(target="srv.*.m1", format="json", **{"from": "-1d"})),
+                              range(8)))
+        else:
+            ask("/metrics/find?query=srv.*", headers={"Host": "evil.example"})
+    return statuses
+
+
+def test_normal_clients_are_served_among_hostile_ones(stack):
+    stop = time.monotonic() + MIX_SECONDS
+    times: list[float] = []
+    failures: list[str] = []
+
+    def normal_client(index: int) -> None:
+        while time.monotonic() < stop:
+            try:
+                times.extend(normal_requests(stack, f"127.0.2.{index}", timeout=30))
+            except (AssertionError, OSError) as exc:
+                failures.append(repr(exc)[:300])
+
+    with ThreadPoolExecutor(20) as pool:
+        hostile = [pool.submit(hostile_client, stack, kind, stop) for kind in range(8)]
+        normals = [pool.submit(normal_client, index) for index in range(12)]
+        for future in normals:
+            future.result(timeout=MIX_SECONDS + 120)
+        statuses = [status for future in hostile for status in future.result(timeout=120)]
+    times.sort()
+    p50, p99 = times[len(times) // 2], times[int(len(times) * 0.99)]
+    print(f"normal requests: {len(times)}, p50 {p50:.3f}s, p99 {p99:.3f}s, max {times[-1]:.3f}s;"
+          f" hostile answers: {sorted(collections.Counter(statuses).items())}")
+    assert not failures, failures[:5]
+    assert len(times) >= 12 * 2 * 5, "each normal client was served again and again"
+    assert 0 not in statuses and 500 not in statuses, collections.Counter(statuses)
+    assert p99 < 10.0, (p50, p99)
+
+
 # -- row 8: the WSGI front's cached finds apply ALLOWED_HOSTS -----------------------------------------
 
 def test_a_foreign_host_gets_no_cached_find(stack):
@@ -218,3 +309,46 @@ def test_a_fetch_past_fetch_timeout_answers_503_naming_it(tmp_path):
         response = Client(raise_request_exception=False).get("/render", {"target": ["x.*"] * 3, "format": "json"})
     assert response.status_code == 503, response.content[:3000]
     assert_short_reason(503, response.content, response["Content-Type"], "FETCH_TIMEOUT")
+
+
+# -- row 11: names that can be stored can be read -------------------------------------------------------
+
+LONG_NAME = "long." + ".".join(f"c{i:02d}" + "x" * 197 for i in range(50))  # 10,055 characters, 51 components
+UTF8_NAME = "a.日本語"
+
+
+def post_render(stack: BglRun, target: str, source: str = "127.0.0.6") -> tuple[int, bytes, str]:
+    body = urllib.parse.urlencode({"target": target, "format": "json", "from": "-10min"}).encode()
+    return http_request(stack, "/render", source, method="POST", body=body,
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+
+
+def test_a_stored_long_or_non_ascii_name_can_be_read(stack):
+    assert len(LONG_NAME) > 10_000
+    with socket.create_connection(("127.0.0.1", stack.line_port)) as sock:
+        sock.sendall(f"{LONG_NAME} 7 {int(time.time())}\n{UTF8_NAME} 8 {int(time.time())}\n".encode())
+    deadline = time.monotonic() + 60
+    while True:
+        answers = {name: post_render(stack, name) for name in (LONG_NAME, UTF8_NAME)}
+        values = {name: [value for value, _ in series["datapoints"] if value is not None]
+                  for name, (status, body, _) in answers.items() if status == 200 for series in json.loads(body)}
+        if values == {LONG_NAME: [7.0], UTF8_NAME: [8.0]} or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert values == {LONG_NAME: [7.0], UTF8_NAME: [8.0]}, {name: answer[:2] for name, answer in answers.items()}
+    # by GET too when the URL fits gunicorn's request line (4,094 bytes): the non-ASCII name
+    status, body, _ = http_request(stack, render_path(target=UTF8_NAME, format="json", **{"from": "-10min"}))
+    assert status == 200 and [v for v, _ in json.loads(body)[0]["datapoints"] if v is not None] == [8.0]
+    # a find of the long name itself (POST: past gunicorn's request line) gives the leaf
+    status, body, _ = http_request(stack, "/metrics/find", "127.0.0.6", method="POST",
+                                   body=urllib.parse.urlencode({"query": LONG_NAME}).encode(),
+                                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 200 and [node["leaf"] for node in json.loads(body)] == [1], body[:300]
+    # a glob that long is refused with its limit, by POST or GET (gunicorn's own short 414)
+    status, body, content_type = http_request(stack, "/metrics/find", "127.0.0.6", method="POST",
+                                              body=urllib.parse.urlencode({"query": LONG_NAME + "*"}).encode(),
+                                              headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert_short_reason(status, body, content_type, "limit 4096")
+    status, body, content_type = http_request(stack, render_path(target=LONG_NAME, format="json"))
+    assert status == 414 and len(body) < 1000 and not TRACEBACK.search(body.decode())
+    normal(stack)
