@@ -9,8 +9,10 @@ Django's handlers here instead (graphite_plugin.settings sets ROOT_URLCONF):
 * a request graphite's functions cannot compute from its parameters (a zero interval, a
   time shift past year 9999, a bad regular expression: ValueError, ArithmeticError,
   re.error) answers 400 with the error's message;
-* anything else answers 500 with the exception's type only; the traceback is in
-  graphite-web's exception log (graphite's LogExceptionsMiddleware writes it there).
+* anything else answers 500; when graphite's worker pool reports a finder's failure
+  ("All requests failed ...") its first error's message is given without file paths;
+  the traceback is in graphite-web's exception log (graphite's LogExceptionsMiddleware
+  writes it there).
 400, 403 and 404 answer Django's reason as text too. graphite_plugin.middleware's
 ErrorAnswerMiddleware applies `has_traceback` and `short_reason` to the error answers
 graphite's views build themselves.
@@ -27,6 +29,9 @@ MAX_MESSAGE = 300
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.+-]+){2,}")  # a file path, not a metric name
 TIMED_OUT = "Timed out after"  # graphite.storage.Store.wait_jobs' message for a pool timeout
 USER_ERRORS = (ValueError, ArithmeticError, re.error)
+# graphite.storage.Store.wait_jobs' "All requests failed ..." lists each failure as
+# "\n\n<job>: <error>: <traceback>": the error is shown, not the traceback
+_JOB_FAILURE = re.compile(r"\n\n(.*?): Traceback \(most recent call last\)", re.S)
 
 
 _TRACEBACK = re.compile(rb"Traceback \(most recent call last\)|File \"|\.py\", line ")
@@ -61,7 +66,10 @@ def answer_for(exc: BaseException | None) -> HttpResponse:
         return response
     if isinstance(exc, USER_ERRORS):
         return HttpResponse(f"invalid request: {short(text) or type(exc).__name__}\n", status=400, content_type=TEXT)
-    return HttpResponse(short_reason(500) + "\n", status=500, content_type=TEXT)
+    failure = _JOB_FAILURE.search(text)
+    detail = f": {short(failure.group(1))}" if failure else ""
+    return HttpResponse(f"internal error{detail}; the details are in graphite-web's exception log\n",
+                        status=500, content_type=TEXT)
 
 
 def server_error(request) -> HttpResponse:

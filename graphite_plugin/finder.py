@@ -286,7 +286,7 @@ def check_render_budget(context: dict, matches: dict[str, Sequence[str]], read: 
         handed = max(handed, read)
     if handed > max_series:
         copies = f" ({read} distinct, each target gets its own copy)" if handed > read else ""
-        raise RenderTooLarge(f"this render builds {handed} series{copies}, more than {max_series} (graphite-web"
+        raise RenderTooLarge(f"this render reads {handed} series{copies}, more than {max_series} (graphite-web"
                              " setting BG_MAX_RENDER_SERIES); narrow the targets or raise the setting")
     if produced > max_points:
         raise RenderTooLarge(f"this render's functions build {produced} points, more than {max_points}"

@@ -73,6 +73,12 @@ class ErrorAnswerMiddleware:
             response["Content-Length"] = str(len(response.content))
         return response
 
+    def process_exception(self, request, exception):
+        """A view's exception (after graphite's middleware logged it): the short answer."""
+        from graphite_plugin.error_views import answer_for
+
+        return answer_for(exception)
+
 
 class PatternRefusedMiddleware:
     """Answer 400 (text/plain, the error's message) for PatternRefused raised by a view."""
@@ -138,7 +144,7 @@ class ViewShortcutMiddleware:
 
         self.get_response = get_response
         self.shortcuts = {renderView: render_json, find_view: find_tree}
-        # an exception raised here skips the process_exception hooks: log it as graphite's would
+        # an exception raised here skips the process_exception hooks: log and answer it here
         self.log_exceptions = GRAPHITE_EXCEPTION_LOGGER in settings.MIDDLEWARE
 
     def __call__(self, request):
@@ -150,12 +156,14 @@ class ViewShortcutMiddleware:
             return None
         try:
             return shortcut(request)
-        except Exception:
+        except Exception as exc:
             if self.log_exceptions:
                 from graphite.logger import log
 
                 log.exception(f"Exception encountered in <{request.method} {request.build_absolute_uri()}>")
-            raise
+            from graphite_plugin.error_views import answer_for
+
+            return answer_for(exc)  # as the view's exception would be answered (graphite_plugin.urls)
 
 
 def app_path(request) -> str:

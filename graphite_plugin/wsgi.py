@@ -122,14 +122,20 @@ def application(environ: dict, start_response: Callable) -> Iterable[bytes]:
 
 
 class _Releasing:
-    """A response body that gives the client's slot back when the server closes it (after
-    the last byte is sent), closing the application's body first (Django's request_finished)."""
+    """A response body that gives the client's slot back once: after its last byte, or when
+    the server closes it (then closing the application's body: Django's request_finished)."""
 
     def __init__(self, body: Iterable[bytes], release: Callable[[], None]):
-        self.body, self.release = body, release
+        self.body, self._release = body, release
 
     def __iter__(self):
-        return iter(self.body)
+        yield from self.body
+        self.release()
+
+    def release(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
     def close(self) -> None:
         try:
