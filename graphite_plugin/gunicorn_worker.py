@@ -14,6 +14,7 @@ else is gthread's: the thread parses the bytes already read and runs the applica
 from __future__ import annotations
 
 import errno
+import os
 import re
 import selectors
 import time
@@ -26,6 +27,7 @@ MAX_BUFFERED_BODY = 1 << 20  # bodies up to this size are read before a thread i
 _HEAD_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 _READ_SIZE = 1 << 16
+MAX_WORKER_RSS = 1 << 30  # bytes: a worker past this after a request is replaced (bgl run's default)
 
 
 def request_complete(data: bytes, max_head: int) -> bool:
@@ -96,13 +98,8 @@ class RequestFirstWorker(ThreadWorker):
         self.enqueue_req(conn)
 
 
-MAX_WORKER_RSS = 1 << 30  # bytes: a worker past this after a request is replaced (bgl run's default)
-
-
 def resident_bytes() -> int:
     """This process's resident memory (Linux /proc/self/statm), 0 when unknown."""
-    import os
-
     try:
         with open("/proc/self/statm") as file:
             return int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -16,8 +16,12 @@ Importing it:
   whitenoise 5.x installed, graphite's app settings then serve them (`bgl run`); adds a
   static files finder for that folder (`graphite_plugin.staticfiles`), so the dashboard
   finds its theme;
+* sets ROOT_URLCONF to graphite_plugin.urls (errors answered as a short reason by
+  graphite_plugin.error_views, not graphite's traceback page);
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
-  and adds `graphite_plugin.middleware`'s CrossSiteWriteMiddleware (a browser's write from another origin is refused),
+  and adds `graphite_plugin.middleware`'s ErrorAnswerMiddleware (every error answer a short
+  reason), CrossSiteWriteMiddleware (a browser's write from another origin is refused),
+  RenderBudgetMiddleware (renders over the budgets refused before anything is built),
   ViewShortcutMiddleware (`/render?format=json` encoded with numpy, cached tree finds
   without graphite's worker pool and with the default profile kept 10 s; same bytes) and PatternRefusedMiddleware to MIDDLEWARE, and
   `graphite_plugin.self_metrics`' RequestTimingMiddleware first (graphite-web's find and

@@ -11,7 +11,13 @@ remote user, no gzip wanted, only `query` and `format=treejson` (find_view's che
 The answer carries the headers the chain would add for it (Content-Length, `Vary:
 Cookie` from the session the profile lookup reads, `Vary: Accept-Encoding` from gzip on
 a body of 200 bytes or more) and is counted in the self-metrics as a find.
-Anything else, or a pattern not cached, goes to graphite's application unchanged.
+Anything else, or a pattern not cached, goes to graphite's application unchanged; so
+does a request Django would refuse before any view (a Host header not in ALLOWED_HOSTS:
+DNS rebinding; a User-Agent in DISALLOWED_USER_AGENTS).
+
+Every request first takes one of its client address's BG_MAX_CLIENT_REQUESTS slots in
+this process (ClientSlots); with none left it answers 503 at once, so that one client
+cannot hold every thread of a worker.
 """
 from __future__ import annotations
 
