@@ -26,7 +26,7 @@ from graphite.finders.utils import BaseFinder
 from graphite.node import BranchNode, LeafNode
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import GlobTooComplex, InvalidGlob, InvalidTagExpression, TooManyResults
+from biggraphite_like.errors import GlobTooComplex, InvalidGlob, InvalidMetricName, InvalidTagExpression, TooManyResults
 from biggraphite_like.glob import MAX_PATTERN_LENGTH, is_glob
 from biggraphite_like.settings import default_store_url
 from biggraphite_like.urls import with_default_option
@@ -63,7 +63,10 @@ class Backend:
         """The accessor's glob, or for a plain name longer than a glob may be (a metric the
         store accepted: names have no length limit), whether it is a metric."""
         if len(pattern) > MAX_PATTERN_LENGTH and not is_glob(pattern):
-            return [pattern] if self.accessor.has_metric(pattern) else []
+            try:
+                return [pattern] if self.accessor.has_metric(pattern) else []
+            except InvalidMetricName:  # a name the store cannot hold matches nothing
+                return []
         return self.accessor.glob_metrics(pattern)
 
     def glob_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]]:

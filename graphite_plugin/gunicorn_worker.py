@@ -27,7 +27,8 @@ MAX_BUFFERED_BODY = 1 << 20  # bodies up to this size are read before a thread i
 _HEAD_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 _READ_SIZE = 1 << 16
-MAX_WORKER_RSS = 1 << 30  # bytes: a worker past this after a request is replaced (bgl run's default)
+MAX_WORKER_RSS = 1 << 30  # bytes: a worker past this after a request is replaced (bgl run's default) ...
+MAX_WORKER_RSS_ENV = "BGL_WEB_MAX_RSS"  # ... unless this variable gives another number of bytes
 
 
 def request_complete(data: bytes, max_head: int) -> bool:
@@ -107,10 +108,20 @@ def resident_bytes() -> int:
         return 0
 
 
-def recycle_past(worker, limit: int = MAX_WORKER_RSS) -> None:
-    """gunicorn's post_request hook: a worker whose memory grew past `limit` bytes (a render
-    that built large series keeps its arenas) finishes its requests and exits; the arbiter
-    starts a fresh one."""
+def max_worker_rss() -> int:
+    """The bytes a worker may hold after a request: $BGL_WEB_MAX_RSS, else MAX_WORKER_RSS."""
+    text = os.environ.get(MAX_WORKER_RSS_ENV, "").strip()
+    try:
+        return int(text) if text else MAX_WORKER_RSS
+    except ValueError:
+        raise ValueError(f"${MAX_WORKER_RSS_ENV}={text!r}: expected a number of bytes") from None
+
+
+def recycle_past(worker, limit: int | None = None) -> None:
+    """gunicorn's post_request hook: a worker whose memory grew past `limit` bytes (default
+    max_worker_rss(); a render that built large series keeps its arenas) finishes its
+    requests and exits; the arbiter starts a fresh one."""
+    limit = max_worker_rss() if limit is None else limit
     rss = resident_bytes()
     if rss > limit and worker.alive:
         worker.log.warning("worker %s holds %d MiB, more than %d MiB: replaced by a new worker",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import http.client
 import json
+import os
 import re
 import signal
 import socket
@@ -139,16 +140,26 @@ def test_idle_and_slow_connections_hold_no_worker_thread(stack):
 
 # -- row 5: renders bounded by what functions build and by series counted per target ---------------
 
-def worker_rss(stack: BglRun) -> list[int]:
-    """Resident bytes of each gunicorn worker of the stack."""
-    sizes = []
+def gunicorn_pids(stack: BglRun) -> list[int]:
+    """Pids of the stack's gunicorn processes (its arbiter and workers)."""
+    pids = []
     for pid in stack.children():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as file:
-                if b"gunicorn" not in file.read():
-                    continue
+                if b"gunicorn" in file.read():
+                    pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
+def worker_rss(stack: BglRun) -> list[int]:
+    """Resident bytes of each gunicorn process of the stack."""
+    sizes = []
+    for pid in gunicorn_pids(stack):
+        try:
             with open(f"/proc/{pid}/statm") as file:
-                sizes.append(int(file.read().split()[1]) * 4096)
+                sizes.append(int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
         except OSError:
             continue
     return sizes
@@ -351,6 +362,31 @@ def test_a_stored_long_or_non_ascii_name_can_be_read(stack):
                                               body=urllib.parse.urlencode({"query": LONG_NAME + "*"}).encode(),
                                               headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert_short_reason(status, body, content_type, "limit 4096")
+    status, body, _ = post_render(stack, "a" * (2 << 20))  # a name the store cannot hold matches nothing
+    assert (status, json.loads(body)) == (200, [])
     status, body, content_type = http_request(stack, render_path(target=LONG_NAME, format="json"))
     assert status == 414 and len(body) < 1000 and not TRACEBACK.search(body.decode())
     normal(stack)
+
+
+# -- row 5: a worker past its memory bound is replaced ------------------------------------------------
+
+def test_a_worker_past_its_memory_bound_is_replaced(tmp_path, monkeypatch):
+    """$BGL_WEB_MAX_RSS of 1 byte: every worker is past it after each request, finishes it
+    and is replaced; every request is still answered."""
+    monkeypatch.setenv("BGL_WEB_MAX_RSS", "1")
+    run = BglRun(tmp_path / "data")
+    run.start()
+    try:
+        workers = set()
+        for _ in range(6):
+            status, body, _ = http_request(run, "/version/")
+            assert status == 200, body
+            workers.update(gunicorn_pids(run))
+            time.sleep(1.0)
+        log = (run.data_dir / "log" / "gunicorn.log").read_text()
+        assert "replaced by a new worker" in log
+        assert len(workers) > 3, workers  # the arbiter, the two first workers, their successors
+    finally:
+        run.stop(signal.SIGTERM)
+        run.kill()

@@ -326,7 +326,7 @@ accesslog = {str(config.log_dir / 'webapp' / 'access.log')!r}
 proc_name = "bgl-graphite-web"
 
 
-def post_request(worker, req, environ, resp):  # ... or as soon as it holds more than MAX_WORKER_RSS
+def post_request(worker, req, environ, resp):  # ... or as soon as it holds more than 1 GiB ($BGL_WEB_MAX_RSS)
     from graphite_plugin.gunicorn_worker import recycle_past
 
     recycle_past(worker)
