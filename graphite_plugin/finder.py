@@ -34,7 +34,7 @@ from graphite_plugin.errors import DeferredError, PatternRefused, RenderTooLarge
 from graphite_plugin.glob_cache import GlobCache
 from graphite_plugin.options import ACCESSOR_ARGUMENTS, OPTION_DEFAULTS
 from graphite_plugin.reader import FETCHED_ARRAYS, MetadataBatch, ReadLimits, Reader, read_series
-from graphite_plugin.render_budget import function_points, path_expressions
+from graphite_plugin.render_budget import function_points, path_expressions, series_copies
 
 REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob, InvalidTagExpression)
 TAG_CALL = "seriesByTag("
@@ -283,7 +283,7 @@ def check_render_budget(context: dict, matches: dict[str, Sequence[str]], read: 
     if targets and "startTime" in context and "endTime" in context:
         handed = 0
         for target in targets:
-            count = sum(len(matches.get(pattern, ())) for pattern in path_expressions(target))
+            count = sum(len(matches.get(pattern, ())) for pattern in path_expressions(target)) * series_copies(target)
             handed += count
             produced += count * function_points(target, context["startTime"], context["endTime"])
         handed = max(handed, read)

@@ -123,10 +123,10 @@ class RenderBudgetMiddleware:
         except Exception:  # noqa: BLE001 - graphite's view answers its own error
             return None
         limits = {name: int(getattr(settings, name, OPTION_DEFAULTS[name]))
-                  for name in ("BG_MAX_RENDER_POINTS", "BG_MAX_RENDER_PIXELS")}
+                  for name in ("BG_MAX_RENDER_POINTS", "BG_MAX_RENDER_PIXELS", "BG_MAX_RENDER_SERIES")}
         try:
             check_request(graph_options, request_options, limits["BG_MAX_RENDER_POINTS"],
-                          limits["BG_MAX_RENDER_PIXELS"])
+                          limits["BG_MAX_RENDER_PIXELS"], limits["BG_MAX_RENDER_SERIES"])
         except PatternRefused as exc:
             return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
         return None

@@ -12,7 +12,8 @@ grammar:
   (the finder counts a render's series over targets, before de-duplication);
 * `function_points(target, start, end)`: the largest number of points per series the
   target's bucketing or generating functions (FUNCTION_STEPS) produce over the range;
-  `StepRefused` for a zero or negative interval.
+  `StepRefused` for a zero or negative interval;
+* `series_copies(target)`: how many times timeStack fetches the target's series again.
 
 RenderBudgetMiddleware (graphite_plugin.middleware) refuses, with 400 naming the setting,
 `maxDataPoints` below 1, an image over BG_MAX_RENDER_PIXELS, and a target whose functions
@@ -88,12 +89,11 @@ def path_expressions(target: str) -> list[str]:
         return []
 
 
-def _step_seconds(call, piped: bool) -> float | None:
-    """The call's interval or step in seconds, None when absent or not a constant."""
-    from graphite.render.attime import parseTimeOffset
+def _argument(call, piped: bool, index: int, keyword: str):
+    """A constant argument of a call by position (counting the series argument, which a
+    piped call leaves out) or keyword; None when absent or not a constant."""
     from graphite.render.evaluator import evaluateScalarTokens
 
-    index, keyword, is_interval = FUNCTION_STEPS[call.funcname]
     if piped and call.funcname not in GENERATORS:
         index -= 1
     value = None
@@ -102,16 +102,45 @@ def _step_seconds(call, piped: bool) -> float | None:
             value = argument.args[0]
     if value is None and len(call.args or ()) > index:
         value = call.args[index]
-    if value is None:
+    try:
+        return None if value is None else evaluateScalarTokens(value)
+    except Exception:  # noqa: BLE001 - not a constant: graphite evaluates it
+        return None
+
+
+def _step_seconds(call, piped: bool) -> float | None:
+    """The call's interval or step in seconds, None when absent or not a constant."""
+    from graphite.render.attime import parseTimeOffset
+
+    index, keyword, is_interval = FUNCTION_STEPS[call.funcname]
+    scalar = _argument(call, piped, index, keyword)
+    if scalar is None:
         return None
     try:
-        scalar = evaluateScalarTokens(value)
         if is_interval:
             offset = parseTimeOffset(scalar)
             return offset.days * 86400 + offset.seconds
         return float(scalar)
-    except Exception:  # noqa: BLE001 - not a constant, or graphite refuses it itself
+    except Exception:  # noqa: BLE001 - graphite refuses it itself
         return None
+
+
+def series_copies(target: str) -> int:
+    """How many times the target's functions fetch its series again: timeStack's
+    timeShiftEnd - timeShiftStart shifted copies (1 without timeStack)."""
+    try:
+        items = _parsed(target)
+    except Exception:  # noqa: BLE001 - graphite's own parse answers the error
+        return 1
+    copies = 1
+    for kind, call, piped in items:
+        if kind == "call" and call.funcname == "timeStack":
+            start, end = _argument(call, piped, 2, "timeShiftStart"), _argument(call, piped, 3, "timeShiftEnd")
+            try:
+                copies *= max(1, int(7 if end is None else end) - int(0 if start is None else start))
+            except (TypeError, ValueError, OverflowError):
+                continue
+    return copies
 
 
 def function_points(target: str, start: datetime, end: datetime) -> int:
@@ -138,7 +167,8 @@ def function_points(target: str, start: datetime, end: datetime) -> int:
 IMAGE_FORMATS = (None, "png", "svg", "pdf")  # formats graphite draws with cairo
 
 
-def check_request(graph_options: dict, request_options: dict, max_points: int, max_pixels: int) -> None:
+def check_request(graph_options: dict, request_options: dict, max_points: int, max_pixels: int,
+                  max_series: int) -> None:
     """RenderTooLarge (400) for parsed render options graphite would fail on or that build
     more than the limits allow (see the module docstring)."""
     max_data_points = request_options.get("maxDataPoints")
@@ -154,6 +184,10 @@ def check_request(graph_options: dict, request_options: dict, max_points: int, m
             raise RenderTooLarge(f"an image of {width}x{height} is {pixels} pixels, more than {max_pixels}"
                                  " (graphite-web setting BG_MAX_RENDER_PIXELS)")
     for target in request_options.get("targets", ()):
+        copies = series_copies(target)
+        if copies > max_series:
+            raise RenderTooLarge(f"{target[:200]} fetches its series {copies} times, more than {max_series}"
+                                 " (graphite-web setting BG_MAX_RENDER_SERIES)")
         points = function_points(target, request_options["startTime"], request_options["endTime"])
         if points > max_points:
             raise RenderTooLarge(f"{target[:200]} makes {points} points per series over this time range, more"

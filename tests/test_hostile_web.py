@@ -172,8 +172,10 @@ def worker_rss(stack: BglRun) -> list[int]:
     ({"target": "sinFunction('x', 1, 0.0001)", "from": "-1d"}, "BG_MAX_RENDER_POINTS"),
     ({"target": "summarize(srv.*.*, '10s')", "from": "-1d"}, "BG_MAX_RENDER_POINTS"),  # 3,000 x 8,641 buckets
     ({"target": ["**"] * 200, "from": "-1h"}, "BG_MAX_RENDER_SERIES"),  # 3,000 names, 600,000 series
+    ({"target": "timeStack(srv.h1.m1, '1min', 0, 1000000)", "from": "-1h"}, "BG_MAX_RENDER_SERIES"),
+    ({"target": "timeStack(srv.*.*, '1d', 0, 7)", "from": "-1h"}, "BG_MAX_RENDER_SERIES"),  # 21,000 series
 ], ids=["summarize-1s-1y", "hitcount-1s-1y", "piped-summarize", "sinFunction-step", "summarize-3000-series",
-        "200-globstars"])
+        "200-globstars", "timeStack-1000000", "timeStack-3000-series"])
 def test_renders_are_bounded_by_what_they_build(stack, params, setting):
     def hostile():
         started = time.monotonic()
