@@ -7,8 +7,10 @@ Globs use the accessor's glob engine (StandardFinder's semantics), their answers
 until the store's names token changes (read every BG_FIND_CACHE_CHECK_INTERVAL seconds)
 or BG_FIND_CACHE_TTL seconds have passed; `fetch` answers many patterns with one batched read;
 `get_index` scans the metrics table instead of walking `**`. A render over
-BG_MAX_RENDER_SERIES series or BG_MAX_RENDER_POINTS points answers 400 naming the setting,
-before reading anything; a fetch still running past FETCH_TIMEOUT stops. The accessor is created on
+BG_MAX_RENDER_SERIES series (counted per target, as graphite copies them) or
+BG_MAX_RENDER_POINTS points (read, or built by its functions: graphite_plugin.render_budget)
+answers 400 naming the setting, before reading anything; a fetch still running past
+FETCH_TIMEOUT stops. A plain name longer than a glob pattern may be is looked up as is. The accessor is created on
 first use, once per process, store URL and options. The finder is tags-aware: it answers
 `seriesByTag(...)` in find and fetch and the two autocomplete calls from the store's tag
 index (limits BG_MAX_TAG_SERIES, BG_MAX_TAG_VALUES).
@@ -62,7 +64,7 @@ class Backend:
     def _glob_metrics(self, pattern: str) -> list[str]:
         """The accessor's glob, or for a plain name longer than a glob may be (a metric the
         store accepted: names have no length limit), whether it is a metric."""
-        if len(pattern) > MAX_PATTERN_LENGTH and not is_glob(pattern):
+        if long_plain_name(pattern):
             try:
                 return [pattern] if self.accessor.has_metric(pattern) else []
             except InvalidMetricName:  # a name the store cannot hold matches nothing
@@ -73,8 +75,8 @@ class Backend:
         """(metrics, directories) matching the pattern, cached as one answer: most patterns
         match only one kind, and an empty part must not keep the other from the cache."""
         def compute(p: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-            if len(p) > MAX_PATTERN_LENGTH and not is_glob(p):
-                return tuple(self._glob_metrics(p)), ()  # long plain names: metrics only
+            if long_plain_name(p):
+                return tuple(self._glob_metrics(p)), ()  # metrics only
             return tuple(self.accessor.glob_metrics(p)), tuple(self.accessor.glob_directories(p))
 
         return self.globs.get("nodes", pattern, compute)
@@ -85,6 +87,12 @@ class Backend:
 
 
 _NODE_ORDER = operator.attrgetter("path", "is_leaf")
+
+
+def long_plain_name(pattern: str) -> bool:
+    """A name without wildcards longer than a glob may be (the store's names are not
+    limited in length): looked up as a metric, not globbed."""
+    return len(pattern) > MAX_PATTERN_LENGTH and not is_glob(pattern)
 
 
 class NodeTrees:
