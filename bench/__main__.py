@@ -2,19 +2,18 @@
 in the same run on the same data, in one table; the last line sums them up:
 
     ratios: ingest_vs_whisper=X find_vs_standard=Y globstar_vs_standard=G fetch_vs_whisper=Z
-            ingest_vs_vm=A ingest_cpu_vs_vm=B bytes_vs_vm=C find_http_vs_vm=D fetch_http_vs_vm=E
-            tags_find_vs_localdb=F
+            ingest_vs_vm ingest_cpu_vs_vm bytes_vs_vm find_http_vs_vm find_cached_vs_vm
+            fetch_http_vs_vm render_wide_vs_vm names_load_vs_vm name_bytes_vs_vm tags_find_vs_vm
+            tags_index_vs_vm tags_find_vs_localdb=F
     cached find p50 (in-process, median over the patterns): H ms
 
 (each > 1 means ours is better: points stored per second over whisper's through
 carbon-cache end to end; StandardFinder's median find time over ours, geometric mean over
 the patterns, glob cache off, then over the `**` patterns alone; whisper +
 StandardFinder's fetch time over ours; then the
-peer section against VictoriaMetrics, bench/peer_bench.py: points readable per second and
-per CPU-second over plaintext, VictoriaMetrics' disk bytes per point over ours (geometric
-mean of the young and the full-day store), its /metrics/find and /api/v1/query_range times
-over our graphite-web's over HTTP; then LocalDatabaseTagDB's findSeries p50 with one `=`
-term over ours, on the same tagged series, bench/tags_bench.py).
+peer section against VictoriaMetrics, bench/peer_bench.py, whose ratios bench/peer/table.py
+defines; then LocalDatabaseTagDB's findSeries p50 with one `=` term over ours, on the same
+tagged series, bench/tags_bench.py).
 
 It runs the benchmarks of this folder as child processes (their own options are in
 bench/README.md) and measures each side's peak memory: carbon-cache's process tree with
@@ -36,10 +35,13 @@ import sys
 import tempfile
 import time
 
+if __package__ in (None, ""):  # run as a script: the repository's root on the path, as `python -m bench` has it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.peer.table import RATIOS as PEER_RATIOS, mib, ms, peer_rows  # noqa: E402
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
-RATIOS = ("ingest_vs_whisper", "find_vs_standard", "globstar_vs_standard", "fetch_vs_whisper", "ingest_vs_vm",
-          "ingest_cpu_vs_vm", "bytes_vs_vm", "find_http_vs_vm", "fetch_http_vs_vm",
+RATIOS = ("ingest_vs_whisper", "find_vs_standard", "globstar_vs_standard", "fetch_vs_whisper", *PEER_RATIOS,
           "tags_find_vs_localdb")
 
 
@@ -65,14 +67,6 @@ def peak_rss_of(command: list[str]) -> int:
     if process.returncode != 0:
         raise subprocess.CalledProcessError(process.returncode, command)
     return usage.ru_maxrss * 1024
-
-
-def mib(value: int | None) -> str:
-    return f"{value / 2**20:,.0f} MiB" if value else ""
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:,.2f} ms" if seconds < 0.1 else f"{seconds * 1000:,.0f} ms"
 
 
 def table(rows: list[list[str]]) -> str:
@@ -136,107 +130,6 @@ def fetch_rows(graphite: dict, memory: dict) -> tuple[list[list[str]], float]:
              f"{ms(fetch['ours_s'])} / {ms(fetch['ours_p99_s'])}",
              f"whisper + StandardFinder {ms(fetch['standard_s'])} / {ms(fetch['standard_p99_s'])}",
              f"{fetch['ratio']:.1f}x", mib(memory.get("fetch ours")), mib(memory.get("fetch standard"))]], fetch["ratio"]
-
-
-def peer_rows(peer: dict) -> tuple[list[list[str]], dict[str, float]]:
-    """Table rows (part, measure, ours, VictoriaMetrics, ratio, peak memory ours, peak memory
-    VictoriaMetrics) and the ratios, each above 1 where we are better."""
-    table: list[list[str]] = []
-    ratios: dict[str, float] = {}
-    if "ingest" in peer:
-        ingest = peer["ingest"]
-        # the new round and the median of the existing ones (older figures: their two rounds)
-        rounds = {side: [row["new"], row["existing"]] for side, row in ingest["summary"].items()} \
-            if "summary" in ingest else ingest["rounds"]
-        peaks = ingest["peak_rss_bytes"]
-        receivers = ingest.get("receiver_peak_rss_bytes", {})
-        labels = {"ours": "bgl run", "ours_carbon": "bgl run --carbon", "whisper": "carbon+whisper", "vm": "VM"}
-        for side, reference in (("ours", "vm"), ("ours_carbon", "vm"), ("ours", "whisper"),
-                                ("ours_carbon", "whisper")):
-            if side not in rounds or reference not in rounds:
-                continue
-            for index, (ours, ref) in enumerate(zip(rounds[side], rounds[reference])):
-                first = index == 0
-                median = f" (median of {ours['rounds']})" if ours.get("rounds", 1) > 1 else ""
-                table.append(["peer", f"ingest plaintext, {labels[side]} vs {labels[reference]},"
-                              f" {ingest['metrics']:,} metrics, {ours['round']} metrics{median}, readable",
-                              f"{ours['points_per_second']:,.0f} pts/s",
-                              f"{labels[reference]} {ref['points_per_second']:,.0f} pts/s",
-                              f"{ours['points_per_second'] / ref['points_per_second']:.2f}x",
-                              mib(peaks[side]) if first else "", mib(peaks[reference]) if first else ""])
-                table.append(["peer", f"  same, points per CPU-second of the tree",
-                              f"{ours['points_per_cpu_second']:,.0f} pts/CPU-s",
-                              f"{labels[reference]} {ref['points_per_cpu_second']:,.0f} pts/CPU-s",
-                              f"{ours['points_per_cpu_second'] / ref['points_per_cpu_second']:.2f}x",
-                              mib(receivers.get(side)) if first else "", mib(receivers.get(reference)) if first else ""])
-        totals = {side: (sum(r["points"] for r in rounds[side]), sum(r["seconds"] for r in rounds[side]),
-                         sum(r["cpu_seconds"] for r in rounds[side])) for side in ("ours", "vm")}
-        ratios["ingest_vs_vm"] = (totals["ours"][0] / totals["ours"][1]) / (totals["vm"][0] / totals["vm"][1])
-        ratios["ingest_cpu_vs_vm"] = (totals["ours"][0] / max(totals["ours"][2], 1e-6)) / \
-            (totals["vm"][0] / max(totals["vm"][2], 1e-6))
-        answers = ingest["answers"]
-        table.append(["peer", f"ingest answers: points read back equal to those sent (of {ingest['expected']['points']:,})",
-                      _answer(answers["ours"]), "VM " + _answer(answers["vm"]), "", "", ""])
-        young = ingest["young"]
-        table.append(["peer", f"disk bytes per point, young store ({ingest['points_per_round'] // ingest['metrics']}"
-                      " points a metric)", f"{young['ours']['bytes_per_point']:,.1f} B",
-                      f"VM {young['vm']['bytes_per_point']:,.1f} B",
-                      f"{young['vm']['bytes_per_point'] / young['ours']['bytes_per_point']:.2f}x", "", ""])
-    if "day" in peer:
-        day = peer["day"]
-        figures = day["day"]
-        day_ratio = figures["vm"]["bytes_per_point"] / figures["ours"]["bytes_per_point"]
-        table.append(["peer", f"disk bytes per point, 1 day at 60 s, {day['series']:,} series",
-                      f"{figures['ours']['bytes_per_point']:,.1f} B", f"VM {figures['vm']['bytes_per_point']:,.1f} B",
-                      f"{day_ratio:.2f}x", "", ""])
-        realistic = day.get("realistic")
-        if realistic:
-            table.append(["peer", f"disk bytes per point, 1 day at 60 s, {day['series']:,} series, realistic gauges"
-                          " and counters", f"{realistic['ours']['bytes_per_point']:,.2f} B",
-                          f"VM {realistic['vm']['bytes_per_point']:,.2f} B",
-                          f"{realistic['vm']['bytes_per_point'] / realistic['ours']['bytes_per_point']:.2f}x", "", ""])
-        if "ingest" in peer:
-            young = peer["ingest"]["young"]
-            ratios["bytes_vs_vm"] = math.sqrt(day_ratio * young["vm"]["bytes_per_point"] / young["ours"]["bytes_per_point"])
-        render, export = day["render"], day["export"]
-        table.append(["peer", f"/render?format=json {day['series']:,} series x 1 day vs /api/v1/query_range, p50 / p99",
-                      f"{ms(render['ours_s'])} / {ms(render['ours_p99_s'])}",
-                      f"VM {ms(render['vm_s'])} / {ms(render['vm_p99_s'])}", f"{render['ratio']:.2f}x",
-                      mib(day["peak_rss_bytes"]["ours"]), mib(day["peak_rss_bytes"]["vm"])])
-        table.append(["peer", f"/render?format=json vs /api/v1/export (raw points), p50 / p99",
-                      f"{ms(export['ours_s'])} / {ms(export['ours_p99_s'])}",
-                      f"VM {ms(export['vm_s'])} / {ms(export['vm_p99_s'])}", f"{export['ratio']:.2f}x", "", ""])
-        answers = day["answers"]
-        table.append(["peer", f"render answers: points equal to those sent (of {day['expected']['points']:,})",
-                      _answer(answers["ours"]), "VM " + _answer(answers["vm"]), "", "", ""])
-        ratios["fetch_http_vs_vm"] = render["ratio"]
-    if "find" in peer:
-        find = peer["find"]
-        for index, row in enumerate(find["find"]):
-            first = index == 0
-            answer = "same answer" if row["same"] else f"DIFFER: {row['nodes']} vs {row['vm_nodes']} nodes"
-            for side, failures in row.get("errors", {}).items():
-                if failures:
-                    answer += f"; {'ours' if side == 'ours' else 'VM'} failed {len(failures)}x: {failures[0]}"
-            table.append(["peer", f"/metrics/find {row['pattern']} ({row['kind']}), {find['names']:,} names, p50 / p99",
-                          f"{ms(row['ours_s'])} / {ms(row['ours_p99_s'])}",
-                          f"VM {ms(row['vm_s'])} / {ms(row['vm_p99_s'])} ({answer})", f"{row['ratio']:.2f}x",
-                          mib(find["peak_rss_bytes"]["ours"]) if first else "",
-                          mib(find["peak_rss_bytes"]["vm"]) if first else ""])
-        floor = find["floor"]
-        table.append(["peer", "empty request: graphite-web /version/ (Django's floor) vs VM /health, p50 / p99",
-                      f"{ms(floor['ours']['p50_s'])} / {ms(floor['ours']['p99_s'])}",
-                      f"VM {ms(floor['vm']['p50_s'])} / {ms(floor['vm']['p99_s'])}", "", "", ""])
-        for gap in find["gaps"]:
-            table.append(["peer", f"glob {gap['pattern']} ({gap['gap']})", ", ".join(gap["ours"]) or "none",
-                          "VM " + (", ".join(gap["vm"]) or "none"), "same" if gap["same"] else "VM gap", "", ""])
-        ratios["find_http_vs_vm"] = statistics.geometric_mean([row["ratio"] for row in find["find"]])
-    return table, ratios
-
-
-def _answer(result: dict) -> str:
-    wrong = f", {result['mismatches']:,} series differ" if result["mismatches"] else ""
-    return f"{result['points']:,} points{wrong}"
 
 
 def cassandra_rows(cassandra: dict) -> list[list[str]]:

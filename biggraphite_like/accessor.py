@@ -467,34 +467,46 @@ class Accessor:
     def _write_batch(self, names: list[str], batch_names: list[str], owner: np.ndarray, timestamps: np.ndarray,
                      values: np.ndarray, now: int, create: "MetricMetadata | Callable[[str], MetricMetadata] | None"
                      ) -> tuple[int, int, list[tuple[str, int]], int]:
-        """One write transaction; returns (stored, too old, [(unknown metric, points refused)], created)."""
+        """One write transaction; returns (stored, too old, [(unknown metric, points refused)], created).
+
+        An unknown metric is created only when one of its points is recent enough for its
+        retention: a metric whose every point is too old would be left empty (its points
+        count as too old, as they would for an existing metric)."""
         refused: list[tuple[str, int]] = []
-        created = 0
+        created = too_old = 0
         with self.store.write_batch():
             metrics = self._get_normalized(names)
             unknown = [n for n in names if n not in metrics] if len(metrics) < len(names) else []
             fresh: set[str] = set()
+            stale: set[str] = set()
             if unknown and create is not None:
                 made = [Metric(n, create(n) if callable(create) else create, created_on=now, updated_on=now)
                         for n in unknown]  # names are canonical (insert_columns' contract, or normalised above)
-                fresh = self._create(made, now, check_ancestors=not self.store.atomic_write_batch)
+                made, stale = _with_points_to_keep(made, batch_names, owner, timestamps, now)
+                if made:
+                    fresh = self._create(made, now, check_ancestors=not self.store.atomic_write_batch)
                 metrics.update((m.name, m) for m in made)
-                created = len(unknown)
-            # renumber owners over the metrics written (others are refused)
+                created = len(made)
+            # renumber owners over the metrics written (others are refused, or too old to create)
             every = len(metrics) == len(batch_names)  # names are distinct: each has its metric
             kept = np.ones(len(batch_names), dtype=bool) if every else np.array([n in metrics for n in batch_names])
             if not kept.all():
                 per_name = np.bincount(owner, minlength=len(batch_names))
-                refused = [(n, int(per_name[i])) for i, n in enumerate(batch_names) if not kept[i] and per_name[i]]
+                too_old = sum(int(per_name[i]) for i, n in enumerate(batch_names) if n in stale)
+                refused = [(n, int(per_name[i])) for i, n in enumerate(batch_names)
+                           if not kept[i] and per_name[i] and n not in stale]
                 mask = kept[owner]
                 owner = (np.cumsum(kept) - 1)[owner[mask]]
                 timestamps, values = timestamps[mask], values[mask]
             written = list(map(metrics.__getitem__, batch_names)) if every else [metrics[n] for n in batch_names
                                                                                   if n in metrics]
             empty = np.fromiter((m.name in fresh for m in written), dtype=bool, count=len(written)) if fresh else None
-            too_old = self._downsampler.write(written, owner, timestamps, values, now, empty)
-            self.touch([m.name for m in written], "updated_on", now)
-        return len(timestamps) - too_old, too_old, refused, created
+            if written:
+                too_old_written = self._downsampler.write(written, owner, timestamps, values, now, empty)
+                self.touch([m.name for m in written], "updated_on", now)
+            else:
+                too_old_written = 0
+        return len(timestamps) - too_old_written, too_old + too_old_written, refused, created
 
     @staticmethod
     def _normalize(raw_name: str, count: int, result: WriteResult) -> str | None:
@@ -588,6 +600,19 @@ class Accessor:
     def expire(self, now: int | None = None) -> int:
         """Remove points past their stage's retention (stores without TTL); returns the count."""
         return self.store.expire_points(self.now() if now is None else now)
+
+
+def _with_points_to_keep(made: list[Metric], batch_names: list[str], owner: np.ndarray, timestamps: np.ndarray,
+                         now: int) -> tuple[list[Metric], set[str]]:
+    """(the metrics of `made` with at least one point within their retention, the names of
+    the others): a metric is created only to hold a point."""
+    if not len(timestamps) or now - float(timestamps.min()) <= min(m.retention.duration for m in made):
+        return made, set()  # every point is recent enough for any of them
+    newest = np.full(len(batch_names), -np.inf)
+    np.maximum.at(newest, owner, timestamps)
+    index = {name: i for i, name in enumerate(batch_names)}
+    keep = [m for m in made if now - newest[index[m.name]] <= m.retention.duration]
+    return keep, {m.name for m in made} - {m.name for m in keep}
 
 
 def _validate_points(

@@ -73,6 +73,11 @@ class StoreUnavailable(StoreError):
     """The store cannot be reached (file not writable, server down)."""
 
 
+class StoreLocked(StoreUnavailable):
+    """Another process held the store's write lock past the timeout: the same write passes
+    once it lets go (a smaller one would wait as long)."""
+
+
 class StoreFull(StoreError):
     """The disk holding the store is full: the transaction was rolled back, nothing of it
     stored, earlier ones kept. Free space and write again."""

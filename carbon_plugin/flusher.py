@@ -7,11 +7,18 @@ Each metric travels with the metadata carbon created it with: insert_columns cre
 batch's unknown metrics in the same transaction as their first points (a metric the store
 already has keeps its metadata), so a point is never dropped because its metric's creation
 is still in progress. Metrics whose metadata this process does not know go in calls of
-their own, without metadata (the store refuses their points if it lacks them). Failed batches
-are retried (BG_RETRIES, exponential backoff from BG_RETRY_DELAY), then logged, counted as
-droppedPoints and in carbon's `errors`. Points refused (invalid names, by the buffer; NaN
-or infinite values and timestamps outside 1..2^32-1, by the accessor) are logged with the
-reason and counted as rejectedPoints.
+their own, without metadata (the store refuses their points if it lacks them).
+
+Calls are written by batch_writer.BatchWriter, as the receiver's flusher writes its
+batches: a call the store refuses whole is written in halves (down to 1,000 points: on a
+full disk what fits gets in); a smallest one that fails is retried with exponential
+backoff from BG_RETRY_DELAY, without limit while the error can recover (a full disk, a
+disk I/O error, a locked file, Cassandra unavailable: the flusher holds the points, the
+buffer fills, `add` blocks carbon's writer and carbon's cache holds the rest),
+BG_RETRIES times otherwise and once stopping, then logged, counted as droppedPoints and
+in carbon's `errors`. Points refused (invalid names, by the buffer; NaN or infinite
+values and timestamps outside 1..2^32-1, by the accessor) are logged with the reason and
+counted as rejectedPoints.
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ import numpy as np
 from carbon import log
 
 from biggraphite_like import names as names_mod
+from biggraphite_like.accessor import WriteResult
+from biggraphite_like.batch_writer import BatchWriter
 from biggraphite_like.errors import InvalidMetricName
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.receiver.buffer import Batch
@@ -30,7 +39,7 @@ from biggraphite_like.receiver.points import Refusals
 from carbon_plugin.buffer import WriteBuffer
 from carbon_plugin.known import KnownMetrics
 from carbon_plugin.options import PluginOptions
-from carbon_plugin.retry import GaveUp, with_retries
+from carbon_plugin.retry import GaveUp, log_failure, with_retries
 from carbon_plugin.stats import PluginStats, count_carbon_error
 from carbon_plugin.writer_process import InProcessWriter, ProcessWriter
 
@@ -52,6 +61,8 @@ class Flusher:
         self._start_lock = threading.Lock()
         self._idle = threading.Condition()
         self._busy = False
+        self._stopping = threading.Event()  # set by stop(): recoverable store errors get BG_RETRIES attempts from then
+        self._batches = _CarbonBatches(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def ensure_started(self) -> None:
@@ -65,6 +76,7 @@ class Flusher:
 
     def stop(self) -> None:
         """Flush everything buffered (with its retries), then end the thread."""
+        self._stopping.set()
         self._buffer.stop()
         thread = self._thread
         if thread is not None and thread.is_alive():
@@ -134,7 +146,7 @@ class Flusher:
 
             try:
                 with_retries(lambda: self._writer.update_metadata(canonical, metadata),
-                             f"metadata update of {canonical}", self._options, self._stats)
+                             f"metadata update of {canonical}", self._options, self._stats, self._stopping)
                 self._stats.increment("metadataUpdates")
             except GaveUp as exc:
                 log.msg(f"biggraphite_like: {exc}: the change stays in memory only")
@@ -195,27 +207,10 @@ class Flusher:
 
     def _write(self, names: list[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                create: list[MetricMetadata] | None) -> None:
-        size = len(owner)
-        started = time.perf_counter()
-        try:
-            result = with_retries(
-                lambda: self._writer.insert_columns(names, owner, timestamps, values, int(time.time()), create),
-                f"write of {size} points of {len(names)} metrics ({_sample(names)})", self._options, self._stats)
-        except GaveUp as exc:
-            self._stats.increment("droppedPoints", size)
-            count_carbon_error()
-            log.msg(f"biggraphite_like: dropped {size} points of {len(names)} metrics ({_sample(names)}): {exc}")
-            return
-        elapsed = time.perf_counter() - started
-        self._stats.increment("flushes")
-        self._stats.increment("flushMilliseconds", int(elapsed * 1000))
-        self._stats.increment("storedPoints", result.stored)
-        if self._options.log_flushes:
-            log.msg(f"biggraphite_like: wrote {result.stored} points of {len(names)} metrics in {elapsed:.3f}s")
-        if result.too_old:
-            self._stats.increment("tooOldPoints", result.too_old)
-        if result.rejected:
-            self._refused(result.rejected, result.errors)
+        """Write one call's points (in halves if the store refuses them whole, retrying:
+        batch_writer.BatchWriter)."""
+        self._batches.metadata = None if create is None else dict(zip(names, create))
+        self._batches.write(Batch(names, owner, timestamps, values, np.arange(len(names))))
 
     def _refused(self, count: int, errors: list[str]) -> None:
         """Count refused points and log a few of the reasons."""
@@ -225,6 +220,45 @@ class Flusher:
             log.msg(f"biggraphite_like: refused point(s): {message}")
         if count > len(shown):
             log.msg(f"biggraphite_like: {count} points refused in this batch ({count - len(shown)} not logged)")
+
+
+class _CarbonBatches(BatchWriter[Batch]):
+    """The flusher's calls into the store writer, counted in the plugin's stats and
+    carbon's `errors`, logged in carbon's log."""
+
+    def __init__(self, flusher: Flusher):
+        super().__init__(flusher._options, flusher._stopping)
+        self.flusher = flusher
+        self.metadata: dict[str, MetricMetadata] | None = None  # of the names being written (None: unknown)
+
+    def insert(self, batch: Batch) -> WriteResult:
+        create = None if self.metadata is None else [self.metadata[name] for name in batch.names]
+        return self.flusher._writer.insert_columns(batch.names, batch.owner, batch.timestamps, batch.values,
+                                                   int(time.time()), create)
+
+    def written(self, batch: Batch, result: WriteResult, seconds: float) -> None:
+        stats = self.flusher._stats
+        stats.increment("flushes")
+        stats.increment("flushMilliseconds", int(seconds * 1000))
+        stats.increment("storedPoints", result.stored)
+        if self.flusher._options.log_flushes:
+            log.msg(f"biggraphite_like: wrote {result.stored} points of {len(batch.names)} metrics in {seconds:.3f}s")
+        if result.too_old:
+            stats.increment("tooOldPoints", result.too_old)
+        if result.rejected:
+            self.flusher._refused(result.rejected, result.errors)
+
+    def failed(self, batch: Batch, exc: Exception, how: str, then: str) -> None:
+        log_failure(f"write of {_described(batch)}", how, exc, then, self.flusher._stats)
+
+    def dropped(self, points: int, batch: Batch, exc: BaseException | None) -> None:
+        self.flusher._stats.increment("droppedPoints", points)
+        count_carbon_error()
+        log.msg(f"biggraphite_like: dropped {points} of the {_described(batch)}: {exc}")
+
+
+def _described(batch: Batch) -> str:
+    return f"{len(batch)} points of {len(batch.names)} metrics ({_sample(batch.names)})"
 
 
 def _sample(names: list[str], first: int = 3, last: int = 2) -> str:

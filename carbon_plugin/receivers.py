@@ -3,7 +3,11 @@
 carbon 1.1.10's line receiver lets an exception out of `lineReceived` for a line with a
 NaN/inf timestamp (`int(nan)` in `metricReceived`) or a byte that is not UTF-8; Twisted then
 closes the connection and every line after it is lost, the sender not told. The pickle
-receiver does the same for a NaN/inf timestamp or a name that is not a string.
+receiver does the same for a NaN/inf timestamp or a name that is not a string, and its
+unpickler builds whatever a frame describes: a 200-byte "billion laughs" frame blocks the
+reactor and takes hundreds of MB, `10**400` or a list nested 100,000 deep raise past its
+guard. The guarded pickle receiver decodes with our receiver's bounded decoder
+(biggraphite_like/receiver/pickles.py) instead: such a frame is refused, logged, counted.
 
 `register()` defines subclasses with carbon's own plugin names (`line`, `pickle`), which
 carbon's PluginRegistrar puts in place of its classes (carbon's extension point for
@@ -29,6 +33,8 @@ import math
 import time
 from typing import Any
 
+from biggraphite_like.receiver.pickles import decode_pickle
+from biggraphite_like.receiver.points import Refusals, describe
 from carbon_plugin import pipeline
 from carbon_plugin.stats import PluginStats, record_in_carbon
 
@@ -63,7 +69,7 @@ class RefusalLog:
             self._suppressed += 1
             return
         self._logged += 1
-        text = repr(data)
+        text = describe(data)
         if len(text) > 200:
             text = text[:200] + "..."
         log.listener(f"biggraphite_like: refused from {peer} ({reason}), connection kept: {text}")
@@ -83,7 +89,6 @@ def finite_timestamp(datapoint: tuple) -> str | None:
 def register() -> None:
     """Put the guarded receivers in place of carbon's (before carbon builds its services)."""
     from carbon.protocols import MetricLineReceiver, MetricPickleReceiver
-    from carbon.util import pickle
 
     class GuardedReceiver:
         """Mixin: refuse bad points instead of raising; note when bytes last arrived; hand a
@@ -179,34 +184,15 @@ def register() -> None:
         plugin_name = "pickle"  # replaces carbon's MetricPickleReceiver
 
         def stringReceived(self, data: bytes) -> None:
-            try:
-                datapoints = self.unpickler.loads(data)
-            except (pickle.UnpicklingError, ValueError, IndexError, ImportError, KeyError, EOFError,
-                    TypeError, AttributeError) as exc:
-                refusals.refuse(self.peerName, f"invalid pickle: {exc}", data[:100])
-                return
-            if not isinstance(datapoints, (list, tuple)):
-                refusals.refuse(self.peerName, "a pickle message must be a list of points", datapoints)
-                return
-            points = []
-            for raw in datapoints:
-                try:
-                    metric, (timestamp, value) = raw
-                    datapoint = (float(timestamp), float(value))
-                except (ValueError, TypeError):
-                    refusals.refuse(self.peerName, "expected (name, (timestamp, value))", raw)
-                    continue
-                if isinstance(metric, bytes):
-                    try:
-                        metric = metric.decode("utf-8")
-                    except UnicodeDecodeError:
-                        refusals.refuse(self.peerName, "name is not UTF-8", raw)
-                        continue
-                if not isinstance(metric, str):
-                    refusals.refuse(self.peerName, "name is not a string", raw)
-                    continue
-                points.append((metric, datapoint))
-            self.metricsReceived(points)
+            """carbon's pickle message, decoded by the receiver's bounded decoder (never
+            pickle's unpickler: pickles.py says why); refused points are logged and counted."""
+            found = Refusals()
+            points = decode_pickle(data, found)
+            for reason, excerpt in found.samples:
+                refusals.refuse(self.peerName, reason, excerpt)
+            if found.count > len(found.samples):
+                stats.increment("refusedLines", found.count - len(found.samples))
+            self.metricsReceived(list(zip(points.names, zip(points.timestamps.tolist(), points.values.tolist()))))
 
 
 def record_refusals() -> None:

@@ -1,11 +1,14 @@
-"""Bounded retries with exponential backoff around store calls, each failure counted."""
+"""Retries with exponential backoff around store calls, each failure counted and logged
+(biggraphite_like.batch_writer.retry: without limit while the error can recover and the
+plugin is not stopping, BG_RETRIES times otherwise)."""
 from __future__ import annotations
 
-import time
+import threading
 from typing import Callable, TypeVar
 
 from carbon import log
 
+from biggraphite_like.batch_writer import GiveUp, retry
 from biggraphite_like.errors import StoreError
 from carbon_plugin.options import PluginOptions
 from carbon_plugin.stats import PluginStats
@@ -22,26 +25,29 @@ class GaveUp(Exception):
         self.last = last
 
 
-def with_retries(call: Callable[[], T], what: str, options: PluginOptions, stats: PluginStats) -> T:
-    """Run call(); on failure retry up to options.retries times, waiting retry_delay, 2x, 4x...
+def log_failure(what: str, how: str, exc: Exception, then: str, stats: PluginStats) -> None:
+    """Count a failed store call (storeErrors) and log it: a store error (expected) in one
+    line, anything else with its traceback too (call it while handling the exception)."""
+    stats.increment("storeErrors")
+    if not isinstance(exc, StoreError):
+        log.err(None, f"biggraphite_like: unexpected error during {what}")
+    log.msg(f"biggraphite_like: {what} failed ({how}): {exc}; {then}")
 
-    Store errors (StoreError) are expected and logged in one line; anything else is logged
-    with its traceback. Both are retried: the store may recover, a bug fails every attempt.
-    Raises GaveUp after the last attempt.
-    """
-    delay = options.retry_delay
-    attempts = options.retries + 1
-    for attempt in range(1, attempts + 1):
-        try:
-            return call()
-        except Exception as exc:
-            stats.increment("storeErrors")
-            if not isinstance(exc, StoreError):
-                log.err(None, f"biggraphite_like: unexpected error during {what}")
-            if attempt == attempts:
-                raise GaveUp(what, attempts, exc) from exc
-            log.msg(f"biggraphite_like: {what} failed (attempt {attempt}/{attempts}): {exc};"
-                    f" retrying in {delay:.2f}s")
-            time.sleep(delay)
-            delay = min(delay * 2, options.retry_max_delay)
-    raise AssertionError("unreachable")
+
+def with_retries(call: Callable[[], T], what: str, options: PluginOptions, stats: PluginStats,
+                 stopping: threading.Event | None = None) -> T:
+    """Run call(); on failure retry, waiting retry_delay, 2x, 4x... up to retry_max_delay:
+    without limit while the error can recover (a full disk, an unavailable store) and
+    `stopping` is given and not set, options.retries times otherwise. Raises GaveUp after
+    the last attempt."""
+    attempts = 0
+
+    def failed(exc: Exception, attempt: int, delay: float, more: str) -> None:
+        nonlocal attempts
+        attempts = attempt
+        log_failure(what, f"attempt {attempt}", exc, f"retrying in {delay:.2f}s, {more}" if delay else more, stats)
+
+    try:
+        return retry(call, options, stopping, failed)
+    except GiveUp as exc:
+        raise GaveUp(what, attempts, exc.__cause__) from exc.__cause__

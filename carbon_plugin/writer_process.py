@@ -24,8 +24,11 @@ from typing import Sequence
 import numpy as np
 
 from biggraphite_like.accessor import Accessor, WriteResult
-from biggraphite_like.errors import BglError, MetricNotFound, StoreError, StoreUnavailable
+from biggraphite_like.errors import BglError, MetricNotFound, StoreError, StoreFull, StoreLocked, StoreUnavailable
 from biggraphite_like.metric import MetricMetadata
+
+# the store errors a writer process sends back as such, most specific first
+_STORE_ERRORS = {"full": StoreFull, "locked": StoreLocked, "unavailable": StoreUnavailable, "store": StoreError}
 
 
 class RemoteError(BglError):
@@ -95,8 +98,8 @@ class ProcessWriter:
         if status == "ok":
             return value
         kind, message = value
-        if kind == "store":
-            raise StoreError(message)
+        if kind in _STORE_ERRORS:
+            raise _STORE_ERRORS[kind](message)
         raise RemoteError(message)
 
     def _ensure_child(self):
@@ -161,8 +164,9 @@ def _child_main(conn, store_url: str) -> None:
                     reply = ("ok", None)
                 else:
                     reply = ("error", ("other", f"unknown request {method!r}"))
-            except StoreError as exc:
-                reply = ("error", ("store", str(exc)))
+            except StoreError as exc:  # its class says whether it can recover (batch_writer.RECOVERABLE)
+                kind = next(name for name, cls in _STORE_ERRORS.items() if isinstance(exc, cls))
+                reply = ("error", (kind, str(exc)))
             except Exception:  # noqa: BLE001 - sent to the parent, which logs and counts it
                 reply = ("error", ("other", traceback.format_exc()))
             conn.send(reply)

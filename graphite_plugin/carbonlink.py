@@ -9,11 +9,18 @@ connections). The points are then merged by graphite's own `merge_with_cache`, e
 as `merge_with_carbonlink` would. A failed instance is logged and marked failed in the
 pool (as graphite does) and its series go without cached points; an instance that
 refuses the bulk request (older carbon) is asked series by series.
+
+Answers are read with the receiver's bounded, restricted unpickler (never graphite's
+unpickle.loads, which builds whatever the answer describes), and each series' points are
+checked to be (timestamp, value) pairs of numbers: an answer that is not one is logged and
+its series go without cached points, a malformed point is dropped and logged; nothing an
+instance answers can make a render fail.
 """
 from __future__ import annotations
 
 import collections
 import logging
+import math
 import pickle
 import struct
 import time
@@ -21,6 +28,10 @@ from typing import Sequence
 
 from django.conf import settings
 from graphite.carbonlink import CarbonLink
+
+from biggraphite_like.receiver.pickles import as_float
+from biggraphite_like.receiver.points import describe
+from biggraphite_like.receiver.unpickler import restricted_loads
 
 _log = logging.getLogger(__name__)
 
@@ -45,33 +56,73 @@ def cached_points(names: Sequence[str]) -> dict[str, Points]:
 
 
 def _query_one(pool, name: str) -> Points:
-    try:
-        points = pool.query(name)
-    except Exception as exc:  # graphite's merge_with_carbonlink goes on without cached points too
-        _log.warning("CarbonLink query for %s failed: %s", name, exc)
-        return []
-    return list(points.items()) if isinstance(points, dict) else list(points)
+    """`cache-query` of one series, of every instance for carbon's own metrics (as graphite asks)."""
+    hosts = pool.hosts if name.startswith(settings.CARBON_METRIC_PREFIX) else [pool.select_host(name)]
+    found: dict[int, float] = {}
+    for host in hosts:
+        result = _ask(pool, host, {"type": "cache-query", "metric": name}, f"the cache query of {name}", 1)
+        if result is not None and "error" not in result:
+            found.update(_points(result.get("datapoints"), name, host))
+    return sorted(found.items())
 
 
 def _query_bulk(pool, host: tuple, metrics: list[str]) -> dict[str, Points]:
-    request = pickle.dumps({"type": "cache-query-bulk", "metrics": metrics},
-                           protocol=settings.CARBONLINK_PICKLE_PROTOCOL)
+    result = _ask(pool, host, {"type": "cache-query-bulk", "metrics": metrics}, f"{len(metrics)} series",
+                  len(metrics))
+    if result is None:
+        return {}
+    if "error" in result:  # an older carbon-cache: one query per series, as graphite asks
+        _log.warning("CarbonLink %s refused a bulk query (%s): asking for %d series one by one",
+                     host, describe(result["error"]), len(metrics))
+        return {name: _query_one(pool, name) for name in metrics}
+    by_metric = result.get("datapointsByMetric", {})
+    if type(by_metric) is not dict:
+        _log.warning("CarbonLink %s answered %s, not points by metric: %d series without cached points",
+                     host, describe(by_metric), len(metrics))
+        return {}
+    return {name: _points(points, name, host) for name, points in by_metric.items() if type(name) is str}
+
+
+def _ask(pool, host: tuple, request: dict, what: str, series: int) -> dict | None:
+    """Send one request to host over the pool's connections and read its answer (a dict),
+    or None when the instance failed or answered something else (logged; the host is
+    marked failed in the pool as graphite marks it)."""
+    payload = pickle.dumps(request, protocol=settings.CARBONLINK_PICKLE_PROTOCOL)
     try:
         conn = pool.get_connection(host)
     except OSError as exc:
-        _log.warning("CarbonLink %s unreachable, %d series without cached points: %s", host, len(metrics), exc)
-        return {}
+        _log.warning("CarbonLink %s unreachable, %s without cached points: %s", host, what, exc)
+        return None
     try:
-        conn.sendall(struct.pack("!L", len(request)) + request)
-        result = pool.recv_response(conn)
-    except Exception as exc:
+        conn.sendall(struct.pack("!L", len(payload)) + payload)
+        (size,) = struct.unpack("!L", pool.recv_exactly(conn, 4))
+        # an answer holds at most a dict per series: allow that many items in a dict
+        result = restricted_loads(pool.recv_exactly(conn, size), max_dict=series + 8)
+        if type(result) is not dict:
+            raise ValueError(f"the answer is {describe(result)}, not a dict")
+    except Exception as exc:  # noqa: BLE001 - graphite's merge_with_carbonlink goes on without cached points too
         pool.last_failure[host] = time.time()
         conn.close()
-        _log.warning("CarbonLink %s failed, %d series without cached points: %s", host, len(metrics), exc)
-        return {}
+        _log.warning("CarbonLink %s failed, %s without cached points: %s", host, what, exc)
+        return None
     pool.connections[host].add(conn)
-    if "error" in result:  # an older carbon-cache: one query per series, as graphite asks
-        _log.warning("CarbonLink %s refused a bulk query (%s): asking for %d series one by one",
-                     host, result["error"], len(metrics))
-        return {name: _query_one(pool, name) for name in metrics}
-    return {name: list(points) for name, points in result.get("datapointsByMetric", {}).items()}
+    return result
+
+
+def _points(points: object, name: str, host: tuple) -> Points:
+    """The (timestamp, value) pairs of an answer's series; anything else is dropped and logged."""
+    if type(points) is dict:  # graphite's send_request_to_all merges them into a dict
+        points = list(points.items())
+    if type(points) not in (list, tuple):
+        _log.warning("CarbonLink %s answered %s for %s, not points: ignored", host, describe(points), name)
+        return []
+    good: Points = []
+    for point in points:
+        if type(point) in (list, tuple) and len(point) == 2:
+            timestamp, why = as_float(point[0], "timestamp")
+            value, why = (None, why) if why else as_float(point[1], "value")
+            if why is None and math.isfinite(timestamp):
+                good.append((int(timestamp), value))
+                continue
+        _log.warning("CarbonLink %s answered %s among the points of %s: dropped", host, describe(point), name)
+    return good

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job: builds .venv (Python 3.11, pinned dependencies) and runs `bgl run`, carbon-cache
-# and graphite-web on the embedded SQLite store, until Ctrl-C. Extra arguments go to `bgl run`,
+# The main job: builds a venv (Python 3.11, pinned dependencies) and runs `bgl run`: our receiver
+# (`bgl receive`) and graphite-web on the embedded SQLite store, until Ctrl-C (`--carbon`: carbon-cache
+# with our plugin instead of the receiver). Extra arguments go to `bgl run`,
 # e.g. `bash scripts/run.sh --data-dir /var/lib/bgl --web-port 8000`.
+# The venv is .venv, or $BGL_VENV; $PYTHON creates it (default python3.11).
 # pip runs only when the environment is new or setup.cfg, pyproject.toml or constraints.txt
 # changed since the last install (a stamp of their checksums in the venv): a second start
 # goes straight to `bgl run`.

@@ -110,7 +110,7 @@ def test_clean_dry_run_and_shards(env, url, store):
     store.create_metrics([(f"s.a{i}", META) for i in range(5)], now=now - 40 * DAY)
     store.create_metrics([(f"s.b{i}", META) for i in range(5)], now=now)
     dry = ok(bgl(env, url, "clean", "--max-age", "30d", "--dry-run"))
-    assert "bgl clean (dry run, nothing changed): metrics scanned 10, metrics removed 5" in dry.stdout
+    assert "bgl clean (dry run, nothing changed): metrics scanned 10, metrics that would be removed 5" in dry.stdout
     assert len(ok(bgl(env, url, "list", "s.*")).stdout.split()) == 10
     removed = 0
     for shard in range(2):
@@ -244,9 +244,12 @@ def test_du_and_stats(env, url, store):
     assert {"metrics", "directories", "name_strings", "datapoints_1440p_60s_0", "datapoints_360p_10s_0"} <= set(
         table_lines), table_lines
     assert size.strip() == (f"{file_bytes / 1024:.1f}K" if file_bytes < 1024 ** 2 else f"{file_bytes / 1024 ** 2:.1f}M")
-    document = json.loads(ok(bgl(env, url, "du", "--format", "json", "v.*")).stdout)
-    assert document["entries"] == [{"name": "v.a", "kind": "directory", "metrics": 2, "points": 2880,
-                                    "bytes": 2 * (16 + 12 + 12 * 1440), "tagged": 0}]
+    subtree = json.loads(ok(bgl(env, url, "du", "--format", "json", "v.*")).stdout)
+    assert subtree["entries"] == [{"name": "v.a", "kind": "directory", "metrics": 2, "points": 2880,
+                                   "bytes": 2 * (16 + 12 + 12 * 1440), "tagged": 0}]
+    assert "store_on_disk" not in subtree and "tag_index" not in subtree  # the subtree's, not the store's
+    assert "on disk" not in ok(bgl(env, url, "du", "v.*")).stdout
+    document = json.loads(ok(bgl(env, url, "du", "--format", "json")).stdout)
     assert document["tag_index"] == {"tagged_series": 0, "tags": 0, "tag_values": 0}
     assert document["bytes_meaning"].startswith("whisper-equivalent")
     assert document["store_on_disk"]["bytes"] == sum(

@@ -33,12 +33,12 @@ from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.stores import sqlite as sqlite_store
 from tests import fault_workers
 from tests.fault_workers import integrity, orphans
+from tests.small_disk import IS_ROOT, SmallDisk
 
 NOW = 1_699_999_980  # a multiple of 60: points keep their timestamps at the 60 s precision
 META = MetricMetadata.create("60s:1d", "average", 0.5)
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IS_ROOT = os.geteuid() == 0
 
 
 # -- helpers shared by the cases ---------------------------------------------------------------
@@ -55,28 +55,6 @@ def stored_points(accessor: Accessor, names: list[str], now: int = NOW) -> dict[
                 found[name] = {series.start + i * series.step: v
                                for i, v in enumerate(series.values_list()) if v is not None}
     return found
-
-
-class SmallDisk:
-    """A directory on a small file system of its own (tmpfs, as root)."""
-
-    def __init__(self, path, size_mib: int):
-        self.path = path
-        self.size_mib = size_mib
-        path.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m,mode=0700", "tmpfs", str(path)], check=True)
-
-    def grow(self, size_mib: int) -> None:
-        """Give space back: the operator freed some."""
-        subprocess.run(["mount", "-o", f"remount,size={size_mib}m", str(self.path)], check=True)
-        self.size_mib = size_mib
-
-    def free_bytes(self) -> int:
-        return shutil.disk_usage(self.path).free
-
-    def unmount(self) -> None:
-        if subprocess.run(["umount", str(self.path)]).returncode != 0:
-            subprocess.run(["umount", "-l", str(self.path)], check=True)
 
 
 @pytest.fixture

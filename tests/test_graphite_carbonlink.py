@@ -64,7 +64,7 @@ def render(form: dict) -> list:
 
 
 def test_cached_points_merged_like_whisper_reader(carbon_and_data, monkeypatch):
-    from graphite.carbonlink import CarbonLinkPool
+    from graphite_plugin import carbonlink as plugin_carbonlink
 
     carbon, whisper_dir, url, now, cached = carbon_and_data
     hosts = [f"127.0.0.1:{carbon.query_port}"]
@@ -72,10 +72,9 @@ def test_cached_points_merged_like_whisper_reader(carbon_and_data, monkeypatch):
     with use_finders(["graphite.finders.standard.StandardFinder"], STANDARD_DIRS=[whisper_dir],
                      CARBONLINK_HOSTS=hosts):
         expected = [render(form) for form in forms]
-    answers = []  # every CarbonLink answer graphite's pool reads
-    receive = CarbonLinkPool.recv_response
-    monkeypatch.setattr(CarbonLinkPool, "recv_response", lambda pool, conn: answers.append(receive(pool, conn))
-                        or answers[-1])
+    answers = []  # every CarbonLink answer our finder reads (over graphite's pool, with the bounded unpickler)
+    ask = plugin_carbonlink._ask
+    monkeypatch.setattr(plugin_carbonlink, "_ask", lambda *args: answers.append(ask(*args)) or answers[-1])
     with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=hosts):
         actual = [render(form) for form in forms]
     # one bulk request per render for both series, not one request per series

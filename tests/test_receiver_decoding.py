@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from biggraphite_like.receiver.framing import LineFraming, PickleFraming
+from biggraphite_like.receiver.framing import FrameTooLong, LineFraming, PickleFraming
 from biggraphite_like.receiver.lines import decode_lines
 from biggraphite_like.receiver.pickles import decode_pickle, safe_loads
 from biggraphite_like.receiver.points import Points, Refusals
@@ -120,13 +120,14 @@ def test_malformed_pickle_items_refused_one_by_one():
     assert points.names == ["a", "c"] and refusals.count == 2
 
 
-def test_oversized_pickle_frame_skipped():
+def test_oversized_pickle_frame_cannot_be_resynchronised():
+    """A length over the limit raises FrameTooLong with the points of the frames before it
+    (the listener stores them and closes the connection)."""
     framing = PickleFraming(max_frame=100)
     refusals = Refusals()
-    big = struct.pack("!L", 1000) + b"z" * 1000
-    points = framing.feed(_frame([("a", (1, 1))]) + big[:500], refusals)
-    points2 = framing.feed(big[500:] + _frame([("b", (2, 2))]), refusals)
-    assert points.names + points2.names == ["a", "b"] and refusals.count == 1
+    with pytest.raises(FrameTooLong, match="1000 bytes is over the limit of 100") as raised:
+        framing.feed(_frame([("a", (1, 1))]) + struct.pack("!L", 1000) + b"z" * 500 + _frame([("b", (2, 2))]), refusals)
+    assert raised.value.points.names == ["a"] and refusals.count == 0 and framing.pending == 0
 
 
 def test_points_checked_refuses_out_of_range_timestamps():

@@ -169,16 +169,63 @@ def test_a_taken_port_is_refused_before_anything_starts(tmp_path):
     assert not (tmp_path / "data" / "conf").exists()
 
 
-@pytest.mark.parametrize("stack", ["receiver", "carbon"], indirect=True)
-def test_a_service_that_dies_stops_the_other_and_says_why(stack):
-    stack.start()
+def _receiver_pid(stack: BglRun, other_than: int | None = None, timeout: float = 60.0) -> int:
+    """The pid of the stack's receiver (bgl receive, or carbon-cache), once one other than `other_than` runs."""
     marker = "carbon.conf" if stack.carbon else "biggraphite_like.receiver"
-    receiver = [pid for pid in stack.children() if marker in open(f"/proc/{pid}/cmdline").read()]
+    deadline = time.monotonic() + timeout
+    while True:
+        for pid in stack.children():
+            try:
+                with open(f"/proc/{pid}/cmdline") as cmdline:
+                    if marker in cmdline.read() and pid != other_than:
+                        return pid
+            except OSError:
+                continue
+        assert time.monotonic() < deadline, f"no new {stack.receiver_name} after {timeout}s:\n{stack.output()}"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("stack", ["receiver", "carbon"], indirect=True)
+def test_a_receiver_killed_is_restarted_and_graphite_web_keeps_serving(stack):
+    stack.start()
+    now = int(time.time()) // 60 * 60
+    send_to_carbon(stack.line_port, plaintext([(f"restart.m{i}", now - 60, float(i)) for i in range(20)]))
+    stack.wait_for_values("restart.m7", [7.0], **{"from": "-10min"})
+    receiver = _receiver_pid(stack)
+    web = [pid for pid in stack.children() if pid != receiver]
+    os.kill(receiver, signal.SIGKILL)
+    _receiver_pid(stack, other_than=receiver)
+    stack.wait_for_values("restart.m7", [7.0], **{"from": "-10min"})  # graphite-web kept serving
+    deadline = time.monotonic() + 60
+    while True:  # the new receiver listens once it has started
+        try:
+            send_to_carbon(stack.line_port, plaintext([(f"restart.m{i}", now, float(i + 100)) for i in range(20)]))
+            break
+        except OSError:
+            assert time.monotonic() < deadline, stack.output()
+            time.sleep(0.2)
+    stack.wait_for_values("restart.m7", [7.0, 107.0], **{"from": "-10min"})
+    assert _wait_gone(web, timeout=0) == web  # the same graphite-web processes, never restarted
+    name = stack.receiver_name
+    assert f"bgl run: {name} exited with status -9 (killed by SIGKILL) while running; restarting it" \
+           " (restart 1 of at most 5 within 300s)" in stack.output()
+    assert stack.stop(signal.SIGINT) == 0
+
+
+@pytest.mark.parametrize("stack", ["receiver", "carbon"], indirect=True)
+def test_a_receiver_that_keeps_dying_stops_the_stack_and_says_why(stack):
+    stack.start()
     children = stack.children()
-    os.kill(receiver[0], signal.SIGKILL)
+    receiver = _receiver_pid(stack)
+    for _ in range(5):  # restarted each time
+        os.kill(receiver, signal.SIGKILL)
+        receiver = _receiver_pid(stack, other_than=receiver)
+    children += [receiver]
+    os.kill(receiver, signal.SIGKILL)  # the sixth exit within 300 s
     assert stack.process.wait(120) == 1
     name = stack.receiver_name
-    assert f"bgl run: error: {name} exited with status -9" in stack.output()
+    assert f"bgl run: error: {name} exited with status -9 (killed by SIGKILL), after 5 restarts within 300s:" \
+           " not restarting it again; stopping graphite-web" in stack.output()
     assert f"{stack.receiver_log.name} (last lines)" in stack.output()
     assert stack.output().rstrip().endswith(f"bgl run: stopped: {name} and graphite-web have exited (status 1)")
     assert _wait_gone(children, timeout=10) == []

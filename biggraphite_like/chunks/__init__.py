@@ -5,10 +5,10 @@ tsdb keeps `chunkenc` apart from its index and storage). A chunk holds n points 
 timestamp: timestamps, float64 values and, for aggregated stages, counts. Decoding gives
 back every value bit for bit (NaN payloads, -0.0 and infinities included).
 
-Modules: format (versions, headers, what the bytes are), encoder and decoder (many
-windows at once), and the parts they share or choose: planes (integers as byte planes),
-deltas (each window's delta order), decimals (the DECIMAL mode's exponent), streams
-(as they are, deflated or packed).
+Modules: format (versions, headers; the bytes are described in docs/format/chunks.md),
+encoder and decoder (many windows at once), and the parts they share or choose: planes
+(integers as byte planes), deltas (each window's delta order), decimals (the DECIMAL
+mode's exponent), streams (as they are, deflated or packed).
 """
 from biggraphite_like.chunks.decoder import decode, decode_groups, decode_many
 from biggraphite_like.chunks.encoder import encode, encode_many

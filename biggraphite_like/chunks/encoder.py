@@ -2,10 +2,11 @@
 
 encode_many encodes many windows at once (every metric's stage-0 window ends at 00:00
 and 12:00 UTC, so a store seals them all in one flush): windows of one length and kind are
-the rows of 2-D arrays, and every choice format.py describes (unit, delta orders, exponent,
-widths, planes, header) is made for all of them with a few numpy calls; only deflating and
-the choice among the streams it gives (as they are, packed, a block a part) run window by
-window. encode is encode_many of one window: one encoder, the same bytes.
+the rows of 2-D arrays, and every choice docs/format/chunks.md describes (unit, delta
+orders, exponent, widths, planes, header) is made for all of them with a few numpy calls;
+only deflating and the choice among the streams it gives (as they are, packed, a block a
+part) run window by window. encode is encode_many of one window: one encoder, the same
+bytes.
 """
 from __future__ import annotations
 

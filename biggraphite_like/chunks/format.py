@@ -1,31 +1,10 @@
-"""The chunk format: versions, headers and what a chunk's bytes are.
+"""The chunk format's constants: versions, headers, flags, and the decoded `Points`.
 
-One version byte, then a fixed header followed by byte planes (byte k of every
-integer, then byte k + 1, ...), as a raw-deflate stream (version 1) or as they are when
-deflate would save under 5 % (version 2: reads then skip inflating). Versions 3 and 4 are
-1 and 2 with one more header field, the base of the values' integers (below). The deflate
-stream may end a block after each plane, so that each plane gets its own Huffman codes
-(the planes of a number differ: a random low byte, a skewed high one); inflating does not
-care where blocks end, so this is no format of its own. Versions 5 and 6 (headers of 1 and
-3) are packed: a Huffman table is built for each deflate block on every read, about 3 us,
-so the parts a block of their own would make little smaller (deflate keeps 90 % or more:
-the noise of low planes, the half-random byte under a float's exponent; decoding their
-literals costs reads about as much as the table, for under a tenth of their bytes) are
-moved after the others, which share one block; the moved parts
-follow as stored blocks, then a 4-byte mask (bit i: part i moved; parts in the order
-below: timestamps with the header, value planes, exceptions, count planes). A chunk is
-packed when that costs at most 1 % more than a block a part:
-- timestamps: base (the first timestamp) and offsets from it in `unit`s (their common
-  step, the precision for aligned points), minus the point's index (a full window is all
-  zeros: no bytes at all), delta-encoded 0 or 1 times;
-- values, whichever mode is smaller for the chunk:
-  DECIMAL - value = m / 10**e for one exponent e and integers m (what metrics with a few
-  decimals are), m delta-encoded 0, 1 or 2 times, then zigzagged or, when never negative
-  (random values, counter increments), less their minimum, the header's base, unsigned
-  (versions 3, 4 and 6, v_order bit 0x40: a zigzag would cost them one bit each); values that do not
-  round-trip exactly (NaN, -0.0, inf, odd ones) are kept as exceptions (index, raw bits);
-  XOR - the raw bits XORed with the previous value's (Gorilla's idea, as byte planes);
-- counts (aggregated stages): integers, delta-encoded 0 or 1 times.
+A chunk is one version byte, then a fixed header and the points' integers as byte planes
+(timestamps, values in DECIMAL or XOR mode, exceptions, counts), deflated, as they are, or
+packed. The six versions differ only in the header (with or without the values' base) and
+in how the payload is stored. docs/format/chunks.md is the byte-by-byte description, with
+what the encoder chooses and the versions' history.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ _BLOCKS_FROM = 64  # points from which each plane gets a deflate block of its ow
 def _finish(parts: list[bytes], n: int, versions: tuple[int, int, int]) -> bytes:
     """The chunk of a window's parts (header and timestamps, value planes, exceptions,
     count planes): as they are, packed or deflated, whichever is kept (see
-    format.py); versions: (deflated, as they are, packed) of the window's header."""
+    docs/format/chunks.md); versions: (deflated, as they are, packed) of the window's header."""
     payload = b"".join(parts)
     deflated, sizes = _deflate(parts, n)
     if len(payload) <= len(deflated) * _RAW_SLACK:  # planes alone are as small: skip inflating on reads

@@ -13,19 +13,20 @@ import sys
 from typing import Sequence, TextIO
 
 from biggraphite_like import settings
-from biggraphite_like.cli import maintenance, metrics, points, receive, rename, run, schema, tags, usage
-from biggraphite_like.cli.common import check_metrics_file, parse_time, resolve_format
+from biggraphite_like.cli import backup, maintenance, metrics, points, receive, rename, run, schema, tags, usage
+from biggraphite_like.cli.common import check_metrics_file, missing_store_message, parse_time, resolve_format
 from biggraphite_like.cli.streams import Streams
-from biggraphite_like.errors import BglError, MissingDependency
+from biggraphite_like.errors import BglError, MissingDependency, SchemaMissing
 
-__all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE"]
+__all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BUSY"]
 
 # In the order `bgl --help` lists them.
-COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, tags, receive, run)
+COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, backup, tags, receive, run)
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_BUSY = 3  # biggraphite_like.stack.lock.EXIT_BUSY (not imported: the stack is loaded by `bgl run` only)
 
 EPILOG = f"""\
 global options (--store, and --format where the subcommand has it) may be given before or
@@ -35,9 +36,12 @@ after the subcommand.
 exit status:
   {EXIT_OK}  success
   {EXIT_ERROR}  the operation failed or refused something: bad name, point, glob or time, store error,
-     metric not found, points rejected by `write`, files that failed in `import-whisper`
-  {EXIT_USAGE}  usage error (unknown option, missing argument) or a missing optional package
+     metric not found (read, info, set-metadata: nothing matches), points rejected by `write`, files
+     that failed in `import-whisper`, a large delete without --yes, a store in use (restore, set-metadata)
+  {EXIT_USAGE}  usage error (unknown option, missing or superfluous argument, option out of range,
+     set-metadata with nothing to change) or a missing optional package
      (e.g. cassandra-driver: pip install 'biggraphite_like[cassandra]')
+  {EXIT_BUSY}  `bgl run`: another `bgl run` holds the data directory (its pid and ports are printed)
 """
 
 
@@ -110,8 +114,9 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         check_metrics_file(args)
         return args.handler(args, io)
     except BglError as exc:
-        io.err.write(f"bgl {args.command}: error: {exc}\n")
-        return EXIT_USAGE if isinstance(exc, MissingDependency) else EXIT_ERROR
+        message = (missing_store_message(args) if isinstance(exc, SchemaMissing) else None) or exc
+        io.err.write(f"bgl {args.command}: error: {message}\n")
+        return EXIT_USAGE if isinstance(exc, MissingDependency) else getattr(exc, "exit_status", EXIT_ERROR)
     except BrokenPipeError:
         return EXIT_OK
 

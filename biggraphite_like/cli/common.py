@@ -2,35 +2,126 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 from typing import TextIO
 
 from biggraphite_like import settings
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import InvalidMaintenanceOption, InvalidTimeRange
+from biggraphite_like.errors import BglError, InvalidMaintenanceOption, InvalidTimeRange
 from biggraphite_like.maintenance import metrics_file
 from biggraphite_like.maintenance.progress import format_summary
 from biggraphite_like.metric import MetricMetadata
-from biggraphite_like.retention import parse_duration
+from biggraphite_like.retention import Retention, parse_duration
+
+# units a duration is printed in, largest first (parse_duration reads them back)
+_DURATION_UNITS = (("y", 365 * 86400), ("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+_PRECISION_UNITS = (("d", 86400), ("h", 3600), ("s", 1))  # carbon writes 60s, not 1min
+
+
+class UsageError(BglError):
+    """The command line itself is wrong (a missing argument, arguments that exclude each
+    other, an option out of range): exit status 2, as argparse's own usage errors."""
+
+    exit_status = 2
+
+
+TIME_FORMATS = ("epoch seconds (1767225600), now, a relative time (-3600, -1h, -7d, now-30min, now+1h; units s, min,"
+                " h, d, w, mon, y), today, yesterday, a date or date and time in UTC unless an offset is given"
+                " (2026-01-01, 2026-01-01T10:00, 2026-01-01T10:00:00+02:00), or Graphite's 10:00_20260101 and 20260101")
+_GRAPHITE_DATES = ("%H:%M_%Y%m%d", "%Y%m%d")
 
 
 def parse_time(text: str, now: int) -> int:
-    """Epoch seconds from `1700000000`, `now`, or `-3600` / `-1h` / `-7d` (relative to now)."""
+    """Epoch seconds from Graphite's time formats (`from`/`until` of a render): see TIME_FORMATS."""
     text = text.strip()
-    if text == "now":
+    lowered = text.lower()
+    if lowered == "now":
         return now
-    if text.startswith("-"):
-        return now - parse_duration(text[1:], "relative time")
-    try:
+    if lowered in ("today", "yesterday"):
+        return now - now % 86400 - (86400 if lowered == "yesterday" else 0)
+    if lowered.startswith("now") and lowered[3:4] in ("-", "+"):
+        lowered = lowered[3:]
+    if lowered[:1] in ("-", "+") and len(lowered) > 1:  # -3600 too: seconds before now
+        offset = _offset(lowered[1:], text)
+        return now - offset if lowered[0] == "-" else now + offset
+    if _is_number(text) and not _looks_like_yyyymmdd(text):
         return int(float(text))
+    return _absolute(text)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
     except ValueError:
-        raise InvalidTimeRange(f"invalid time {text!r}: use epoch seconds, 'now' or a relative time like -1h") from None
+        return False
+    return True
+
+
+def _looks_like_yyyymmdd(text: str) -> bool:
+    """Graphite reads 8 digits that make a date as that date, not as an epoch."""
+    return len(text) == 8 and text.isdigit() and int(text[:4]) > 1900 and 0 < int(text[4:6]) < 13 \
+        and 0 < int(text[6:]) < 32
+
+
+def _offset(amount: str, text: str) -> int:
+    """Seconds in `1h`, `30min`, `2mon` (months of 30 days, as Graphite's)."""
+    try:
+        if amount.rstrip("s").endswith("mon") or amount.endswith("month"):
+            return parse_duration(amount.split("mon")[0], "relative time") * 30 * 86400
+        return parse_duration(amount, "relative time")
+    except BglError:
+        raise InvalidTimeRange(f"invalid time {text!r}: use {TIME_FORMATS}") from None
+
+
+def _absolute(text: str) -> int:
+    for layout in _GRAPHITE_DATES:
+        try:
+            moment = datetime.datetime.strptime(text, layout)
+            break
+        except ValueError:
+            continue
+    else:
+        try:
+            moment = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidTimeRange(f"invalid time {text!r}: use {TIME_FORMATS}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return int(moment.timestamp())
+
+
+def format_time(epoch: int) -> str | None:
+    """ISO 8601 in UTC (`2026-01-01T10:00:00Z`); None for 0 (never)."""
+    if not epoch:
+        return None
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_seconds(seconds: int, units: tuple[tuple[str, int], ...] = _DURATION_UNITS) -> str:
+    """`8d`, `2y`, `90min`: the largest unit that divides the seconds exactly."""
+    unit, size = next((unit, size) for unit, size in units if seconds % size == 0)
+    return f"{seconds // size}{unit}"
+
+
+def format_retention(retention: Retention) -> str:
+    """carbon's spelling: `60s:8d,1h:2y` (what --retention takes back)."""
+    return ",".join(f"{format_seconds(s.precision, _PRECISION_UNITS)}:{format_seconds(s.duration)}"
+                    for s in retention.stages)
+
+
+def format_metadata(metadata: MetricMetadata) -> str:
+    """`60s:8d,1h:2y average xff 0.5`."""
+    return f"{format_retention(metadata.retention)} {metadata.aggregator.value} xff {metadata.xfilesfactor:g}"
 
 
 def new_metric_metadata(args: argparse.Namespace) -> MetricMetadata:
-    """The metadata of metrics a command creates (--retention, --aggregation, --xff)."""
-    return MetricMetadata.create(args.retention, args.aggregation, args.xff)
+    """The metadata of metrics a command creates (--retention, --aggregation, --xff; the
+    defaults for those not given)."""
+    return MetricMetadata.create(args.retention or settings.DEFAULT_RETENTION,
+                                 args.aggregation or settings.DEFAULT_AGGREGATION,
+                                 settings.DEFAULT_XFILESFACTOR if args.xff is None else args.xff)
 
 
 def open_accessor(args: argparse.Namespace) -> Accessor:
@@ -39,6 +130,30 @@ def open_accessor(args: argparse.Namespace) -> Accessor:
     if url == f"sqlite://{os.path.join(settings.default_data_dir(), settings.DB_FILE_NAME)}":
         os.makedirs(settings.default_data_dir(), exist_ok=True)
     return Accessor.from_url(url)
+
+
+def missing_store_message(args: argparse.Namespace) -> str | None:
+    """When the SQLite store bgl was pointed at does not exist: where that path came from and
+    how to point bgl at the right store (None when the file exists or is no SQLite file)."""
+    url = getattr(args, "store", None) or settings.default_store_url()
+    if not url.startswith("sqlite://"):
+        return None
+    path = os.path.abspath(url.split("?", 1)[0].removeprefix("sqlite://"))
+    if os.path.exists(path):
+        return None
+    if getattr(args, "store", None):
+        source = "given with --store"
+    elif os.environ.get(settings.STORE_ENV):
+        source = f"from ${settings.STORE_ENV}"
+    elif os.environ.get(settings.DATA_DIR_ENV):
+        source = f"the default store of the data directory ${settings.DATA_DIR_ENV}"
+    elif os.environ.get("XDG_DATA_HOME"):
+        source = "the default store, in $XDG_DATA_HOME/biggraphite_like ($BGL_DATA_DIR is not set)"
+    else:
+        source = "the default store, in ~/.local/share/biggraphite_like ($BGL_DATA_DIR and $XDG_DATA_HOME are not set)"
+    return (f"no store at {path} ({source}). Point bgl at yours: --store sqlite:///PATH/bgl.db (or ${settings.STORE_ENV}),"
+            f" or ${settings.DATA_DIR_ENV}=DIR for DIR/bgl.db (what `bgl run --data-dir DIR` uses);"
+            " `bgl syncdb` creates an empty store there")
 
 
 def add_format_option(p: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json"),

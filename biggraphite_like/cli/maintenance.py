@@ -16,6 +16,8 @@ from biggraphite_like.maintenance.seal import HELP as SEAL_HELP
 from biggraphite_like.maintenance.seal import seal
 from biggraphite_like.retention import parse_duration
 
+EXIT_REFUSED = 1  # bgl's status for a refused operation (biggraphite_like.cli.EXIT_ERROR)
+
 
 def cmd_clean(args: argparse.Namespace, io: Streams) -> int:
     max_age = parse_duration(args.max_age, "max age") if args.max_age is not None else None
@@ -35,24 +37,52 @@ def cmd_seal(args: argparse.Namespace, io: Streams) -> int:
     return 0
 
 
+CONFIRM_ABOVE = 100  # a delete of more metrics than this (or of `**`) asks for --yes
+
+
 def cmd_delete(args: argparse.Namespace, io: Streams) -> int:
     accessor = open_accessor(args)
+    if not args.dry_run and not args.yes:
+        planned = delete(accessor, args.glob, recursive=args.recursive, dry_run=True, exact=args.exact)
+        if (len(planned.metrics) > CONFIRM_ABOVE or args.glob.strip() == "**") and not _confirmed(planned, args, io):
+            return EXIT_REFUSED
     report = delete(accessor, args.glob, recursive=args.recursive, dry_run=args.dry_run, exact=args.exact)
     if not wants_json(args):
         for name in report.metrics:
             io.out.write(name + "\n")
-    if report.matched_directories and not args.recursive:
+    matched = report.matched_directories
+    if matched and not args.recursive:
+        done = "would be" if args.dry_run else "were"
         io.err.write(
-            f"bgl delete: {args.glob!r} matches {len(report.matched_directories)} director"
-            f"{'y' if len(report.matched_directories) == 1 else 'ies'} (e.g. {report.matched_directories[0]}):"
-            " only metrics were deleted; use --recursive to delete everything beneath them\n"
-        )
-    if not report.metrics and not (args.recursive and report.matched_directories):
+            f"bgl delete: {args.glob!r} matches {len(matched)} director{'y' if len(matched) == 1 else 'ies'}"
+            f" (e.g. {matched[0]}): {'only metrics ' + done + ' deleted' if report.metrics else 'no metric ' + done + ' deleted'};"
+            " use --recursive to delete everything beneath them\n")
+    elif not report.metrics and not matched:
         io.err.write(f"bgl delete: nothing is named {args.glob!r}\n" if args.exact
                      else f"bgl delete: nothing matches {args.glob!r}\n")
-    finish_job(args, "delete", report.counters(), io.out if wants_json(args) else io.err,
+    counters = report.counters()
+    if args.dry_run:  # what cleanup would find and concurrent writers would do is not known before
+        counters = {k: v for k, v in counters.items() if k not in ("directories_removed", "directories_restored")}
+    finish_job(args, "delete", counters, io.out if wants_json(args) else io.err,
                details={"metrics": report.metrics, "directories_matched": report.matched_directories})
     return 0
+
+
+def _confirmed(planned, args: argparse.Namespace, io: Streams) -> bool:
+    """Ask on a terminal; elsewhere say that --yes is needed."""
+    what = (f"{len(planned.metrics)} metric(s) (e.g. {', '.join(planned.metrics[:3])})" if planned.metrics
+            else "no metric yet")
+    if io.stdin.isatty():
+        io.err.write(f"bgl delete: {args.glob!r} would delete {what}. Delete them? [y/N] ")
+        io.err.flush()
+        answer = io.stdin.readline().strip().lower()
+        if answer in ("y", "yes"):
+            return True
+        io.err.write("bgl delete: nothing was deleted\n")
+        return False
+    io.err.write(f"bgl delete: error: {args.glob!r} would delete {what}: give --yes to confirm (more than"
+                 f" {CONFIRM_ABOVE} metrics, or **); --dry-run lists them. Nothing was deleted\n")
+    return False
 
 
 def cmd_repair(args: argparse.Namespace, io: Streams) -> int:
@@ -98,6 +128,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("delete", help="delete metrics matching a glob, their points, and directories left empty")
     p.add_argument("--recursive", action="store_true", help="also delete everything beneath matching directories")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted, change nothing")
+    p.add_argument("--yes", action="store_true", help=f"delete without asking (asked, on a terminal, for more than"
+                   f" {CONFIRM_ABOVE} metrics or for **; refused elsewhere without --yes)")
     p.add_argument("--exact", action="store_true",
                    help="GLOB is an exact name, not expanded (for names holding *, ?, [ ], { })")
     add_metrics_file_option(p)

@@ -11,14 +11,16 @@ from typing import Iterator, TextIO
 from biggraphite_like import names as names_mod
 from biggraphite_like import settings
 from biggraphite_like.accessor import Accessor, WriteResult, check_point
-from biggraphite_like.cli.common import add_format_option, new_metric_metadata, open_accessor, parse_time
+from biggraphite_like.cli.common import (UsageError, add_format_option, format_metadata, new_metric_metadata,
+                                        open_accessor, parse_time)
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound, StoreError, StoreFull
 from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
+from biggraphite_like.batch_writer import write_halving
 from biggraphite_like.metric import MetricMetadata
 
 STDIN_BATCH_LINES = 50_000
-MIN_SPLIT_LINES = 1_000  # a batch that does not fit is halved down to this many lines
+MAX_WARNED_METRICS = 5  # existing metrics named in `write`'s warnings; the rest are counted
 
 
 @dataclasses.dataclass
@@ -37,6 +39,9 @@ class _LineBatch:
         self.size += 1
         self.first_line = self.first_line or line
         self.last_line = line
+
+    def __len__(self) -> int:
+        return self.size
 
     def halves(self) -> tuple["_LineBatch", "_LineBatch"]:
         """The lines before the middle one and the rest, in input order."""
@@ -102,21 +107,67 @@ def _write_lines(accessor: Accessor, batch: _LineBatch, metadata: MetricMetadata
                  committed: _Committed) -> None:
     """Write one batch (one transaction) and advance `committed`.
 
-    A batch the disk cannot hold is split in halves, in input order, down to
-    MIN_SPLIT_LINES, so as many leading lines as fit are committed; past that the
-    StoreFull goes up, `committed` telling how far the input was stored."""
-    try:
-        result = accessor.insert_points(batch.points, create=metadata)  # now: when the batch is written
-    except StoreFull:
-        if batch.size <= MIN_SPLIT_LINES:
-            raise
-        for half in batch.halves():
-            _write_lines(accessor, half, metadata, total, err, committed)
-        return
-    if result.rejected:
-        _report_refused_lines(batch, err)
-    _add(total, result)
-    committed.line = batch.last_line
+    A batch the disk cannot hold is written in halves (batch_writer.write_halving), in input
+    order, down to 1,000 lines, so as many leading lines as fit are committed; past that
+    the StoreFull goes up, `committed` telling how far the input was stored."""
+    def write(part: _LineBatch) -> None:
+        result = accessor.insert_points(part.points, create=metadata)  # now: when the batch is written
+        if result.rejected:
+            _report_refused_lines(part, err)
+        _add(total, result)
+        committed.line = part.last_line
+
+    write_halving(batch, write, may_split=lambda exc: isinstance(exc, StoreFull))
+
+
+@dataclasses.dataclass
+class _IgnoredOptions:
+    """Warns, once a metric, when --retention, --aggregation or --xff was given for
+    metrics that exist with other metadata: a write never changes an existing metric."""
+
+    args: argparse.Namespace
+    asked: MetricMetadata
+    err: TextIO
+    warned: int = 0
+    unnamed: int = 0
+
+    def check(self, accessor: Accessor, names: list[str]) -> None:
+        given = [(option, getattr(self.args, attr), field) for option, attr, field in _METADATA_OPTIONS
+                 if getattr(self.args, attr) is not None]
+        if not given:
+            return
+        for name, metric in accessor.get_metrics(_valid_names(names)).items():
+            ignored = [(option, text) for option, text, field in given
+                       if getattr(metric.metadata, field) != getattr(self.asked, field)]
+            if not ignored:
+                continue
+            self.warned += 1
+            if self.warned > MAX_WARNED_METRICS:
+                self.unnamed += 1
+                continue
+            options = " ".join(f"{option} {text}" for option, text in ignored)
+            self.err.write(f"bgl write: warning: {name} exists with {format_metadata(metric.metadata)}:"
+                           f" {', '.join(f'{o} {t}' for o, t in ignored)} ignored (change it with"
+                           f" `bgl set-metadata {name} {options}`)\n")
+
+    def close(self) -> None:
+        if self.unnamed:
+            self.err.write(f"bgl write: warning: {self.unnamed} more existing metric(s) keep their own metadata\n")
+
+
+def _valid_names(names: list[str]) -> list[str]:
+    """The names that can be looked up (the write reports the others, by line)."""
+    valid = []
+    for name in names:
+        try:
+            valid.append(names_mod.normalize(name))
+        except BglError:
+            continue
+    return valid
+
+
+_METADATA_OPTIONS = (("--retention", "retention", "retention"), ("--aggregation", "aggregation", "aggregator"),
+                     ("--xff", "xff", "xfilesfactor"))
 
 
 def _add(total: WriteResult, result: WriteResult) -> None:
@@ -126,18 +177,22 @@ def _add(total: WriteResult, result: WriteResult) -> None:
 
 
 def cmd_write(args: argparse.Namespace, io: Streams) -> int:
+    if args.name == "-" and args.value is not None:
+        raise UsageError("`bgl write -` reads lines from stdin and takes no VALUE")
+    if args.name != "-" and args.value is None:
+        raise UsageError("bgl write NAME VALUE [TIMESTAMP]: VALUE is missing")
+    metadata = new_metric_metadata(args)  # a bad --retention is refused before the store is touched
     accessor = open_accessor(args)
     if accessor.store.url.startswith("sqlite:"):
         accessor.syncdb()  # the embedded store sets itself up on first use
-    metadata = new_metric_metadata(args)
+    ignored = _IgnoredOptions(args, metadata, io.err)
     now = accessor.now()
     total = WriteResult()
     if args.name == "-":
-        if args.value is not None:
-            raise InvalidPoint("`bgl write -` reads lines from stdin and takes no VALUE")
         committed = _Committed()
         try:
             for batch in _stdin_batches(io.stdin, total, io.err):
+                ignored.check(accessor, list(batch.points))
                 _write_lines(accessor, batch, metadata, total, io.err, committed)
         except StoreError as exc:
             io.err.write(
@@ -147,8 +202,6 @@ def cmd_write(args: argparse.Namespace, io: Streams) -> int:
             )
             return 1
     else:
-        if args.value is None:
-            raise InvalidPoint("bgl write NAME VALUE [TIMESTAMP]: VALUE is missing")
         try:
             value = float(args.value)
             timestamp = float(args.timestamp) if args.timestamp is not None else float(now)
@@ -156,7 +209,9 @@ def cmd_write(args: argparse.Namespace, io: Streams) -> int:
             raise InvalidPoint(f"value {args.value!r} or timestamp {args.timestamp!r} is not a number") from None
         names_mod.normalize(args.name)  # a bad name or point is an error, not a skipped line
         check_point(timestamp, value)
+        ignored.check(accessor, [args.name])
         _add(total, accessor.insert_points({args.name: [(timestamp, value)]}, now=now, create=metadata))
+    ignored.close()
     io.err.write(
         f"bgl write: {total.stored} point(s) stored, {total.rejected} rejected, {total.too_old} older than the retention\n"
     )
@@ -204,20 +259,20 @@ def cmd_read(args: argparse.Namespace, io: Streams) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("write", help="write one point, or carbon plaintext lines from stdin with NAME '-'")
-    p.add_argument("--retention", default=settings.DEFAULT_RETENTION,
-                   help=f"retention of new metrics (default {settings.DEFAULT_RETENTION})")
-    p.add_argument("--aggregation", default=settings.DEFAULT_AGGREGATION,
-                   help=f"aggregation method of new metrics (default {settings.DEFAULT_AGGREGATION})")
-    p.add_argument("--xff", default=settings.DEFAULT_XFILESFACTOR, type=str,
-                   help=f"xFilesFactor of new metrics (default {settings.DEFAULT_XFILESFACTOR})")
+    p.add_argument("--retention", help=f"retention of new metrics (default {settings.DEFAULT_RETENTION}); an"
+                   " existing metric keeps its own (a warning says so: see set-metadata)")
+    p.add_argument("--aggregation", help="aggregation method of new metrics (default"
+                   f" {settings.DEFAULT_AGGREGATION})")
+    p.add_argument("--xff", type=str, help=f"xFilesFactor of new metrics (default {settings.DEFAULT_XFILESFACTOR})")
     p.add_argument("name", metavar="NAME", help="metric name, or - to read 'NAME VALUE TIMESTAMP' lines from stdin")
     p.add_argument("value", metavar="VALUE", nargs="?")
     p.add_argument("timestamp", metavar="TIMESTAMP", nargs="?", help="epoch seconds (default: now)")
     p.set_defaults(handler=cmd_write)
 
     p = sub.add_parser("read", help="read the points of a metric (or of every metric a glob matches) as whisper.fetch would")
-    p.add_argument("--from", dest="from_", metavar="T", help="start: epoch, 'now' or relative like -1h (default -24h)")
-    p.add_argument("--until", metavar="T", help="end (default now)")
+    p.add_argument("--from", dest="from_", metavar="T", help="start (default -24h); T is Graphite's: -1d, now-1h,"
+                   " 2026-01-01, 2026-01-01T10:00, 10:00_20260101, epoch seconds, today (UTC unless given)")
+    p.add_argument("--until", metavar="T", help="end (default now); the same forms")
     p.add_argument("--now", metavar="T", help="the time the read happens at (default: the clock)")
     add_format_option(p, ("json", "csv"),
                       help="json: one line a series (JSON lines); csv: name,timestamp,value rows (default json)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from biggraphite_like import settings
 from biggraphite_like.cli.common import open_accessor
 from biggraphite_like.cli.streams import Streams
 
@@ -22,7 +23,9 @@ def cmd_receive(args: argparse.Namespace, io: Streams) -> int:
         flush_interval=args.flush_interval, flush_size=args.flush_size, max_buffered_points=args.max_buffered_points,
         storage_schemas=args.storage_schemas, storage_aggregation=args.storage_aggregation,
         drain_timeout=args.drain_timeout, drain_idle=args.drain_idle, stats_interval=args.stats_interval,
-        metrics_file=args.metrics_file, retries=args.retries)
+        metrics_file=args.metrics_file, retries=args.retries, max_connections=args.max_connections,
+        max_partial_bytes=args.max_partial_bytes, partial_timeout=args.partial_timeout,
+        max_name_cache_bytes=args.max_name_cache_bytes)
     accessor = open_accessor(args)
     try:
         accessor.syncdb()
@@ -53,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="points held in memory at most (default 1,000,000): TCP reads stop before, UDP drops"
                         " (counted) at it")
     p.add_argument("--storage-schemas", metavar="FILE",
-                   help="carbon's storage-schemas.conf for new metrics (default: carbon's default, 60s:7d)")
+                   help="carbon's storage-schemas.conf for new metrics (without it, or past its last section:"
+                        f" {settings.DEFAULT_RETENTION}, as bgl write and bgl run)")
     p.add_argument("--storage-aggregation", metavar="FILE",
                    help="carbon's storage-aggregation.conf (default: average, xFilesFactor 0.5)")
     p.add_argument("--drain-timeout", type=float, default=10.0, metavar="SECONDS",
@@ -66,8 +70,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-file", metavar="PATH",
                    help="also write the counters there, Prometheus text format, at each record")
     p.add_argument("--retries", type=int, default=10, metavar="N",
-                   help="attempts after a failed store batch before its points are dropped (default 10,"
-                        " backoff 0.2 s doubling to 10 s)")
+                   help="attempts after a store batch failed for a reason that cannot recover (a bug, a corrupt"
+                        " store) before its points are dropped (default 10, backoff 0.2 s doubling to 10 s); a"
+                        " full disk or an unavailable store is retried until it passes (N times once stopping)")
+    p.add_argument("--max-connections", type=int, default=10_000, metavar="N",
+                   help="connections per TCP listener at most (default 10,000, and no more than the open files"
+                        " limit allows, raised to its hard limit at start): past it, the connection silent"
+                        " longest is closed to serve a new one")
+    p.add_argument("--max-partial-bytes", type=int, default=64 * 2**20, metavar="BYTES",
+                   help="bytes of incomplete lines and pickle messages held over every connection (default"
+                        " 64 MiB): past it, the connections holding them are closed, silent longest first")
+    p.add_argument("--partial-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="a connection whose incomplete line or pickle message receives nothing this long is"
+                        " closed (default 60)")
+    p.add_argument("--max-name-cache-bytes", type=int, default=64 * 2**20, metavar="BYTES",
+                   help="bytes of names remembered besides canonical ones (other spellings, invalid names;"
+                        " default 64 MiB): past it they are forgotten and checked again when seen")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="what goes to stderr (default info)")
     p.set_defaults(handler=cmd_receive)

@@ -5,16 +5,16 @@ import argparse
 
 from biggraphite_like import settings
 from biggraphite_like.cli.streams import Streams
-from biggraphite_like.errors import StackError
+from biggraphite_like.cli.common import UsageError
 
 
 def cmd_run(args: argparse.Namespace, io: Streams) -> int:
     from biggraphite_like import stack
 
     if args.web_workers < 1:
-        raise StackError(f"--web-workers {args.web_workers}: give at least 1")
+        raise UsageError(f"--web-workers {args.web_workers}: give at least 1")
     if args.self_metrics_interval is not None and not 0 <= args.self_metrics_interval < float("inf"):
-        raise StackError(f"--self-metrics-interval {args.self_metrics_interval}: give seconds, 0 or more"
+        raise UsageError(f"--self-metrics-interval {args.self_metrics_interval}: give seconds, 0 or more"
                          " (0: no self-metrics)")
     config = stack.StackConfig.create(
         args.data_dir or settings.default_data_dir(), args.store, bind=args.bind, line_port=args.line_port,
@@ -24,7 +24,11 @@ def cmd_run(args: argparse.Namespace, io: Streams) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run the receiver (bgl receive) and graphite-web on the store until Ctrl-C")
+    p = sub.add_parser("run", help="run the receiver (bgl receive) and graphite-web on the store until Ctrl-C",
+                       epilog="One `bgl run` at a time on a data directory: it holds DIR/run/bgl-run.lock while it"
+                              " runs; another one started on DIR changes nothing and exits with status 3, naming"
+                              " the first one's pid and ports. Exit status: 0 after Ctrl-C or SIGTERM with both"
+                              " services stopped cleanly, 1 when something failed, 3 when DIR is in use.")
     p.add_argument("--data-dir", metavar="DIR",
                    help="configuration, logs and the default store (default: the data dir above)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",

@@ -24,14 +24,17 @@ def _human_bytes(count: int) -> str:
 
 
 def cmd_du(args: argparse.Namespace, io: Streams) -> int:
+    """GLOB's entries and total; without GLOB, the top level and the whole store's bytes on
+    disk and tag index (a subtree has no bytes on disk of its own to show)."""
     accessor = open_accessor(args)
-    rows, total = disk_usage(accessor, args.glob)
-    on_disk = store_disk_usage(accessor)
-    tags = accessor.tags.index.counts()  # the whole store's tag index
+    whole = args.glob is None
+    rows, total = disk_usage(accessor, "*" if whole else args.glob)
     if args.format == "json":
         document = {"entries": [dataclasses.asdict(r) for r in rows], "total": dataclasses.asdict(total),
-                    "bytes_meaning": "whisper-equivalent: the size whisper files of these retentions would take",
-                    "store_on_disk": dataclasses.asdict(on_disk), "tag_index": tags}
+                    "bytes_meaning": "whisper-equivalent: the size whisper files of these retentions would take"}
+        if whole:
+            document.update(store_on_disk=dataclasses.asdict(store_disk_usage(accessor)),
+                            tag_index=accessor.tags.index.counts())
         io.out.write(json.dumps(document, indent=2) + "\n")
         return 0
     io.out.write(f"{'WSP-BYTES':>10} {'METRICS':>9} {'POINTS':>12}  NAME"
@@ -39,6 +42,19 @@ def cmd_du(args: argparse.Namespace, io: Streams) -> int:
     for row in [*rows, total]:
         name = row.name + ("/" if row.kind == "directory" else "")
         io.out.write(f"{_human_bytes(row.bytes):>10} {row.metrics:>9} {row.points:>12}  {name}\n")
+    if not rows:
+        io.err.write(f"bgl du: nothing matches {args.glob!r}\n")
+    if whole:
+        _write_store_usage(accessor, total, io)
+    elif total.tagged:
+        io.out.write(f"{'':>10} {total.tagged:>9} {'':>12}    of which tagged series\n")
+    return 0
+
+
+def _write_store_usage(accessor, total, io: Streams) -> None:
+    """The whole store: its tag index, its bytes on disk, per part and per table."""
+    on_disk = store_disk_usage(accessor)
+    tags = accessor.tags.index.counts()
     if tags["tagged_series"] or total.tagged:
         io.out.write(f"{'':>10} {total.tagged:>9} {'':>12}    of which tagged series; the store's tag index:"
                      f" {tags['tagged_series']} series, {tags['tags']} tags, {tags['tag_values']} tag values\n")
@@ -51,7 +67,6 @@ def cmd_du(args: argparse.Namespace, io: Streams) -> int:
         io.out.write(f"{_human_bytes(count):>10} {'':>9} {'':>12}      table {table} (with its indexes)\n")
     if on_disk.tables_note:
         io.out.write(f"{'':>10} {'':>9} {'':>12}    per table: {on_disk.tables_note}\n")
-    return 0
 
 
 def cmd_stats(args: argparse.Namespace, io: Streams) -> int:
@@ -74,7 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("du", help="metrics, points capacity and whisper-equivalent bytes per metric or directory;"
                        " the store's bytes on disk")
     add_format_option(p)
-    p.add_argument("glob", metavar="GLOB", nargs="?", default="*", help="what to measure (default: top level, *)")
+    p.add_argument("glob", metavar="GLOB", nargs="?", default=None,
+                   help="what to measure: GLOB's metrics and directories only (default: the top level, *, and the"
+                        " whole store's bytes on disk)")
     p.set_defaults(handler=cmd_du)
 
     p = sub.add_parser("stats", help="store facts and counts an operator can act on")

@@ -2,9 +2,12 @@
 
 Names are interned once: a name seen for the first time is normalised (names.normalize,
 which refuses invalid names with the reason) and given an integer id; a name's later
-points cost one dict lookup, done for a whole read by `map` in C. Each read appends three
-arrays (ids, timestamps, values); the flusher takes everything at once (`take`), which
-stays queryable (CarbonLink) until the store has it (`done`).
+points cost one dict lookup, done for a whole read by `map` in C. Spellings other than
+the canonical one and invalid names are remembered up to `max_name_cache_bytes` (their
+strings and entries), then all forgotten at once and normalised again when seen: a sender
+of endless distinct 60 KB spellings or invalid names costs bounded memory. Each read
+appends three arrays (ids, timestamps, values); the flusher takes everything at once
+(`take`), which stays queryable (CarbonLink) until the store has it (`done`).
 
 `buffered` counts points taken but not yet written too: it is what the receiver holds in
 memory, and what back-pressure (connections.py) compares with --max-buffered-points.
@@ -12,6 +15,7 @@ memory, and what back-pressure (connections.py) compares with --max-buffered-poi
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 
 import numpy as np
@@ -21,7 +25,8 @@ from biggraphite_like.errors import InvalidMetricName
 from biggraphite_like.receiver.points import Points, Refusals
 
 INVALID = -1  # id of a name that names.normalize refuses
-MAX_INVALID_NAMES = 100_000  # remembered invalid names, forgotten beyond this (they are refused again)
+MAX_NAME_CACHE_BYTES = 64 * 2**20  # other spellings and invalid names remembered (see the module doc)
+ALIAS_ENTRY_BYTES = 200  # an alias's entries in _ids and _aliases, besides its string and reason
 
 
 @dataclasses.dataclass
@@ -37,15 +42,28 @@ class Batch:
     def __len__(self) -> int:
         return len(self.owner)
 
+    def halves(self) -> tuple["Batch", "Batch"]:
+        """The points before the middle one and the rest, in arrival order (batch_writer.py:
+        the flusher writes a batch the store refuses as a whole in halves)."""
+        middle = len(self.owner) // 2
+        return self._part(slice(0, middle)), self._part(slice(middle, None))
+
+    def _part(self, points: slice) -> "Batch":
+        unique, owner = np.unique(self.owner[points], return_inverse=True)
+        return Batch(list(map(self.names.__getitem__, unique.tolist())), owner.astype(np.int64, copy=False),
+                     self.timestamps[points], self.values[points], self.ids[unique])
+
 
 class PointBuffer:
     """Thread-safe: the I/O thread adds, the flusher takes, CarbonLink reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_name_cache_bytes: int = MAX_NAME_CACHE_BYTES) -> None:
         # name as received, and each canonical name -> id (or INVALID); one dict for both, as
         # most names arrive in their canonical spelling (100,000 names: a dict less, ~5 MiB)
         self._ids: dict[str, int] = {}
-        self._invalid: dict[str, str] = {}  # refused name -> why
+        self._aliases: dict[str, str | None] = {}  # name as received, not canonical -> why invalid (None: valid)
+        self._alias_bytes = 0
+        self.max_alias_bytes = max_name_cache_bytes
         self._canonical: list[str] = []  # id -> normalised name
         self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending = 0
@@ -76,7 +94,7 @@ class PointBuffer:
             bad = array == INVALID
             for index in np.flatnonzero(bad)[:5].tolist():
                 name = points.names[index]
-                refusals.add(self._invalid.get(name, "invalid name"), name, 0)
+                refusals.add(self._aliases.get(name) or "invalid name", name, 0)
             refusals.count += int(bad.sum())
             keep = ~bad
             array, timestamps, values = array[keep], timestamps[keep], values[keep]
@@ -93,19 +111,27 @@ class PointBuffer:
         try:
             canonical = names_mod.normalize(name)
         except InvalidMetricName as exc:
-            if len(self._invalid) >= MAX_INVALID_NAMES:
-                for forgotten in self._invalid:
-                    self._ids.pop(forgotten, None)
-                self._invalid.clear()
-            self._invalid[name] = str(exc)
-            self._ids[name] = INVALID
+            self._remember_alias(name, INVALID, str(exc))
             return INVALID
         index = self._ids.get(canonical)  # a canonical name is valid: never INVALID here
         if index is None:
             index = self._ids[canonical] = len(self._canonical)
             self._canonical.append(canonical)
-        self._ids[name] = index
+        if name != canonical:
+            self._remember_alias(name, index, None)
         return index
+
+    def _remember_alias(self, name: str, index: int, why: str | None) -> None:
+        """Remember a spelling that is not canonical, or invalid, within max_alias_bytes."""
+        size = sys.getsizeof(name) + (sys.getsizeof(why) if why else 0) + ALIAS_ENTRY_BYTES
+        if self._alias_bytes + size > self.max_alias_bytes:
+            for forgotten in self._aliases:
+                del self._ids[forgotten]
+            self._aliases.clear()
+            self._alias_bytes = 0
+        self._aliases[name] = why
+        self._ids[name] = index
+        self._alias_bytes += size
 
     def take(self, max_points: int | None = None) -> Batch | None:
         """The oldest waiting points as one batch, at least one read's and about `max_points`

@@ -2,7 +2,7 @@
 
 The protocol of carbon's CacheManagementHandler, as graphite-web's CarbonLinkPool speaks
 it: each request and answer is a 4-byte big-endian length then a pickle (requests are
-unpickled with the SafeUnpickler, answers use protocol 2). Requests:
+unpickled by the bounded, restricted unpickler, unpickler.py; answers use protocol 2). Requests:
 
 - `{'type': 'cache-query', 'metric': name}` -> `{'datapoints': [(timestamp, value), ...]}`
 - `{'type': 'cache-query-bulk', 'metrics': [...]}` -> `{'datapointsByMetric': {name: [...]}}`
@@ -12,6 +12,11 @@ unpickled with the SafeUnpickler, answers use protocol 2). Requests:
 keys: aggregationMethod, xFilesFactor. A query sees the points buffered and those in the
 flush being written. Served by one thread per connection (graphite-web keeps a few
 persistent ones), so a slow store lookup never delays the I/O thread.
+
+A request that cannot be unpickled (unsafe, malformed, over the unpickler's bounds) or
+makes answering fail is answered `{'error': reason}`, counted (`refused`), logged (at most
+10 lines a minute), and the connection is kept; one announcing more than MAX_REQUEST bytes
+is logged and its connection closed (its bytes cannot be skipped safely).
 """
 from __future__ import annotations
 
@@ -28,12 +33,18 @@ from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
 from biggraphite_like.errors import BglError, ReceiverConfigError
 from biggraphite_like.receiver.buffer import PointBuffer
 from biggraphite_like.receiver.pickles import safe_loads
+from biggraphite_like.receiver.points import Refusals, describe
 from biggraphite_like.receiver.rules import StorageRules
+from biggraphite_like.receiver.stats import RateLimitedLog
 
 _log = logging.getLogger(__name__)
 _LENGTH = struct.Struct("!L")
 MAX_REQUEST = 1024 ** 2 * 16  # bytes
 METADATA_KEYS = ("aggregationMethod", "xFilesFactor")
+
+
+class BadRequest(BglError, ValueError):
+    """A CarbonLink request that is not one (not a dict, no or an unknown type, a missing field)."""
 
 
 class CarbonLinkService:
@@ -43,11 +54,40 @@ class CarbonLinkService:
         self.buffer = buffer
         self.accessor = accessor
         self.rules = rules
+        self.refused = 0  # requests answered with an error because they were bad or made answering fail
+        self._refusal_log = RateLimitedLog(_log)
+        self._lock = threading.Lock()
+
+    def answer_frame(self, body: bytes, peer: str) -> dict:
+        """The answer to one request's pickle; never raises for what the request holds."""
+        try:
+            request = safe_loads(body)
+        except Exception as exc:  # noqa: BLE001 - PickleRefused, or anything a hostile pickle raises
+            return self._refuse(peer, f"invalid request pickle: {exc}" if isinstance(exc, BglError) else
+                                f"invalid request pickle ({type(exc).__name__})", body[:100])
+        try:
+            return self.answer(request)
+        except BadRequest as exc:
+            return self._refuse(peer, str(exc), request)
+        except Exception as exc:  # noqa: BLE001 - a request must never take the server thread down
+            _log.exception("CarbonLink request %s from %s failed", describe(request), peer)
+            return self._refuse(peer, f"the request failed ({type(exc).__name__})", request)
+
+    def _refuse(self, peer: str, reason: str, excerpt: object) -> dict:
+        with self._lock:
+            self.refused += 1
+        refusals = Refusals()
+        refusals.add(reason, excerpt)
+        self._refusal_log.refused(f"CarbonLink client {peer}", refusals, "request refused")
+        return {"error": reason}
 
     def answer(self, request: object) -> dict:
+        """The answer to a request; BadRequest when it is not one (answered as an error too)."""
         if not isinstance(request, dict) or "type" not in request:
-            return {"error": "a CarbonLink request is a dict with a 'type'"}
+            raise BadRequest("a CarbonLink request is a dict with a 'type'")
         kind = request["type"]
+        if not isinstance(kind, str):
+            raise BadRequest(f"a CarbonLink request's type is a string, not {describe(kind)}")
         try:
             if kind == "cache-query":
                 return {"datapoints": self.buffer.cached([request["metric"]])[request["metric"]]}
@@ -58,10 +98,10 @@ class CarbonLinkService:
             if kind == "set-metadata":
                 return self._set(request["metric"], request["key"], request["value"])
         except (KeyError, TypeError) as exc:
-            return {"error": f"malformed {kind} request: missing or bad {exc}"}
+            raise BadRequest(f"malformed {kind[:100]} request: missing or bad {str(exc)[:100]}") from None
         except (BglError, ValueError) as exc:
             return {"error": str(exc)}
-        return {"error": f'Invalid request type "{kind}"'}
+        raise BadRequest(f'Invalid request type "{kind[:100]}"')
 
     def _metadata(self, name: str, key: str):
         if key not in METADATA_KEYS:
@@ -105,12 +145,7 @@ class _Handler(socketserver.BaseRequestHandler):
             body = _receive(sock, length)
             if body is None:
                 return
-            try:
-                request = safe_loads(body)
-            except Exception as exc:  # a hostile or broken pickle: answered, the connection kept
-                answer = {"error": f"invalid request pickle: {exc}"}
-            else:
-                answer = service.answer(request)
+            answer = service.answer_frame(body, f"{self.client_address[0]}:{self.client_address[1]}")
             payload = pickle.dumps(answer, protocol=2)
             sock.sendall(_LENGTH.pack(len(payload)) + payload)
 

@@ -8,9 +8,19 @@ This is the one place where the receiver creates metrics: the batch's unknown me
 created in its transaction, together, with the metadata the storage rules give them
 (rules.py), so a point never waits for nor races with its metric's creation.
 
-A failed batch is retried with exponential backoff (`retries`, from `retry_delay` doubling
-up to `retry_max_delay`); meanwhile the buffer fills and back-pressure stops the reads.
-After the last attempt the batch is dropped, logged and counted (droppedPoints).
+Batches are written by batch_writer.BatchWriter (shared with carbon's plugin): a batch
+the store refuses as a whole is written in halves, in arrival order, down to 1,000
+points (as `bgl write -` does): on a full disk what fits gets in, and a failure that
+does not go away is confined to a small batch. A smallest batch that fails is retried
+with exponential backoff (from `retry_delay` doubling up to `retry_max_delay`): without
+limit while the error can recover (batch_writer.RECOVERABLE: a full disk, a disk I/O
+error, a locked file, Cassandra unavailable), `retries` times otherwise (a bug, a
+corrupt store), then dropped, logged and counted (droppedPoints). Meanwhile the flusher
+holds the batch and the buffer fills up to --max-buffered-points: reads stop, clients
+block in send() (listeners.py), nothing is dropped; once the store takes writes again
+the rest follows by itself. When the receiver stops, a recoverable error is retried
+`retries` times too; if it persists, the rest of the buffer is tried once and what
+fails is dropped and counted: the exit message then says so (service.py).
 """
 from __future__ import annotations
 
@@ -20,7 +30,9 @@ import threading
 import time
 from typing import Callable
 
-from biggraphite_like.accessor import Accessor
+from biggraphite_like.accessor import Accessor, WriteResult
+from biggraphite_like.batch_writer import BatchWriter
+from biggraphite_like.errors import BglError
 from biggraphite_like.receiver.buffer import Batch, PointBuffer
 from biggraphite_like.receiver.rules import StorageRules
 from biggraphite_like.receiver.stats import ReceiverStats
@@ -31,7 +43,7 @@ _log = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class FlushPolicy:
     interval: float = 1.0  # seconds between the starts of two flushes
-    retries: int = 10  # attempts after a failed batch
+    retries: int = 10  # attempts after a failure that cannot recover (any failure once stopping)
     retry_delay: float = 0.2
     retry_max_delay: float = 10.0
     max_batch_points: int = 500_000  # points per accessor batch at most (--flush-size)
@@ -49,6 +61,7 @@ class Flusher:
         self.policy = policy
         self.on_flush = on_flush or (lambda: None)  # after each batch (wakes the I/O loop)
         self._stop = threading.Event()
+        self._batches = _StoreBatches(self)
         self._thread = threading.Thread(target=self._run, name="bgl-receiver-flusher", daemon=True)
 
     def start(self) -> None:
@@ -75,38 +88,46 @@ class Flusher:
                 return
 
     def write(self, batch: Batch) -> None:
-        """Write one batch, retrying; counts the outcome."""
-        delay = self.policy.retry_delay
-        attempts = self.policy.retries + 1
+        """Write one batch (in halves if the store refuses it whole, see the module doc);
+        counts the outcome."""
         try:
-            for attempt in range(1, attempts + 1):
-                started = time.perf_counter()
-                try:
-                    result = self.accessor.insert_columns(batch.names, batch.owner, batch.timestamps, batch.values,
-                                                          create=self.rules.metadata_for)
-                except Exception as exc:  # the store may recover; a bug fails every attempt and is logged
-                    self.stats.increment("storeErrors")
-                    if attempt == attempts:
-                        self.stats.increment("droppedPoints", len(batch))
-                        _log.error("dropped %d points of %d metrics (%s...) after %d attempts: %s", len(batch),
-                                   len(batch.names), ", ".join(batch.names[:3]), attempts, exc)
-                        return
-                    _log.warning("store batch of %d points failed (attempt %d/%d): %s; retrying in %.2fs",
-                                 len(batch), attempt, attempts, exc, delay)
-                    time.sleep(delay)
-                    delay = min(delay * 2, self.policy.retry_max_delay)
-                    continue
-                elapsed_ms = int((time.perf_counter() - started) * 1000)
-                self.stats.increment("flushes")
-                self.stats.increment("flushMilliseconds", elapsed_ms)
-                self.stats.increment("committedPoints", result.stored)
-                self.stats.increment("tooOldPoints", result.too_old)
-                self.stats.increment("creates", result.created)
-                if result.rejected:
-                    self.stats.increment("rejectedPoints", result.rejected)
-                    _log.warning("store refused %d points: %s", result.rejected, "; ".join(result.errors[:5]))
-                _log.debug("flushed %d points of %d metrics in %d ms", len(batch), len(batch.names), elapsed_ms)
-                return
+            self._batches.write(batch)
         finally:
             self.buffer.done(batch)
             self.on_flush()
+
+
+class _StoreBatches(BatchWriter[Batch]):
+    """The flusher's batches into the accessor, counted in the receiver's stats."""
+
+    def __init__(self, flusher: Flusher):
+        super().__init__(flusher.policy, flusher._stop)
+        self.accessor = flusher.accessor
+        self.rules = flusher.rules
+        self.stats = flusher.stats
+
+    def insert(self, batch: Batch) -> WriteResult:
+        return self.accessor.insert_columns(batch.names, batch.owner, batch.timestamps, batch.values,
+                                            create=self.rules.metadata_for)
+
+    def written(self, batch: Batch, result: WriteResult, seconds: float) -> None:
+        elapsed_ms = int(seconds * 1000)
+        self.stats.increment("flushes")
+        self.stats.increment("flushMilliseconds", elapsed_ms)
+        self.stats.increment("committedPoints", result.stored)
+        self.stats.increment("tooOldPoints", result.too_old)
+        self.stats.increment("creates", result.created)
+        if result.rejected:
+            self.stats.increment("rejectedPoints", result.rejected)
+            _log.warning("store refused %d points: %s", result.rejected, "; ".join(result.errors[:5]))
+        _log.debug("flushed %d points of %d metrics in %d ms", len(batch), len(batch.names), elapsed_ms)
+
+    def failed(self, batch: Batch, exc: Exception, how: str, then: str) -> None:
+        self.stats.increment("storeErrors")
+        _log.warning("store batch of %d points of %d metrics failed (%s): %s; %s", len(batch), len(batch.names), how,
+                     exc, then, exc_info=exc if not isinstance(exc, BglError) else None)
+
+    def dropped(self, points: int, batch: Batch, exc: BaseException | None) -> None:
+        self.stats.increment("droppedPoints", points)
+        _log.error("dropped %d points of %d metrics (%s...): %s", points, len(batch.names),
+                   ", ".join(batch.names[:3]), exc)

@@ -2,8 +2,15 @@
 frames (pickle), with their limits.
 
 A line longer than `max_line` bytes (carbon's LineReceiver closes the connection there) is
-refused and skipped up to its newline; a pickle frame announcing more than `max_frame`
-bytes is refused and its bytes skipped. Either way the rest of the connection is read.
+refused and skipped up to its newline, and the rest of the connection is read. A pickle
+frame announcing more than `max_frame` bytes raises FrameTooLong: once a length is not
+trusted nothing says where the next frame starts (a hostile or corrupt 0xFFFFFFFF would
+swallow the next 4 GB as "skipped"), so the connection is closed, as carbon's
+Int32StringReceiver closes it, and its sender sees the failure.
+
+`pending` is what a framing holds of an incomplete line or frame: at most `max_line`
+bytes for a line, `max_frame` + 4 for a frame, plus one read (listeners.py bounds the
+total over every connection).
 """
 from __future__ import annotations
 
@@ -18,6 +25,15 @@ MAX_FRAME = 2**20  # bytes of one pickle message (carbon's MetricPickleReceiver.
 _LENGTH = struct.Struct("!L")
 
 
+class FrameTooLong(Exception):
+    """A pickle frame announced more bytes than the limit: the stream cannot be resynchronised.
+    `points` are those the same read decoded before it (they are good: store them)."""
+
+    def __init__(self, reason: str, points: Points):
+        super().__init__(reason)
+        self.points = points
+
+
 class LineFraming:
     """Plaintext: complete lines are decoded as they arrive; the last partial line waits."""
 
@@ -25,6 +41,10 @@ class LineFraming:
         self.max_line = max_line
         self._partial = b""
         self._skipping = False  # inside a line longer than max_line
+
+    @property
+    def pending(self) -> int:
+        return len(self._partial)
 
     def feed(self, data: bytes, refusals: Refusals) -> Points:
         if self._skipping:
@@ -57,13 +77,13 @@ class PickleFraming:
     def __init__(self, max_frame: int = MAX_FRAME):
         self.max_frame = max_frame
         self._buffer = bytearray()
-        self._skip = 0  # bytes of an oversized frame still to skip
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
 
     def feed(self, data: bytes, refusals: Refusals) -> Points:
-        if self._skip:
-            skipped = min(self._skip, len(data))
-            self._skip -= skipped
-            data = data[skipped:]
+        """The points of the frames completed by data; FrameTooLong at a length over the limit."""
         self._buffer += data
         parts = []
         offset = 0
@@ -71,12 +91,11 @@ class PickleFraming:
         while len(buffer) - offset >= 4:
             (length,) = _LENGTH.unpack_from(buffer, offset)
             if length > self.max_frame:
-                refusals.add(f"pickle message of {length} bytes is over the limit of {self.max_frame}: skipped",
-                             bytes(buffer[offset:offset + 4]))
-                available = len(buffer) - offset - 4
-                self._skip = max(0, length - available)
-                offset = min(len(buffer), offset + 4 + length)
-                continue
+                prefix = bytes(buffer[offset:offset + 4]).hex()
+                self._buffer.clear()
+                raise FrameTooLong(f"pickle message of {length} bytes is over the limit of {self.max_frame}"
+                                   f" (length prefix {prefix}): the stream cannot be resynchronised",
+                                   concatenate(parts))
             if len(buffer) - offset - 4 < length:
                 break
             parts.append(decode_pickle(bytes(buffer[offset + 4:offset + 4 + length]), refusals))

@@ -1,70 +1,247 @@
 """carbon's pickle protocol (carbon-relay and carbon-aggregator send it): frames of a
 4-byte big-endian length and a pickled list of `(name, (timestamp, value))`.
 
-Unpickling is restricted as carbon's SafeUnpickler restricts it: no global may be loaded
-except `copy_reg._reconstructor` and `__builtin__.object` (what carbon allows), so a
-pickle that would import or call anything else is refused before it runs.
+pickle's own unpickler is never used on a frame: it builds whatever a frame describes
+before anything can be checked (unpickler.py says what a hostile 200-byte frame can make
+it do). A frame is decoded in one of two ways:
+
+- `_canonical`: the layout carbon's senders write (protocols 2 to 5: a list, filled by
+  APPENDS in batches, of `(name, (timestamp, value))` tuples, names as strings or memo
+  references to earlier names, numbers as BININT/BININT1/BININT2/BINFLOAT) is read
+  directly into names and numbers, one pass over the bytes, no tuple built; anything
+  else in the frame and it gives up, having built nothing but those columns;
+- otherwise `restricted_loads` (unpickler.py) builds the message under bounds on depth,
+  element count and expansion, refusing the frame whole when it would exceed them, and each
+  item is checked on its own: a malformed point is refused alone, with the reason.
+
+Numbers are checked before any conversion: an integer too big for a float (a point of
+`10**400`) is refused as that point, not converted. Every refusal is described with
+`points.describe`, which never repr()s a hostile object whole. Nothing a frame holds can
+make `decode_pickle` raise: an unexpected exception refuses the frame, with its type.
 """
 from __future__ import annotations
 
-import copyreg
-import io
-import pickle
+import struct
 
 import numpy as np
 
-from biggraphite_like.receiver.points import Points, Refusals
+from biggraphite_like.receiver.points import Points, Refusals, describe
+from biggraphite_like.receiver.unpickler import PICKLE_SAFE, PickleRefused, restricted_loads
 
-# carbon.util.SafeUnpickler.PICKLE_SAFE: module -> names a pickle may load
-PICKLE_SAFE = {"copy_reg": {"_reconstructor"}, "__builtin__": {"object"}}
-_SAFE_OBJECTS = {("copy_reg", "_reconstructor"): copyreg._reconstructor, ("__builtin__", "object"): object}
+__all__ = ["PICKLE_SAFE", "PickleRefused", "decode_pickle", "safe_loads"]
 
+MAX_FLOAT_BITS = 1024  # an int of more bits overflows a float
+MAX_NUMBER_TEXT = 64  # characters of a number sent as a string (carbon accepts float("1.5"))
 
-class SafeUnpickler(pickle.Unpickler):
-    """pickle.Unpickler that refuses every global outside PICKLE_SAFE."""
-
-    def find_class(self, module: str, name: str):  # noqa: D102 - pickle's hook
-        if module not in PICKLE_SAFE:
-            raise pickle.UnpicklingError(f"Attempting to unpickle unsafe module {module}")
-        if name not in PICKLE_SAFE[module]:
-            raise pickle.UnpicklingError(f"Attempting to unpickle unsafe class {name}")
-        return _SAFE_OBJECTS[(module, name)]
+_U32 = struct.Struct("<I").unpack_from
 
 
 def safe_loads(data: bytes) -> object:
-    """Unpickle data with SafeUnpickler (what carbon's receivers and CarbonLink accept)."""
-    return SafeUnpickler(io.BytesIO(data), encoding="utf-8").load()
+    """Unpickle data with the bounded, restricted unpickler (carbon's SafeUnpickler's
+    globals, and bounds on depth and expansion); PickleRefused says why not."""
+    return restricted_loads(data)
 
 
 def decode_pickle(frame: bytes, refusals: Refusals) -> Points:
-    """The points of one pickle frame; an unsafe or malformed pickle is refused whole, a
-    malformed point alone."""
+    """The points of one pickle frame; an unsafe, malformed or oversized pickle is refused
+    whole, a malformed point alone. Never raises for what the frame holds."""
     try:
-        message = safe_loads(frame)
-    except Exception as exc:  # any exception a hostile pickle can raise: refused, not fatal
-        refusals.add(f"invalid pickle ({type(exc).__name__}: {exc})", frame[:100])
-        return Points.empty()
-    if not isinstance(message, (list, tuple)):
-        refusals.add("a pickle message must be a list of (name, (timestamp, value))", message)
-        return Points.empty()
-    try:  # the common case in bulk: well-formed (str, (number, number)) items
-        names = [item[0] for item in message]
-        pairs = np.array([item[1] for item in message], dtype=np.float64)
-        if pairs.shape != (len(message), 2) or not all(type(n) is str for n in names):
-            raise ValueError("not uniform")
-        return Points(names, pairs[:, 0].copy(), pairs[:, 1].copy())
-    except (TypeError, ValueError, IndexError, KeyError):
+        points = _canonical(frame)
+        if points is not None:
+            return points
+        message = restricted_loads(frame)
+        if not isinstance(message, (list, tuple)):
+            refusals.add("a pickle message must be a list of (name, (timestamp, value))", message)
+            return Points.empty()
         return _decode_item_by_item(message, refusals)
+    except PickleRefused as exc:
+        refusals.add(f"invalid pickle ({exc})", frame[:100])
+    except Exception as exc:  # noqa: BLE001 - a frame must never take the receiver down
+        refusals.add(f"invalid pickle ({type(exc).__name__} while decoding it)", frame[:100])
+    return Points.empty()
 
 
-def _decode_item_by_item(message, refusals: Refusals) -> Points:
+def _canonical(data: bytes) -> Points | None:
+    """The points of a frame in the layout carbon's senders write, or None for any other
+    layout (then nothing was built but these columns). See the module doc."""
+    try:
+        return _canonical_columns(data)
+    except (IndexError, struct.error):  # truncated: the general path says where
+        return None
+
+
+def _canonical_columns(data: bytes) -> Points | None:  # noqa: C901 - one loop, kept flat for speed
+    if len(data) < 4 or data[0] != 0x80 or not 2 <= data[1] <= 5:
+        return None
+    pos = 2
+    if data[pos] == 0x95:  # FRAME (protocol 4)
+        pos += 9
+    if data[pos] != 0x5D:  # EMPTY_LIST
+        return None
+    pos += 1
+    puts: list[int] = []  # positions of the memo puts, checked after the loop (_puts_in_order)
+    named: dict[int, bytes] = {}  # position of a put -> the name it put in the memo
+    raw_names: list[bytes] = []
+    numbers: list[int] = []  # positions of each point's timestamp and value opcodes
+    add_put, add_name, add_number = puts.append, raw_names.append, numbers.append
+    number_size, put_size, u32 = _NUMBER_SIZE, _PUT_SIZE, _U32
+    if put_size[data[pos]]:
+        add_put(pos)
+        pos += put_size[data[pos]]
+    in_mark, pending, end = False, 0, len(data) - 1
+    while True:
+        op = data[pos]
+        if op == 0x58:  # BINUNICODE: the usual name (protocols 2 and 3)
+            if pending and not in_mark:
+                return None
+            start = pos + 5
+            pos = start + u32(data, pos + 1)[0]
+            name = data[start:pos]
+        elif op == 0x8C:  # SHORT_BINUNICODE: the usual name (protocols 4 and 5)
+            if pending and not in_mark:
+                return None
+            start = pos + 2
+            pos = start + data[pos + 1]
+            name = data[start:pos]
+        elif op == 0x28:  # MARK
+            if in_mark or pending:
+                return None
+            in_mark, pos = True, pos + 1
+            continue
+        elif op == 0x65:  # APPENDS
+            if not in_mark:
+                return None
+            in_mark, pending, pos = False, 0, pos + 1
+            continue
+        elif op == 0x61:  # APPEND
+            if in_mark or pending != 1:
+                return None
+            pending, pos = 0, pos + 1
+            continue
+        elif op == 0x95:  # FRAME, between items
+            pos += 9
+            continue
+        elif op == 0x2E:  # STOP
+            if in_mark or pending or pos != end:
+                return None
+            break
+        elif pending and not in_mark:
+            return None
+        elif op == 0x55:  # SHORT_BINSTRING
+            start = pos + 2
+            pos = start + data[pos + 1]
+            name = data[start:pos]
+        elif op == 0x54:  # BINSTRING
+            start = pos + 5
+            pos = start + u32(data, pos + 1)[0]
+            name = data[start:pos]
+        elif op == 0x68 or op == 0x6A:  # BINGET, LONG_BINGET of an earlier name
+            slot, pos = (data[pos + 1], pos + 2) if op == 0x68 else (u32(data, pos + 1)[0], pos + 5)
+            name = named.get(puts[slot]) if slot < len(puts) else None  # slot k is the k-th put
+            if name is None:
+                return None
+        else:
+            return None
+        if pos > end:
+            return None
+        size = put_size[data[pos]]
+        if size:
+            add_put(pos)
+            named[pos] = name
+            pos += size
+        if data[pos] == 0x95:  # FRAME: pickle's framer may cut before any object
+            pos += 9
+        add_number(pos)
+        size = number_size[data[pos]]
+        pos += size
+        if data[pos] == 0x95:
+            pos += 9
+        add_number(pos)
+        size2 = number_size[data[pos]]
+        pos += size2
+        if not (size and size2) or data[pos] != 0x86:  # TUPLE2
+            return None
+        pos += 1
+        size = put_size[data[pos]]
+        if size:
+            add_put(pos)
+            pos += size
+        if data[pos] != 0x86:
+            return None
+        pos += 1
+        size = put_size[data[pos]]
+        if size:
+            add_put(pos)
+            pos += size
+        add_name(name)
+        pending += 1
+    names = _decode_names(raw_names)
+    if names is None or not _puts_in_order(data, puts):
+        return None
+    columns = _numbers(data, np.array(numbers, dtype=np.int64))
+    return Points(names, columns[0::2].copy(), columns[1::2].copy())
+
+
+_NUMBER_SIZE = [0] * 256  # opcode -> bytes of a BINFLOAT / BININT / BININT1 / BININT2 with its argument
+_NUMBER_SIZE[0x47], _NUMBER_SIZE[0x4A], _NUMBER_SIZE[0x4B], _NUMBER_SIZE[0x4D] = 9, 5, 2, 3
+_PUT_SIZE = [0] * 256  # opcode -> bytes of a BINPUT / LONG_BINPUT / MEMOIZE with its argument
+_PUT_SIZE[0x71], _PUT_SIZE[0x72], _PUT_SIZE[0x94] = 2, 5, 1
+
+
+def _puts_in_order(data: bytes, puts: list[int]) -> bool:
+    """Whether the k-th memo put of the frame puts into slot k, as pickle's writers number
+    them (then slot k of a memo reference is the k-th put, as the loop read it)."""
+    if not puts:
+        return True
+    raw = np.frombuffer(data, dtype=np.uint8)
+    at = np.array(puts, dtype=np.int64)
+    ops, order = raw[at], np.arange(len(at))
+    short, long = ops == 0x71, ops == 0x72
+    if short.any() and (raw[at[short] + 1] != order[short]).any():
+        return False
+    if long.any():
+        slots = raw[(at[long] + 1)[:, None] + np.arange(4)].astype(np.int64) @ (256 ** np.arange(4))
+        return bool((slots == order[long]).all())
+    return True
+
+
+def _numbers(data: bytes, positions: np.ndarray) -> np.ndarray:
+    """The numbers whose opcodes (BINFLOAT, BININT, BININT1, BININT2) are at `positions`,
+    as float64, read in bulk."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ops = raw[positions]
+    padded = np.concatenate([raw, np.zeros(9, np.uint8)])  # every number's 8 bytes exist
+    window = padded[(positions + 1)[:, None] + np.arange(8)]  # the 8 bytes after each opcode
+    out = np.empty(len(positions), dtype=np.float64)
+    for op, dtype, size in ((0x47, ">f8", 8), (0x4A, "<i4", 4), (0x4B, "u1", 1), (0x4D, "<u2", 2)):
+        sel = ops == op
+        if sel.any():
+            out[sel] = np.ascontiguousarray(window[sel, :size]).view(dtype).reshape(-1)
+    return out
+
+
+def _decode_names(raw: list[bytes]) -> list[str] | None:
+    """The names as str (one decode for all); None when one is not UTF-8."""
+    try:
+        names = b"\n".join(raw).decode("utf-8").split("\n")
+        return names if len(names) == len(raw) else [name.decode("utf-8") for name in raw]
+    except UnicodeDecodeError:
+        return None
+
+
+def _decode_item_by_item(message: list | tuple, refusals: Refusals) -> Points:
     names, timestamps, values = [], [], []
     for item in message:
-        try:
-            name, (timestamp, value) = item
-            timestamp, value = float(timestamp), float(value)
-        except (TypeError, ValueError):
+        if type(item) not in (tuple, list) or len(item) != 2 or type(item[1]) not in (tuple, list) \
+                or len(item[1]) != 2:
             refusals.add("expected (name, (timestamp, value))", item)
+            continue
+        name, (timestamp, value) = item
+        timestamp, why = as_float(timestamp, "timestamp")
+        if why is None:
+            value, why = as_float(value, "value")
+        if why is not None:
+            refusals.add(why, item)
             continue
         if isinstance(name, bytes):
             try:
@@ -73,9 +250,28 @@ def _decode_item_by_item(message, refusals: Refusals) -> Points:
                 refusals.add("name is not UTF-8", item)
                 continue
         if not isinstance(name, str):
-            refusals.add("name is not a string", item)
+            refusals.add(f"name is a {type(name).__name__}, not a string", item)
             continue
         names.append(name)
         timestamps.append(timestamp)
         values.append(value)
     return Points(names, np.array(timestamps, dtype=np.float64), np.array(values, dtype=np.float64))
+
+
+def as_float(number: object, what: str) -> tuple[float, None] | tuple[None, str]:
+    """(float, None), or (None, why) for what is no number or an int a float cannot hold;
+    checked before converting. A string is converted as carbon converts it (float())."""
+    kind = type(number)
+    if kind is float:
+        return number, None
+    if kind is int or kind is bool:
+        bits = number.bit_length()
+        if bits >= MAX_FLOAT_BITS:
+            return None, f"{what} is an integer of {bits} bits, out of a float's range"
+        return float(number), None
+    if kind in (str, bytes) and len(number) <= MAX_NUMBER_TEXT:
+        try:
+            return float(number), None
+        except ValueError:
+            return None, f"{what} {describe(number)} is not a number"
+    return None, f"{what} is {describe(number)}, not a number"

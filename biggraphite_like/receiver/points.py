@@ -13,6 +13,33 @@ import numpy as np
 
 MAX_TIMESTAMP = 2**32 - 1  # whisper's unsigned 32-bit timestamps (the accessor's bound)
 SAMPLES = 5  # refusals kept per batch for the log
+EXCERPT = 120  # characters of a refused line or object kept for the log
+_SHOWN_ITEMS = 4  # items of a list or tuple `describe` shows
+_SHOWN_DEPTH = 3  # levels of nesting `describe` shows
+
+
+def describe(obj: object, depth: int = _SHOWN_DEPTH) -> str:
+    """A short text for a refused object, in bounded time and size whatever it is (repr()
+    of a 5000-digit int raises, of a 100,000-deep list recurses, of a billion-laughs list
+    runs for minutes): strings and bytes cut to EXCERPT characters, big ints by their
+    size, containers by a few items of a few levels."""
+    kind = type(obj)
+    if kind in (str, bytes, bytearray):
+        text = repr(obj[:EXCERPT])
+        return text if len(obj) <= EXCERPT else text + f"... ({len(obj)} long)"
+    if kind is int:
+        return repr(obj) if obj.bit_length() <= 64 else f"<an integer of {obj.bit_length()} bits>"
+    if kind in (float, bool, type(None)):
+        return repr(obj)
+    if kind in (list, tuple):
+        if depth <= 0:
+            return f"<a {kind.__name__} of {len(obj)} items>"
+        shown = ", ".join(describe(item, depth - 1) for item in obj[:_SHOWN_ITEMS])
+        more = f", ... ({len(obj)} items)" if len(obj) > _SHOWN_ITEMS else ("," if kind is tuple and len(obj) == 1 else "")
+        return ("[%s%s]" if kind is list else "(%s%s)") % (shown, more)
+    if kind is dict:
+        return f"<a dict of {len(obj)} items>"
+    return f"<a {kind.__name__}>"
 
 
 @dataclasses.dataclass
@@ -23,10 +50,15 @@ class Refusals:
     samples: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     def add(self, reason: str, excerpt: object, count: int = 1) -> None:
+        """Count `count` refusals; keep the reason and a short excerpt (bytes as received,
+        anything else as `describe` shows it) while fewer than SAMPLES are kept."""
         self.count += count
         if len(self.samples) < SAMPLES:
-            text = excerpt.decode("utf-8", "backslashreplace") if isinstance(excerpt, (bytes, bytearray)) else repr(excerpt)
-            self.samples.append((reason, text[:120] + ("..." if len(text) > 120 else "")))
+            if isinstance(excerpt, (bytes, bytearray)):
+                text = bytes(excerpt[:EXCERPT + 1]).decode("utf-8", "backslashreplace")
+            else:
+                text = describe(excerpt)
+            self.samples.append((reason, text[:EXCERPT] + ("..." if len(text) > EXCERPT else "")))
 
     def extend(self, other: "Refusals") -> None:
         self.count += other.count

@@ -2,11 +2,12 @@
 
 As carbon 1.1.10's carbon.storage reads them: sections in file order; each needs a
 `pattern` (a regex searched in the name, not anchored); the first section whose pattern
-matches a new metric's name wins; a built-in default comes last (retention `60s:7d`, i.e.
-10080 points of 60 s; aggregation None, i.e. whisper's average and 0.5). A schema section
-without `pattern` or `retentions` is skipped (logged); a retention whisper would refuse
-(validateArchiveList) skips its section (logged); a retention that cannot be parsed is an
-error, as carbon exits on it. An aggregation section may give `xFilesFactor`,
+matches a new metric's name wins; a built-in default comes last (retention
+settings.DEFAULT_RETENTION, `60s:8d,1h:2y`, the one `bgl write` and `bgl run` give new
+metrics too, where carbon's is `60s:7d`; aggregation None, i.e. whisper's average and
+0.5). A schema section without `pattern` or `retentions` is skipped (logged); a retention
+whisper would refuse (validateArchiveList) skips its section (logged); a retention that
+cannot be parsed is an error, as carbon exits on it. An aggregation section may give `xFilesFactor`,
 `aggregationMethod` or both; a missing one takes whisper's default. A missing
 storage-aggregation.conf means the defaults. Names are matched as received, after a tagged
 series became its canonical path.
@@ -19,14 +20,15 @@ import logging
 import re
 from pathlib import Path
 
+from biggraphite_like import settings
 from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
 from biggraphite_like.errors import BglError, InvalidRetention, ReceiverConfigError
 from biggraphite_like.metric import MetricMetadata
-from biggraphite_like.retention import Retention, Stage
+from biggraphite_like.retention import Retention
 
 _log = logging.getLogger(__name__)
 
-DEFAULT_RETENTION = Retention((Stage(60, 60 * 24 * 7),))  # carbon's defaultSchema
+DEFAULT_RETENTION = Retention.parse(settings.DEFAULT_RETENTION)  # bgl's one default (carbon's is 60s:7d)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,9 +2,11 @@
 accessor, run until SIGTERM or SIGINT, then drained (see listeners.py) and flushed.
 
 On SIGTERM: stop accepting, read every open connection to its end (or until
-`drain_timeout`), flush everything, record the last self-metrics, exit 0. Every byte a
-client sent on a connection it closed before the signal is stored. A SIGKILL loses at
-most what was received since the last flush started (one flush interval).
+`drain_timeout`), flush everything, record the last self-metrics, exit 0 (the exit
+message says whether anything was dropped). Every byte a client sent on a connection it
+closed before the signal is stored, unless the store still fails then (the flusher
+retries, then drops and counts: flusher.py). A SIGKILL loses at most what was received
+since the last flush started (one flush interval), or what a failing store left buffered.
 """
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ from typing import Callable, TextIO
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import ReceiverConfigError
-from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.receiver.buffer import MAX_NAME_CACHE_BYTES, PointBuffer
 from biggraphite_like.receiver.carbonlink import CarbonLinkServer, CarbonLinkService
 from biggraphite_like.receiver.flusher import Flusher, FlushPolicy
 from biggraphite_like.receiver.framing import LineFraming, PickleFraming
+from biggraphite_like.receiver.limits import MIB, ConnectionLimits, raise_open_files_limit
 from biggraphite_like.receiver.listeners import Listeners, listen_tcp, listen_udp
 from biggraphite_like.receiver.points import Refusals
 from biggraphite_like.receiver.rules import StorageRules
@@ -53,6 +56,14 @@ class ReceiverOptions:
     metrics_file: str | None = None
     retries: int = 10
     host: str | None = None  # the <host> of carbon.agents.<host>
+    max_connections: int = ConnectionLimits.max_connections  # per TCP listener (limits.py)
+    max_partial_bytes: int = ConnectionLimits.max_partial_bytes
+    partial_timeout: float = ConnectionLimits.partial_timeout
+    max_name_cache_bytes: int = MAX_NAME_CACHE_BYTES  # names remembered besides canonical ones (buffer.py)
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(self.max_connections, self.max_partial_bytes, self.partial_timeout)
 
     def validate(self) -> None:
         if self.flush_interval <= 0:
@@ -68,6 +79,9 @@ class ReceiverOptions:
         if self.drain_timeout < 0 or self.drain_idle < 0 or self.stats_interval < 0 or self.retries < 0:
             raise ReceiverConfigError("--drain-timeout, --drain-idle, --stats-interval and --retries take"
                                       " numbers >= 0")
+        self.connection_limits.validate()
+        if self.max_name_cache_bytes < MIB:
+            raise ReceiverConfigError(f"--max-name-cache-bytes {self.max_name_cache_bytes}: give at least {MIB}")
 
 
 class Receiver:
@@ -79,8 +93,9 @@ class Receiver:
         self.accessor = accessor
         self.rules = StorageRules.load(options.storage_schemas, options.storage_aggregation)
         self.stats = ReceiverStats()
-        self.buffer = PointBuffer()
-        self.listeners = Listeners(self.buffer, self.stats, options.max_buffered_points)
+        self.buffer = PointBuffer(options.max_name_cache_bytes)
+        self.listeners = Listeners(self.buffer, self.stats, options.max_buffered_points,
+                                   limits=options.connection_limits)
         self.flusher = Flusher(accessor, self.buffer, self.rules, self.stats,
                                FlushPolicy(interval=options.flush_interval, retries=options.retries,
                                            max_batch_points=options.flush_size))
@@ -96,6 +111,7 @@ class Receiver:
     def start(self) -> None:
         """Open every listener (errors name the port) and start the threads."""
         o = self.options
+        raise_open_files_limit()  # before the listeners: their connection caps follow it
         try:
             if o.line_port is not None:
                 sock = listen_tcp(o.bind, o.line_port)
@@ -181,6 +197,20 @@ def serve(accessor: Accessor, options: ReceiverOptions, out: TextIO) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    out.write("bgl receive: stopped, everything received is stored\n")
+    out.write(f"bgl receive: stopped, {exit_summary(receiver.stats.totals())}\n")
     out.flush()
     return 0
+
+
+def exit_summary(totals: dict[str, int]) -> str:
+    """What the exit message says of the points received: "everything received is stored"
+    only when nothing was dropped (a store failure that outlasted the stop, UDP past the
+    bound); points refused as bad input or too old are named too."""
+    dropped = totals.get("droppedPoints", 0)
+    refused = {"refused as bad input": totals.get("refusedLines", 0) + totals.get("rejectedPoints", 0),
+               "older than their retention": totals.get("tooOldPoints", 0)}
+    unstored = ", ".join(f"{count} {why}" for why, count in refused.items() if count)
+    if dropped:
+        return (f"{dropped} points received were NOT stored (droppedPoints: the store kept failing, or UDP past"
+                f" --max-buffered-points; the log says which)" + (f"; also {unstored}" if unstored else ""))
+    return "everything received is stored" + (f" except {unstored}" if unstored else "")

@@ -35,6 +35,12 @@ COUNTERS = {
     "flushMilliseconds": "time spent writing store batches",
     "storeErrors": "failed store batches (each retry counts)",
     "readPauses": "times the receiver stopped reading its connections because the store fell behind",
+    "closedConnections": "connections the receiver closed: the longest silent at --max-connections, an incomplete"
+                         " line or frame silent for --partial-timeout or past --max-partial-bytes, a pickle length"
+                         " over the limit",
+    "refusedConnections": "new connections closed at once: their listener was at --max-connections and no"
+                          " connection could make room (each had data waiting to be read)",
+    "acceptErrors": "failed accepts (EMFILE, ENFILE...): the listener stops accepting for a second",
 }
 GAUGES = {"bufferedPoints": "points held in memory, waiting for or in a flush"}
 
@@ -62,32 +68,49 @@ class ReceiverStats(Counters):
 
 
 class RateLimitedLog:
-    """Log refusals, at most `per_minute` lines a minute (every refusal is still counted)."""
+    """Log refusals or other events of hostile or broken clients, at most `per_minute` lines
+    a minute (every one is still counted by its caller); `what` names them in the line
+    saying how many were not logged."""
 
-    def __init__(self, logger: logging.Logger, per_minute: int = 10, clock=time.monotonic):
+    def __init__(self, logger: logging.Logger, per_minute: int = 10, clock=time.monotonic, what: str = "refusals"):
         self._logger = logger
         self._per_minute = per_minute
         self._clock = clock
+        self._what = what
         self._window = clock()
         self._logged = 0
         self._suppressed = 0
         self._lock = threading.Lock()
 
+    def _may_log(self, events: int) -> bool:
+        """Whether one more line fits this minute (else `events` are added to the suppressed);
+        call with the lock held."""
+        now = self._clock()
+        if now - self._window >= 60:
+            if self._suppressed:
+                self._logger.warning("%d more %s were not logged in the last minute", self._suppressed, self._what)
+            self._window, self._logged, self._suppressed = now, 0, 0
+        if self._logged >= self._per_minute:
+            self._suppressed += events
+            return False
+        self._logged += 1
+        return True
+
+    def warning(self, message: str, *args: object) -> None:
+        """Log one line (%-formatted with args) unless this minute's lines are spent."""
+        with self._lock:
+            if self._may_log(1):
+                self._logger.warning(message, *args)
+
     def refused(self, peer: str, refusals: Refusals, what: str = "refused") -> None:
+        """Log a read's refusals, a line per sample kept (the connection goes on)."""
         if not refusals.count:
             return
         with self._lock:
-            now = self._clock()
-            if now - self._window >= 60:
-                if self._suppressed:
-                    self._logger.warning("%d more refusals were not logged in the last minute", self._suppressed)
-                self._window, self._logged, self._suppressed = now, 0, 0
             samples = refusals.samples or [("", "")]
             for index, (reason, excerpt) in enumerate(samples):
-                if self._logged >= self._per_minute:
-                    self._suppressed += refusals.count if index == 0 else 0
+                if not self._may_log(refusals.count if index == 0 else 0):
                     break
-                self._logged += 1
                 more = f" ({refusals.count} in this read)" if index == 0 and refusals.count > 1 else ""
                 self._logger.warning("%s from %s%s: %s: %s; the rest of the connection is read", what, peer, more,
                                      reason, excerpt)

@@ -11,17 +11,24 @@ from typing import TextIO
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.stack.config import ALLOWED_HOSTS_ENV, PRIVATE_UMASK, StackConfig, write_configuration
+from biggraphite_like.stack.lock import EXIT_BUSY, DataDirectoryBusy, DataDirectoryLock
 from biggraphite_like.stack.processes import Stack, check_ports, check_requirements
 from biggraphite_like.urls import redact_url
 
-__all__ = ["StackConfig", "run"]
+__all__ = ["EXIT_BUSY", "DataDirectoryBusy", "StackConfig", "run"]
 
 
 def run(config: StackConfig, out: TextIO, err: TextIO) -> int:
-    """Check, configure, prepare the store, then run the stack until Ctrl-C or SIGTERM."""
+    """Check, lock the data directory, configure, prepare the store, then run the stack until
+    Ctrl-C or SIGTERM."""
     check_requirements(config.carbon)
-    check_ports(config)
     os.umask(PRIVATE_UMASK)  # the store, graphite-web's database and the logs: 0600 in 0700 folders
+    with DataDirectoryLock(config):  # before any file of the data directory is written
+        return _run_locked(config, out, err)
+
+
+def _run_locked(config: StackConfig, out: TextIO, err: TextIO) -> int:
+    check_ports(config)
     write_configuration(config)
     accessor = Accessor.from_url(config.store_url)
     try:

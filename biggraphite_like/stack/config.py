@@ -11,6 +11,8 @@ Layout of a data directory:
     conf/secret_key                 Django's SECRET_KEY (made once, mode 0600)
     storage/                        graphite-web's own database, carbon's pid file
     log/                            the receiver's (receiver.log, receiver.prom), carbon's and graphite-web's logs
+    run/bgl-run.lock                held by the `bgl run` working on this directory (its pid and ports inside)
+    run/gunicorn.ctl                gunicorn's control socket (gunicornc -s run/gunicorn.ctl)
 
 carbon.conf, local_settings.py and gunicorn.conf.py follow `bgl run`'s options and are
 written again at every start; each says how to run its program by hand.
@@ -43,6 +45,7 @@ _LOOPBACK_BINDS = ("127.0.0.1", "::1", "localhost")
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SIOCGIFADDR = 0x8915
 SETTINGS_MODULE = "local_settings"
+_MAX_UNIX_SOCKET_PATH = 107  # bytes in sockaddr_un.sun_path, less its final NUL (Linux)
 
 _SCHEMAS = f"""\
 # Retentions of new metrics, first matching pattern wins (carbon's storage-schemas.conf).
@@ -117,6 +120,19 @@ class StackConfig:
     @property
     def log_dir(self) -> Path:
         return self.data_dir / "log"
+
+    @property
+    def run_dir(self) -> Path:
+        """Runtime files: the data directory's lock, gunicorn's control socket."""
+        return self.data_dir / "run"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.run_dir / "bgl-run.lock"
+
+    @property
+    def control_socket(self) -> Path:
+        return self.run_dir / "gunicorn.ctl"
 
     @property
     def carbon_conf(self) -> Path:
@@ -212,7 +228,7 @@ def write_configuration(config: StackConfig) -> list[Path]:
     files written this time."""
     if not config.data_dir.exists():
         config.data_dir.mkdir(mode=DIR_MODE, parents=True)
-    for folder in (config.conf_dir, config.storage_dir, config.log_dir, config.log_dir / "webapp"):
+    for folder in (config.conf_dir, config.storage_dir, config.log_dir, config.log_dir / "webapp", config.run_dir):
         folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         folder.chmod(DIR_MODE)
     written = []
@@ -330,4 +346,16 @@ def post_request(worker, req, environ, resp):  # ... or as soon as it holds more
     from graphite_plugin.gunicorn_worker import recycle_past
 
     recycle_past(worker)
-"""
+
+
+""" + _control_socket_lines(config)
+
+
+def _control_socket_lines(config: StackConfig) -> str:
+    """gunicorn's control socket in the data directory (its default, ~/.gunicorn/gunicorn.ctl,
+    would be shared by every gunicorn of the user); none when the path is too long for a
+    Unix socket."""
+    path = str(config.control_socket)
+    if len(os.fsencode(path)) > _MAX_UNIX_SOCKET_PATH:
+        return f"control_socket_disable = True  # {path} is too long for a Unix socket\n"
+    return f"control_socket = {path!r}  # gunicornc -s {path}\n"

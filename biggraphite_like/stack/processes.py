@@ -6,9 +6,16 @@ Both run in sessions of their own, so a terminal's Ctrl-C reaches `bgl run` alon
 then stops the receiver first (it drains its connections and writes what it holds to the
 store before exiting) and graphite-web after. Each child also gets SIGTERM from the kernel if `bgl run` dies without
 stopping them (PR_SET_PDEATHSIG), so no process is left behind.
+
+A receiver that exits while the stack runs (a crash, the OOM killer, kill -9) is started
+again at once, its exit status and log tail written to stderr, so that graphite-web keeps
+serving and senders reconnect: at most MAX_RESTARTS times within RESTART_WINDOW seconds.
+One more exit in that window and `bgl run` stops graphite-web too and exits 1, saying why.
+graphite-web exiting stops the stack, as before.
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import importlib.util
 import os
@@ -26,6 +33,8 @@ from biggraphite_like.errors import StackError
 from biggraphite_like.stack.config import StackConfig
 
 _PR_SET_PDEATHSIG = 1
+MAX_RESTARTS = 5  # receiver restarts within RESTART_WINDOW before bgl run gives up
+RESTART_WINDOW = 300.0  # seconds
 # module needed -> what provides it
 _REQUIREMENTS = {"graphite": "graphite-web", "django": "Django", "gunicorn": "gunicorn", "whitenoise": "whitenoise"}
 _CARBON_REQUIREMENTS = {"carbon": "carbon"}  # only for --carbon
@@ -85,6 +94,16 @@ class Child:
             if text:
                 parts.append(f"--- {path} (last lines)\n" + "\n".join(text))
         return "\n".join(parts) or "(no output)"
+
+
+def exit_status(status: int | None) -> str:
+    """An exit status as an operator reads it: -9 is "-9 (killed by SIGKILL)"."""
+    if status is None or status >= 0:
+        return str(status)
+    try:
+        return f"{status} (killed by {signal.Signals(-status).name})"
+    except ValueError:
+        return f"{status} (killed by signal {-status})"
 
 
 def check_requirements(carbon: bool = False) -> None:
@@ -178,6 +197,8 @@ class Stack:
         self.out = out
         self.err = err
         self.stop_requested: int | None = None  # the signal that asked to stop
+        self.restarts: collections.deque[float] = collections.deque()  # when the receiver was restarted
+        self.gave_up = ""  # why the receiver was not restarted, when it was not
         base = dict(os.environ, PYTHONUNBUFFERED="1")
         base.pop("BGL_STORE", None)  # the configuration files name the store
         self.web_env = dict(base, **config.environment(),
@@ -214,8 +235,8 @@ class Stack:
                 for sig, handler in ignored.items():
                     signal.signal(sig, handler)
         if failed is not None:
-            self.err.write(f"bgl run: error: {failed.name} exited with status {failed.exit_code()}\n"
-                           f"{failed.log_tail()}\n")
+            self.err.write(f"bgl run: error: {failed.name} exited with status {exit_status(failed.exit_code())}"
+                           f"{self.gave_up if failed is self.receiver else ''}\n{failed.log_tail()}\n")
         status = 0 if failed is None and stopped_cleanly else 1
         self.out.write(f"bgl run: stopped: {self.receiver.name} and graphite-web have exited (status {status})\n")
         self.out.flush()
@@ -246,12 +267,40 @@ class Stack:
         return None
 
     def _watch(self) -> Child | None:
+        """Run until a stop is asked (None), graphite-web exits or the receiver exits once
+        too often (that child)."""
         while self.stop_requested is None:
-            failed = self._failed_child()
-            if failed is not None:
-                return failed
+            if self.receiver.exit_code() is not None and not self._restart_receiver():
+                return self.receiver
+            if self.web.exit_code() is not None:
+                return self.web
             time.sleep(0.2)
         return None
+
+    def _restart_receiver(self) -> bool:
+        """Start the exited receiver again, saying so on stderr; False (and `gave_up` says
+        why) when it was restarted MAX_RESTARTS times within the last RESTART_WINDOW seconds."""
+        now = time.monotonic()
+        while self.restarts and now - self.restarts[0] > RESTART_WINDOW:
+            self.restarts.popleft()
+        status = exit_status(self.receiver.exit_code())
+        if len(self.restarts) >= MAX_RESTARTS:
+            self.gave_up = (f", after {len(self.restarts)} restarts within {RESTART_WINDOW:.0f}s: not restarting it"
+                            " again; stopping graphite-web")
+            return False
+        self.restarts.append(now)
+        self.err.write(f"bgl run: {self.receiver.name} exited with status {status} while running; restarting it"
+                       f" (restart {len(self.restarts)} of at most {MAX_RESTARTS} within {RESTART_WINDOW:.0f}s)\n"
+                       f"{self.receiver.log_tail(5)}\n")
+        self.err.flush()
+        try:
+            self.receiver.start()
+        except OSError as exc:
+            self.gave_up = f", and could not be started again ({exc}); stopping graphite-web"
+            return False
+        self.err.write(f"bgl run: {self.receiver.name} restarted (pid {self.receiver.pid})\n")
+        self.err.flush()
+        return True
 
     def _stop_all(self) -> bool:
         """The receiver first (what it holds goes to the store), graphite-web after; True

@@ -11,7 +11,7 @@ A plan is a union of parts, each bounded:
   directories, and falls back to the depth query past a bound;
 - `Scan`: nothing usable at all (`**`, `**.a*.**`): one scan with a LIMIT.
 `exact` says every row a part returns matches: the store then reads at most
-max_results + 1 rows; otherwise it allows more candidates (see cassandra.py). The glob
+max_results + 1 rows; otherwise it allows more candidates (see globs.py). The glob
 engine (`GlobPattern.filter`) decides in every case: plans only narrow the candidates.
 Top-level names are found with `component_1 = '__END__'`, never `parent = ''` (secondary
 indexes do not index empty values).

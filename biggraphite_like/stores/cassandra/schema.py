@@ -1,7 +1,8 @@
 """The Cassandra schema: keyspaces, metadata tables, indexes and one datapoints table per stage.
 
 schema/cassandra.cql is `bgl --store cassandra://localhost/biggraphite syncdb --dry-run`
-(keyspace `biggraphite`, default options); a test keeps the two equal.
+(keyspace `biggraphite`, default options); a test keeps the two equal. Every table, key,
+index and invariant: docs/format/cassandra.md.
 
 Data keyspace `<ks>`, one table per stage, created with the first metric using it. A
 stage is a ring of `points` slots, as a whisper archive: slot = (ts / precision) % points,
@@ -38,7 +39,8 @@ timestamp, as whisper's). So a row is keyed by its slot, not its timestamp:
   now), TWCS as the stage table. store_settings `sealed` is the horizon: windows ending at
   or before it may have chunks; readers look for chunks only there (see points.py).
 Metric `metric` uuids are the metric's data id: uuid5 of its name, or of name and
-generation after a deletion (see cassandra.py), so a metric written again starts empty.
+generation after a deletion (connection.data_id, metadata.py), so a metric written again
+starts empty.
 
 Metadata keyspace `<ks>_metadata`: `metrics` and `directories` (name, parent,
 component_0..63 with `__END__` after the last component; SASI or SAI indexes on every
@@ -204,7 +206,8 @@ def schema_statements(options: CassandraOptions, kind: str) -> list[str]:
          f"CREATE KEYSPACE IF NOT EXISTS {meta} WITH replication = {replication} AND durable_writes = true;",
          _metadata_table(meta, "metrics", True),
          _metadata_table(meta, "directories", False),
-         "-- A deleted metric's name -> generation: the data id of the metric created again (see cassandra.py).",
+         "-- A deleted metric's name -> generation: the data id of the metric created again\n"
+         "-- (biggraphite_like.stores.cassandra.metadata).",
          f"CREATE TABLE IF NOT EXISTS {meta}.metric_generations (\n  name text PRIMARY KEY,\n  generation bigint\n);",
          f"CREATE TABLE IF NOT EXISTS {meta}.{SETTINGS_TABLE} (\n  name text PRIMARY KEY,\n  value text\n);"]
         + index_statements(meta, kind)

@@ -17,6 +17,7 @@ from biggraphite_like.errors import (
     SchemaMissing,
     StoreError,
     StoreFull,
+    StoreLocked,
     StoreUnavailable,
 )
 from biggraphite_like.stores.sqlite.checkpointer import BackgroundCheckpoint
@@ -26,6 +27,8 @@ from biggraphite_like.stores.sqlite.schema import DEFAULT_TIMEOUT, WAL_LIMIT_BYT
 
 _WAL_INDEX_HEADER = struct.Struct("=IIIBBHII")  # version, unused, change, initialised, big-endian, page size, mxFrame, pages
 _AUTOCHECKPOINT_PAGES = 1000  # SQLite's default wal_autocheckpoint, restored after a deferring batch
+TIGHT_FREE_FACTOR = 4  # below this many wal_limits free on its disk, the WAL is bounded at TIGHT_WAL_BYTES
+TIGHT_WAL_BYTES = 1 << 20
 
 
 class ConnectionMixin:
@@ -123,15 +126,26 @@ class ConnectionMixin:
             text = str(exc)
             if "no such table" in text:
                 raise SchemaMissing(f"{what}: the store {self.path} has no schema ({text}); run `bgl syncdb`") from exc
-            if "locked" in text or "unable to open" in text or "readonly" in text:
+            if "locked" in text:
+                raise StoreLocked(f"{what}: SQLite store {self.path}: {text}") from exc
+            if "unable to open" in text or "readonly" in text:
                 raise StoreUnavailable(f"{what}: SQLite store {self.path}: {text}") from exc
             if _is_disk_full(exc):
                 raise self._full(what, exc) from exc
+            if _is_io_error(exc):
+                raise self._io_error(what, exc) from exc
             raise StoreError(f"{what}: SQLite store {self.path}: {text}") from exc
         except sqlite3.Error as exc:
             if _is_disk_full(exc):
                 raise self._full(what, exc) from exc
+            if _is_io_error(exc):
+                raise self._io_error(what, exc) from exc
             raise StoreError(f"{what}: SQLite store {self.path}: {exc}") from exc
+
+    def _io_error(self, what: str, exc: sqlite3.Error) -> StoreUnavailable:
+        return StoreUnavailable(f"{what}: SQLite store {self.path}: {exc} (the disk failed a read or write, or is"
+                                " full): the transaction was rolled back, earlier ones are kept; write again once"
+                                " the disk works")
 
     def _full(self, what: str, exc: sqlite3.Error) -> StoreFull:
         try:
@@ -181,7 +195,9 @@ class ConnectionMixin:
             local.points_marked = False
             if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)
                 conn.execute("ROLLBACK")
-            if isinstance(exc, StoreFull) or (isinstance(exc, sqlite3.Error) and _is_disk_full(exc)):
+            cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+            if isinstance(exc, StoreFull) or _is_io_error(cause) or (isinstance(cause, sqlite3.Error)
+                                                                     and _is_disk_full(cause)):
                 self._checkpoint()  # give back the WAL's space if readers allow it
             raise
         local.points_marked = False
@@ -189,7 +205,7 @@ class ConnectionMixin:
         if allowed:
             self._bound_bulk_wal(max(self.wal_limit, allowed))
         else:
-            self._bound_wal(self.wal_limit)
+            self._bound_wal(self._wal_bound())
 
     def defer_checkpoint(self, up_to: int) -> None:
         """Let the commit of this write batch leave the WAL up to `up_to` bytes without
@@ -242,6 +258,19 @@ class ConnectionMixin:
         if version != 3007000 or not initialised:
             return self._wal_size()
         return 32 + frames * ((65536 if page == 1 else page) + 24)  # a 32-byte header, then frames
+
+    def _wal_bound(self) -> int:
+        """The WAL's bound after a commit: wal_limit, or TIGHT_WAL_BYTES while the disk has
+        less than TIGHT_FREE_FACTOR times wal_limit free (it was full, or nearly): the WAL's
+        file, grown by a transaction that ran into a full disk or by the backlog written once
+        space returned, gives its space back at the next commit, not at 16 MiB."""
+        try:
+            stats = os.statvfs(os.path.dirname(self.path))
+        except OSError:
+            return self.wal_limit
+        if stats.f_bavail * stats.f_frsize < TIGHT_FREE_FACTOR * self.wal_limit:
+            return min(self.wal_limit, TIGHT_WAL_BYTES)
+        return self.wal_limit
 
     def _bound_wal(self, limit: int) -> None:
         """Checkpoint and truncate the WAL once it passes limit (wal_limit), so a burst
@@ -351,6 +380,11 @@ class ConnectionMixin:
             mark = int.from_bytes(os.urandom(8), "little") >> 1  # not `random`: forked processes share its state
             self._conn.execute("UPDATE store_state SET value = ? WHERE name = 'points'", (mark,))
             local.points_marked = True
+
+
+def _is_io_error(exc: BaseException | None) -> bool:
+    """SQLITE_IOERR (and its extended codes): a read, write, sync or mmap of a file failed."""
+    return isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_IOERR
 
 
 def _is_disk_full(exc: sqlite3.Error) -> bool:

@@ -1,39 +1,17 @@
 """The tag index of the SQLite store (see biggraphite_like.tags.index).
 
-Tables (schema/sqlite.sql): `tag_names` interns tag names with their series count,
-`tag_values` interns each tag=value pair (id, tag id, value), `tag_value_counts` holds
-the series count of each pair by its id (a narrow table apart: a batch of new series
-updates thousands of counts scattered over the ids, and ~400 counts a page instead of
-~200 with the values dirty half as many pages), `tag_postings` lists the series of each
-pair, `tagged_series` holds the canonical paths with their time of last write. `=` is one
-index lookup, a prefix is a range over (tag id, value), autocomplete a range with a limit. Rows of names and values whose count fell to 0
-stay (their ids are reused) and are never listed.
+Five tables of the store's file: interned tag names and tag=value pairs, the series count
+of each pair, packed postings (a row holds up to 256 series of one pair in one chunk of
+32,768 series ids, as two-byte offsets) and the tagged series by canonical path;
+docs/format/sqlite.md#tags gives their columns, keys and invariants. Why so: interned
+integer ids keep postings and counts small; packed postings let a batch of new series
+write one row per pair and chunk, in its chunk's region of the B-tree, not one row per
+series and pair; `=` is one lookup, a prefix a range over (tag id, value).
 
-Postings are packed. Series ids are cut into chunks of 32,768 (chunk = id >> 15); a row
-`(chunk, value id, first, offsets)` holds up to 256 series of one pair in one chunk: their
-offsets in the chunk (id - chunk << 15), ascending, two bytes each (uint16 little-endian;
-512 bytes at most: no overflow page), keyed by the lowest id, `first`. Indexing a batch of
-new series (increasing ids) writes one row per pair and chunk it holds, all in the region
-of its chunk: a batch of 10,000 series with 11 pairs each writes ~29,000 rows in the
-benchmark, not 110,000 (one per series and pair, the layout before, which `bgl syncdb`
-converts). The rows of a pair in a chunk hold disjoint
-ranges of ids, so the row that may hold series s is the one with the greatest first <= s
-(the probes of an intersection, the removal of a series). A pair read whole is one seek
-per chunk (31 for a million series; the chunks in use are counted in the same
-statement), then its rows; the planner's count of an `=` term keeps the pair's id
-(_ReadPairs), so findSeries with one `=` term is three statements: count, postings,
-paths. The smaller the chunk, the fewer
-earlier batches share its region, whose pages a batch dirties too (the batch of series
-300,000-310,000 wrote 821 postings pages to the write-ahead log with chunks of 65,536,
-273 with 32,768).
-
-Indexing maps the tag=value pairs of a batch to their ids in Python (_PairIds, a cache of
-interned strings like the name strings': ids never change once committed, and a rollback
-makes the store forget them) and groups the postings with numpy. The series rows go in in
-path order (the path index's inserts follow one another), and a transaction indexing
-BULK_SERIES new series or more defers its checkpoint until the WAL passes BULK_WAL_BYTES
-(store.defer_checkpoint: the pages batches dirty again are copied and synced once every
-few batches, not once a batch, and in a thread of its own: stores/sqlite/checkpointer.py).
+Indexing maps a batch's pairs to their ids in Python (_PairIds: ids never change once
+committed; a rollback makes the store forget them) and groups the postings with numpy; a
+transaction indexing BULK_SERIES new series or more defers its checkpoint until the WAL
+passes BULK_WAL_BYTES (store.defer_checkpoint). Measurements: bench/README.md, docs/tags.md.
 """
 from __future__ import annotations
 

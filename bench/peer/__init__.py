@@ -1,0 +1,1 @@
+"""The parts of bench/peer_bench.py (our stack against VictoriaMetrics), one module a part."""
