@@ -38,6 +38,7 @@ import sys
 from biggraphite_like.settings import default_store_url as _default_store_url
 from graphite_plugin import compat as _compat
 from graphite_plugin.options import OPTION_DEFAULTS as _OPTION_DEFAULTS
+from graphite_plugin.options import max_client_requests as _max_client_requests
 from graphite_plugin.options import self_metrics_interval as _self_metrics_interval
 
 _compat.install()
@@ -47,13 +48,15 @@ TAGDB = "graphite_plugin.tagdb.TagDB"  # /tags/* answered from the store's tag i
 BG_STORE = _default_store_url()
 globals().update(_OPTION_DEFAULTS)  # BG_MAX_GLOB_EXPANSION, BG_MAX_GLOB_RESULTS, BG_CACHE_TTL, ...
 BG_SELF_METRICS_INTERVAL = _self_metrics_interval()  # seconds between writes of bgl.web.* (0: off)
+BG_MAX_CLIENT_REQUESTS = _max_client_requests()  # requests in progress per client address and process (0: any)
 # the key type of graphite-web's tables (its migrations predate Django 3.2's setting, which
 # otherwise warns, models.W042, for every model at each start)
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 # graphite's URLs, with errors answered as a short reason (graphite_plugin.error_views)
 ROOT_URLCONF = "graphite_plugin.urls"
 
-__all__ = ["STORAGE_FINDERS", "TAGDB", "BG_STORE", "BG_SELF_METRICS_INTERVAL", "DEFAULT_AUTO_FIELD",
+__all__ = ["STORAGE_FINDERS", "TAGDB", "BG_STORE", "BG_SELF_METRICS_INTERVAL", "BG_MAX_CLIENT_REQUESTS",
+           "DEFAULT_AUTO_FIELD",
            *_OPTION_DEFAULTS]
 
 _content = os.path.join(sys.prefix, "webapp", "content")

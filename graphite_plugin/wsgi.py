@@ -86,9 +86,9 @@ class ClientSlots:
     def limit() -> int:
         from django.conf import settings
 
-        from graphite_plugin.options import OPTION_DEFAULTS
+        from graphite_plugin.options import DEFAULT_MAX_CLIENT_REQUESTS
 
-        return int(getattr(settings, "BG_MAX_CLIENT_REQUESTS", OPTION_DEFAULTS["BG_MAX_CLIENT_REQUESTS"]))
+        return int(getattr(settings, "BG_MAX_CLIENT_REQUESTS", DEFAULT_MAX_CLIENT_REQUESTS))
 
     def take(self, client: str, limit: int) -> bool:
         with self._lock:

@@ -275,6 +275,20 @@ def test_normal_clients_are_served_among_hostile_ones(stack):
     assert p99 < 10.0, (p50, p99)
 
 
+def test_one_client_gets_at_most_its_share_of_threads(stack):
+    path = render_path(target="srv.*.m1", format="json", **{"from": "-1d"})  # 100 series of a day
+
+    def burst():
+        with ThreadPoolExecutor(16) as pool:
+            return list(pool.map(lambda _: http_request(stack, path, "127.0.0.7"), range(16)))
+
+    answers = served_meanwhile(stack, burst)
+    statuses = collections.Counter(status for status, _, _ in answers)
+    assert set(statuses) <= {200, 503} and statuses[503] > 0 and statuses[200] > 0, statuses
+    refused = next(answer for answer in answers if answer[0] == 503)
+    assert_short_reason(*refused, "BG_MAX_CLIENT_REQUESTS", "127.0.0.7")
+
+
 # -- row 8: the WSGI front's cached finds apply ALLOWED_HOSTS -----------------------------------------
 
 def test_a_foreign_host_gets_no_cached_find(stack):
