@@ -7,8 +7,10 @@ Globs use the accessor's glob engine (StandardFinder's semantics), their answers
 until the store's names token changes (read every BG_FIND_CACHE_CHECK_INTERVAL seconds)
 or BG_FIND_CACHE_TTL seconds have passed; `fetch` answers many patterns with one batched read;
 `get_index` scans the metrics table instead of walking `**`. A render over
-BG_MAX_RENDER_SERIES series or BG_MAX_RENDER_POINTS points answers 400 naming the setting,
-before reading anything; a fetch still running past FETCH_TIMEOUT stops. The accessor is created on
+BG_MAX_RENDER_SERIES series (counted per target, as graphite copies them) or
+BG_MAX_RENDER_POINTS points (read, or built by its functions: graphite_plugin.render_budget)
+answers 400 naming the setting, before reading anything; a fetch still running past
+FETCH_TIMEOUT stops. A plain name longer than a glob pattern may be is looked up as is. The accessor is created on
 first use, once per process, store URL and options. The finder is tags-aware: it answers
 `seriesByTag(...)` in find and fetch and the two autocomplete calls from the store's tag
 index (limits BG_MAX_TAG_SERIES, BG_MAX_TAG_VALUES).
@@ -26,13 +28,15 @@ from graphite.finders.utils import BaseFinder
 from graphite.node import BranchNode, LeafNode
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import GlobTooComplex, InvalidGlob, InvalidTagExpression, TooManyResults
+from biggraphite_like.errors import GlobTooComplex, InvalidGlob, InvalidMetricName, InvalidTagExpression, TooManyResults
+from biggraphite_like.glob import MAX_PATTERN_LENGTH, is_glob
 from biggraphite_like.settings import default_store_url
 from biggraphite_like.urls import with_default_option
 from graphite_plugin.errors import DeferredError, PatternRefused, RenderTooLarge
 from graphite_plugin.glob_cache import GlobCache
 from graphite_plugin.options import ACCESSOR_ARGUMENTS, OPTION_DEFAULTS
 from graphite_plugin.reader import FETCHED_ARRAYS, MetadataBatch, ReadLimits, Reader, read_series
+from graphite_plugin.render_budget import function_points, path_expressions, series_copies
 
 REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob, InvalidTagExpression)
 TAG_CALL = "seriesByTag("
@@ -55,12 +59,24 @@ class Backend:
         call gives the series matching its expressions."""
         if pattern.startswith(TAG_CALL):  # cached like globs (graphite caches its TagDB's answers too)
             return self.globs.get("tags", pattern, lambda p: (tuple(self.accessor.tags.find_series(tag_expressions(p))),))[0]
-        return self.globs.get("metrics", pattern, lambda p: (tuple(self.accessor.glob_metrics(p)),))[0]
+        return self.globs.get("metrics", pattern, lambda p: (tuple(self._glob_metrics(p)),))[0]
+
+    def _glob_metrics(self, pattern: str) -> list[str]:
+        """The accessor's glob, or for a plain name longer than a glob may be (a metric the
+        store accepted: names have no length limit), whether it is a metric."""
+        if long_plain_name(pattern):
+            try:
+                return [pattern] if self.accessor.has_metric(pattern) else []
+            except InvalidMetricName:  # a name the store cannot hold matches nothing
+                return []
+        return self.accessor.glob_metrics(pattern)
 
     def glob_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]]:
         """(metrics, directories) matching the pattern, cached as one answer: most patterns
         match only one kind, and an empty part must not keep the other from the cache."""
         def compute(p: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+            if long_plain_name(p):
+                return tuple(self._glob_metrics(p)), ()  # metrics only
             return tuple(self.accessor.glob_metrics(p)), tuple(self.accessor.glob_directories(p))
 
         return self.globs.get("nodes", pattern, compute)
@@ -71,6 +87,12 @@ class Backend:
 
 
 _NODE_ORDER = operator.attrgetter("path", "is_leaf")
+
+
+def long_plain_name(pattern: str) -> bool:
+    """A name without wildcards longer than a glob may be (the store's names are not
+    limited in length): looked up as a metric, not globbed."""
+    return len(pattern) > MAX_PATTERN_LENGTH and not is_glob(pattern)
 
 
 class NodeTrees:
@@ -208,14 +230,11 @@ class Finder(BaseFinder):
         except REFUSED as exc:
             return refused(exc)
         names = sorted({name for _, found in matches for name in found})
-        max_series = int(getattr(settings, "BG_MAX_RENDER_SERIES", OPTION_DEFAULTS["BG_MAX_RENDER_SERIES"]))
-        if len(names) > max_series:
-            return DeferredError(RenderTooLarge(
-                f"this render reads {len(names)} series, more than {max_series} (graphite-web setting"
-                " BG_MAX_RENDER_SERIES); narrow the targets or raise the setting"))
         max_points = int(getattr(settings, "BG_MAX_RENDER_POINTS", OPTION_DEFAULTS["BG_MAX_RENDER_POINTS"]))
         try:
-            series = read_series(backend.accessor, names, start_time, end_time, now, ReadLimits(max_points, deadline),
+            handed = check_render_budget(requestContext or {}, dict(matches), len(names), max_points)
+            series = read_series(backend.accessor, names, start_time, end_time, now,
+                                 ReadLimits(max_points * len(names) // max(handed, 1), deadline),
                                  (requestContext or {}).get(FETCHED_ARRAYS))
         except RenderTooLarge as exc:
             return DeferredError(exc)
@@ -240,18 +259,51 @@ class Finder(BaseFinder):
         return results
 
     def auto_complete_tags(self, exprs, tagPrefix=None, limit=None, requestContext=None):
-        """Tags of the series matching exprs (every tag without), from the tag index."""
-        return self.accessor.tags.auto_complete_tags(list(exprs), tagPrefix, _autocomplete_limit(limit))
+        """Tags of the series matching exprs (every tag without), from the tag index; an
+        expression the index refuses answers 400."""
+        try:
+            return self.accessor.tags.auto_complete_tags(list(exprs), tagPrefix, _autocomplete_limit(limit))
+        except REFUSED as exc:
+            return refused(exc)
 
     def auto_complete_values(self, exprs, tag, valuePrefix=None, limit=None, requestContext=None):
-        """Values of tag among the series matching exprs, from the tag index."""
-        return self.accessor.tags.auto_complete_values(list(exprs), tag, valuePrefix, _autocomplete_limit(limit))
+        """Values of tag among the series matching exprs, from the tag index (400 as above)."""
+        try:
+            return self.accessor.tags.auto_complete_values(list(exprs), tag, valuePrefix, _autocomplete_limit(limit))
+        except REFUSED as exc:
+            return refused(exc)
 
     def get_index(self, requestContext=None):
         """Every metric name, sorted, from a scan of the metrics (no `**` glob)."""
         names = [metric.name for page in self.accessor.scan_metrics() for metric in page.items]
         names.sort()
         return names
+
+
+def check_render_budget(context: dict, matches: dict[str, Sequence[str]], read: int, max_points: int) -> int:
+    """The series graphite will build from this fetch (each target its own copy of what its
+    patterns match; `read` when the targets are unknown); RenderTooLarge when they exceed
+    BG_MAX_RENDER_SERIES, or their points per series from functions (render_budget) exceed
+    BG_MAX_RENDER_POINTS."""
+    max_series = int(getattr(settings, "BG_MAX_RENDER_SERIES", OPTION_DEFAULTS["BG_MAX_RENDER_SERIES"]))
+    handed, produced = read, 0
+    targets = context.get("targets") or ()
+    if targets and "startTime" in context and "endTime" in context:
+        handed = 0
+        for target in targets:
+            count = sum(len(matches.get(pattern, ())) for pattern in path_expressions(target)) * series_copies(target)
+            handed += count
+            produced += count * function_points(target, context["startTime"], context["endTime"])
+        handed = max(handed, read)
+    if handed > max_series:
+        copies = f" ({read} distinct, each target gets its own copy)" if handed > read else ""
+        raise RenderTooLarge(f"this render reads {handed} series{copies}, more than {max_series} (graphite-web"
+                             " setting BG_MAX_RENDER_SERIES); narrow the targets or raise the setting")
+    if produced > max_points:
+        raise RenderTooLarge(f"this render's functions build {produced} points, more than {max_points}"
+                             " (graphite-web setting BG_MAX_RENDER_POINTS); use longer intervals, fewer series"
+                             " or a shorter range")
+    return handed
 
 
 def _autocomplete_limit(limit) -> int:

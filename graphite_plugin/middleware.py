@@ -1,5 +1,10 @@
 """Django middleware of the plugin, added to graphite-web's MIDDLEWARE by settings.py.
 
+* ErrorAnswerMiddleware keeps every error answer a short reason: graphite answers some
+  400s as text/html with the request's target in them (a browser would render it) and
+  some 500s as JSON holding a whole traceback (`{"error": "All requests failed ..."}`).
+  An error's text/html becomes text/plain; a body with a traceback or past 2,000 bytes is
+  replaced by graphite_plugin.error_views' short reason for its status.
 * PatternRefusedMiddleware answers 400 with the text for a pattern the store refused.
   `/metrics/find` and `/render` already turn `InputParameterError` into 400; views that do
   not (`/metrics/expand`) would answer graphite's 500 page.
@@ -11,6 +16,9 @@
   `Referer`); clients that are not browsers (curl, scripts, Grafana's server access) send
   none of them and are not affected, nor are Grafana's reads from the browser (`/render`,
   `/metrics/find`, `/tags/autoComplete/*`, ...).
+* RenderBudgetMiddleware answers 400 with the reason for a render graphite would fail on or
+  that would build more than the limits allow (graphite_plugin.render_budget), before
+  graphite's view (or a shortcut) runs.
 * ViewShortcutMiddleware answers two of graphite's views the way they would, faster:
   JSON renders (graphite_plugin.render_view) and tree finds of a cached pattern
   (graphite_plugin.find_view), through Django's `process_view` hook; each shortcut
@@ -18,6 +26,7 @@
 """
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import urlsplit
 
@@ -36,6 +45,41 @@ WRITE_PATHS = re.compile(r"^/(dashboard/(save|save_template|delete|delete_templa
 CROSS_SITE_READS = re.compile(r"^/(render|metrics/(find|expand)|tags/(autoComplete/|findSeries)|functions)")
 
 
+MAX_ERROR_BODY = 2000
+
+
+class ErrorAnswerMiddleware:
+    """Error answers as a short reason (see the module docstring)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.status_code < 400 or response.streaming:
+            return response
+        from graphite_plugin.error_views import TEXT, has_traceback, short_reason
+
+        if response.get("Content-Type", "").startswith("text/html"):
+            response["Content-Type"] = TEXT
+        body = response.content
+        if len(body) > MAX_ERROR_BODY or has_traceback(body):
+            reason = short_reason(response.status_code)
+            if response.get("Content-Type", "").startswith("application/json"):
+                response.content = json.dumps({"error": reason})
+            else:
+                response.content = reason + "\n"
+                response["Content-Type"] = TEXT
+            response["Content-Length"] = str(len(response.content))
+        return response
+
+    def process_exception(self, request, exception):
+        """A view's exception (after graphite's middleware logged it): the short answer."""
+        from graphite_plugin.error_views import answer_for
+
+        return answer_for(exception)
+
+
 class PatternRefusedMiddleware:
     """Answer 400 (text/plain, the error's message) for PatternRefused raised by a view."""
 
@@ -51,6 +95,43 @@ class PatternRefusedMiddleware:
         return None
 
 
+class RenderBudgetMiddleware:
+    """process_view: a render over the budget answers 400 (graphite_plugin.render_budget)."""
+
+    def __init__(self, get_response):
+        from graphite.render.views import renderView
+
+        from graphite_plugin import utf8_targets
+
+        utf8_targets.install()  # targets naming non-ASCII metrics parse
+        self.get_response = get_response
+        self.render_view = renderView
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if view_func is not self.render_view:
+            return None
+        from graphite.render.views import parseOptions
+
+        from graphite_plugin.options import OPTION_DEFAULTS
+        from graphite_plugin.render_budget import check_request
+
+        try:
+            graph_options, request_options = parseOptions(request)
+        except Exception:  # noqa: BLE001 - graphite's view answers its own error
+            return None
+        limits = {name: int(getattr(settings, name, OPTION_DEFAULTS[name]))
+                  for name in ("BG_MAX_RENDER_POINTS", "BG_MAX_RENDER_PIXELS", "BG_MAX_RENDER_SERIES")}
+        try:
+            check_request(graph_options, request_options, limits["BG_MAX_RENDER_POINTS"],
+                          limits["BG_MAX_RENDER_PIXELS"], limits["BG_MAX_RENDER_SERIES"])
+        except PatternRefused as exc:
+            return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+        return None
+
+
 class ViewShortcutMiddleware:
     """process_view: graphite's view -> a shortcut with the same answer (see the module docstring)."""
 
@@ -63,7 +144,7 @@ class ViewShortcutMiddleware:
 
         self.get_response = get_response
         self.shortcuts = {renderView: render_json, find_view: find_tree}
-        # an exception raised here skips the process_exception hooks: log it as graphite's would
+        # an exception raised here skips the process_exception hooks: log and answer it here
         self.log_exceptions = GRAPHITE_EXCEPTION_LOGGER in settings.MIDDLEWARE
 
     def __call__(self, request):
@@ -75,12 +156,14 @@ class ViewShortcutMiddleware:
             return None
         try:
             return shortcut(request)
-        except Exception:
+        except Exception as exc:
             if self.log_exceptions:
                 from graphite.logger import log
 
                 log.exception(f"Exception encountered in <{request.method} {request.build_absolute_uri()}>")
-            raise
+            from graphite_plugin.error_views import answer_for
+
+            return answer_for(exc)  # as the view's exception would be answered (graphite_plugin.urls)
 
 
 def app_path(request) -> str:

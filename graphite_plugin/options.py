@@ -20,6 +20,7 @@ OPTION_DEFAULTS: dict[str, float | int] = {
     "BG_FIND_CACHE_CHECK_INTERVAL": 0.5,  # seconds between two reads of the store's names token by a process
     "BG_MAX_RENDER_SERIES": 20_000,  # series one render (one fetch of its targets) may read
     "BG_MAX_RENDER_POINTS": 10_000_000,  # points one render may read, summed over its series
+    "BG_MAX_RENDER_PIXELS": 16_000_000,  # pixels of one rendered image (width x height; 4000x4000)
     "BG_MAX_TAG_SERIES": _tags.DEFAULT_MAX_TAG_SERIES,  # series the driving term of a tag query may cover
     "BG_MAX_TAG_VALUES": _tags.DEFAULT_MAX_TAG_VALUES,  # values of a tag one tag expression may read
 }
@@ -53,3 +54,23 @@ def self_metrics_interval(environ: dict | None = None) -> float:
         raise ValueError(f"${SELF_METRICS_INTERVAL_ENV}={text!r}: expected seconds between two writes of"
                          " graphite-web's self-metrics (a number >= 0; 0 turns them off)")
     return value
+
+
+# requests one client address may have in progress in a graphite-web process (0: no limit)
+MAX_CLIENT_REQUESTS_ENV = "BGL_MAX_CLIENT_REQUESTS"
+DEFAULT_MAX_CLIENT_REQUESTS = 4
+
+
+def max_client_requests(environ: dict | None = None) -> int:
+    """BG_MAX_CLIENT_REQUESTS' default: $BGL_MAX_CLIENT_REQUESTS (`bgl run` writes its
+    local_settings.py again at every start: the variable is how its operator changes it),
+    else 4."""
+    import os
+
+    text = (os.environ if environ is None else environ).get(MAX_CLIENT_REQUESTS_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_CLIENT_REQUESTS
+    if not text.isdigit():
+        raise ValueError(f"${MAX_CLIENT_REQUESTS_ENV}={text!r}: expected the number of requests one client"
+                         " address may have in progress in a graphite-web process (an integer >= 0; 0: no limit)")
+    return int(text)

@@ -16,8 +16,12 @@ Importing it:
   whitenoise 5.x installed, graphite's app settings then serve them (`bgl run`); adds a
   static files finder for that folder (`graphite_plugin.staticfiles`), so the dashboard
   finds its theme;
+* sets ROOT_URLCONF to graphite_plugin.urls (errors answered as a short reason by
+  graphite_plugin.error_views, not graphite's traceback page);
 * loads graphite's Django app settings (graphite.app_settings, as graphite.settings would)
-  and adds `graphite_plugin.middleware`'s CrossSiteWriteMiddleware (a browser's write from another origin is refused),
+  and adds `graphite_plugin.middleware`'s ErrorAnswerMiddleware (every error answer a short
+  reason), CrossSiteWriteMiddleware (a browser's write from another origin is refused),
+  RenderBudgetMiddleware (renders over the budgets refused before anything is built),
   ViewShortcutMiddleware (`/render?format=json` encoded with numpy, cached tree finds
   without graphite's worker pool and with the default profile kept 10 s; same bytes) and PatternRefusedMiddleware to MIDDLEWARE, and
   `graphite_plugin.self_metrics`' RequestTimingMiddleware first (graphite-web's find and
@@ -34,6 +38,7 @@ import sys
 from biggraphite_like.settings import default_store_url as _default_store_url
 from graphite_plugin import compat as _compat
 from graphite_plugin.options import OPTION_DEFAULTS as _OPTION_DEFAULTS
+from graphite_plugin.options import max_client_requests as _max_client_requests
 from graphite_plugin.options import self_metrics_interval as _self_metrics_interval
 
 _compat.install()
@@ -43,11 +48,15 @@ TAGDB = "graphite_plugin.tagdb.TagDB"  # /tags/* answered from the store's tag i
 BG_STORE = _default_store_url()
 globals().update(_OPTION_DEFAULTS)  # BG_MAX_GLOB_EXPANSION, BG_MAX_GLOB_RESULTS, BG_CACHE_TTL, ...
 BG_SELF_METRICS_INTERVAL = _self_metrics_interval()  # seconds between writes of bgl.web.* (0: off)
+BG_MAX_CLIENT_REQUESTS = _max_client_requests()  # requests in progress per client address and process (0: any)
 # the key type of graphite-web's tables (its migrations predate Django 3.2's setting, which
 # otherwise warns, models.W042, for every model at each start)
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
+# graphite's URLs, with errors answered as a short reason (graphite_plugin.error_views)
+ROOT_URLCONF = "graphite_plugin.urls"
 
-__all__ = ["STORAGE_FINDERS", "TAGDB", "BG_STORE", "BG_SELF_METRICS_INTERVAL", "DEFAULT_AUTO_FIELD",
+__all__ = ["STORAGE_FINDERS", "TAGDB", "BG_STORE", "BG_SELF_METRICS_INTERVAL", "BG_MAX_CLIENT_REQUESTS",
+           "DEFAULT_AUTO_FIELD",
            *_OPTION_DEFAULTS]
 
 _content = os.path.join(sys.prefix, "webapp", "content")
@@ -68,10 +77,13 @@ def _app_settings() -> dict:
 
     values = {name: getattr(app_settings, name) for name in dir(app_settings) if name.isupper()}
     values["MIDDLEWARE"] = ("graphite_plugin.self_metrics.RequestTimingMiddleware",  # times whole requests
+                            "graphite_plugin.middleware.ErrorAnswerMiddleware",  # every error a short reason
                             *values["MIDDLEWARE"],
                             "graphite_plugin.middleware.CrossSiteWriteMiddleware",
+                            "graphite_plugin.middleware.RenderBudgetMiddleware",
                             "graphite_plugin.middleware.ViewShortcutMiddleware",
                             "graphite_plugin.middleware.PatternRefusedMiddleware")
+    values["ROOT_URLCONF"] = ROOT_URLCONF
     values["GRAPHITE_WEB_APP_SETTINGS_LOADED"] = True  # graphite.settings must not load them again
     return values
 

@@ -11,10 +11,17 @@ remote user, no gzip wanted, only `query` and `format=treejson` (find_view's che
 The answer carries the headers the chain would add for it (Content-Length, `Vary:
 Cookie` from the session the profile lookup reads, `Vary: Accept-Encoding` from gzip on
 a body of 200 bytes or more) and is counted in the self-metrics as a find.
-Anything else, or a pattern not cached, goes to graphite's application unchanged.
+Anything else, or a pattern not cached, goes to graphite's application unchanged; so
+does a request Django would refuse before any view (a Host header not in ALLOWED_HOSTS:
+DNS rebinding; a User-Agent in DISALLOWED_USER_AGENTS).
+
+Every request first takes one of its client address's BG_MAX_CLIENT_REQUESTS slots in
+this process (ClientSlots); with none left it answers 503 at once, so that one client
+cannot hold every thread of a worker.
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable, Iterable
 
@@ -39,6 +46,8 @@ def _cached_find(environ: dict):
     from graphite_plugin.find_view import find_tree
 
     request = WSGIRequest(environ)
+    if not django_would_serve(request):
+        return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 403 for a refused agent)
     request.user = AnonymousUser()  # AuthenticationMiddleware's answer for a request without a session
     response = find_tree(request)
     if response is None:
@@ -50,8 +59,100 @@ def _cached_find(environ: dict):
     return response
 
 
+def django_would_serve(request) -> bool:
+    """Whether Django's request handling lets this request reach a view: a Host header in
+    ALLOWED_HOSTS (HttpRequest.get_host, which answers 400 otherwise: DNS rebinding), a
+    User-Agent not in DISALLOWED_USER_AGENTS (CommonMiddleware's 403)."""
+    from django.conf import settings
+    from django.core.exceptions import DisallowedHost
+
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return False
+    agent = request.META.get("HTTP_USER_AGENT")
+    return agent is None or not any(pattern.search(agent) for pattern in settings.DISALLOWED_USER_AGENTS)
+
+
+class ClientSlots:
+    """Requests in progress per client address in this process, at most BG_MAX_CLIENT_REQUESTS
+    each (0: no limit): one client cannot hold every thread of a worker."""
+
+    def __init__(self) -> None:
+        self._busy: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def limit() -> int:
+        from django.conf import settings
+
+        from graphite_plugin.options import DEFAULT_MAX_CLIENT_REQUESTS
+
+        return int(getattr(settings, "BG_MAX_CLIENT_REQUESTS", DEFAULT_MAX_CLIENT_REQUESTS))
+
+    def take(self, client: str, limit: int) -> bool:
+        with self._lock:
+            busy = self._busy.get(client, 0)
+            if limit and busy >= limit:
+                return False
+            self._busy[client] = busy + 1
+            return True
+
+    def give_back(self, client: str) -> None:
+        with self._lock:
+            busy = self._busy.pop(client, 1) - 1
+            if busy:
+                self._busy[client] = busy
+
+
+CLIENT_SLOTS = ClientSlots()
+
+
 def application(environ: dict, start_response: Callable) -> Iterable[bytes]:
-    """The WSGI entry point (see the module docstring)."""
+    """The WSGI entry point: a client over its share answers 503, others are served (see
+    the module docstring)."""
+    client = environ.get("REMOTE_ADDR", "")
+    limit = CLIENT_SLOTS.limit()
+    if not CLIENT_SLOTS.take(client, limit):
+        body = (f"too many requests in progress from {client}: at most {limit} per graphite-web process"
+                " (graphite-web setting BG_MAX_CLIENT_REQUESTS); retry when one has finished\n").encode()
+        start_response("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8"),
+                                                   ("Content-Length", str(len(body))), ("Retry-After", "1")])
+        return [body]
+    try:
+        body = _serve(environ, start_response)
+    except BaseException:
+        CLIENT_SLOTS.give_back(client)
+        raise
+    return _Releasing(body, lambda: CLIENT_SLOTS.give_back(client))
+
+
+class _Releasing:
+    """A response body that gives the client's slot back once: after its last byte, or when
+    the server closes it (then closing the application's body: Django's request_finished)."""
+
+    def __init__(self, body: Iterable[bytes], release: Callable[[], None]):
+        self.body, self._release = body, release
+
+    def __iter__(self):
+        yield from self.body
+        self.release()
+
+    def release(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.release()
+
+
+def _serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
     if _eligible(environ):
         started = time.perf_counter()
         try:

@@ -328,8 +328,11 @@ def gunicorn_conf_text(config: StackConfig) -> str:
 wsgi_app = "graphite_plugin.wsgi:application"
 bind = [{f'{bind}:{config.web_port}'!r}]
 workers = {config.web_workers}
-worker_class = "gthread"
-threads = 4
+# gthread, but a thread only for a request that has arrived (idle connections wait in the poller)
+worker_class = "graphite_plugin.gunicorn_worker.RequestFirstWorker"
+threads = 8
+max_requests = 10000  # a worker is replaced after this many requests (jittered) ...
+max_requests_jitter = 1000
 timeout = 120
 graceful_timeout = 30
 pythonpath = {str(config.conf_dir)!r}
@@ -337,6 +340,14 @@ raw_env = {env!r}
 errorlog = {str(config.web_log)!r}
 accesslog = {str(config.log_dir / 'webapp' / 'access.log')!r}
 proc_name = "bgl-graphite-web"
+
+
+def post_request(worker, req, environ, resp):  # ... or as soon as it holds more than 1 GiB ($BGL_WEB_MAX_RSS)
+    from graphite_plugin.gunicorn_worker import recycle_past
+
+    recycle_past(worker)
+
+
 """ + _control_socket_lines(config)
 
 

@@ -1,0 +1,129 @@
+"""A gunicorn worker that gives a thread only to a connection whose request has arrived.
+
+gunicorn's gthread worker (27.0.1, pinned) hands every new connection to a thread, which
+waits up to 5 s for its first bytes and then blocks reading the rest of the request: 40
+idle or slow connections hold every thread of `bgl run`'s two workers, and nobody else is
+served. `RequestFirstWorker` keeps a connection in the worker's poller (no thread) until
+its request head, and a body of up to MAX_BUFFERED_BODY bytes, have arrived; a connection
+that has not sent a whole request within REQUEST_ARRIVAL_TIMEOUT seconds of its first
+wait (a new connection, or a kept-alive one that starts a request) is closed. Everything
+else is gthread's: the thread parses the bytes already read and runs the application.
+
+    worker_class = "graphite_plugin.gunicorn_worker.RequestFirstWorker"   # gunicorn.conf.py
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import selectors
+import time
+from functools import partial
+
+from gunicorn.workers.gthread import TConn, ThreadWorker
+
+REQUEST_ARRIVAL_TIMEOUT = 10.0  # seconds a client has to send a whole request
+MAX_BUFFERED_BODY = 1 << 20  # bodies up to this size are read before a thread is given
+_HEAD_END = b"\r\n\r\n"
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
+_READ_SIZE = 1 << 16
+MAX_WORKER_RSS = 1 << 30  # bytes: a worker past this after a request is replaced (bgl run's default) ...
+MAX_WORKER_RSS_ENV = "BGL_WEB_MAX_RSS"  # ... unless this variable gives another number of bytes
+
+
+def request_complete(data: bytes, max_head: int) -> bool:
+    """Whether `data` holds a whole request (or enough that a thread will not wait on the
+    client: a head past `max_head` bytes, which gunicorn refuses, a chunked or large body)."""
+    head_end = data.find(_HEAD_END)
+    if head_end < 0:
+        return len(data) > max_head
+    head = data[:head_end]
+    if b"chunked" in head.lower():
+        return True
+    match = _CONTENT_LENGTH.search(head)
+    length = int(match.group(1)) if match else 0
+    return length > MAX_BUFFERED_BODY or len(data) >= head_end + len(_HEAD_END) + length
+
+
+class RequestFirstWorker(ThreadWorker):
+    """gthread, except that a thread gets a connection only once its request has arrived."""
+
+    def accept(self, listener):
+        if self.cfg.is_ssl:  # the TLS handshake needs a thread: gthread's way
+            return super().accept(listener)
+        try:
+            client_sock, client_addr = listener.accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        self._await_request(TConn(self.cfg, client_sock, client_addr, listener.getsockname()))
+
+    def on_client_socket_readable(self, conn, client):
+        """A kept-alive connection starts its next request: wait for all of it too."""
+        self.poller.unregister(client)
+        self.keepalived_conns.remove(conn)
+        self._await_request(conn)
+
+    def _await_request(self, conn) -> None:
+        conn.sock.setblocking(False)
+        conn.arrived = bytearray()
+        conn.timeout = time.monotonic() + REQUEST_ARRIVAL_TIMEOUT  # murder_pending closes it then
+        self.pending_conns.append(conn)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_bytes, conn))
+
+    def _on_bytes(self, conn, sock) -> None:
+        try:
+            data = sock.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if data:
+            conn.arrived += data
+            max_head = self.cfg.limit_request_line + self.cfg.limit_request_fields * self.cfg.limit_request_field_size
+            if not request_complete(bytes(conn.arrived), max_head):
+                return
+        self.poller.unregister(sock)
+        self.pending_conns.remove(conn)
+        if not data:  # the client went away before sending a whole request
+            self.nr_conns -= 1
+            conn.close()
+            return
+        if not conn.initialized:
+            conn.init()  # builds the HTTP/1 parser (plain sockets: nothing is read)
+        conn.parser.unreader.unread(bytes(conn.arrived))
+        conn.arrived = bytearray()
+        conn.data_ready = True
+        self.enqueue_req(conn)
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (Linux /proc/self/statm), 0 when unknown."""
+    try:
+        with open("/proc/self/statm") as file:
+            return int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def max_worker_rss() -> int:
+    """The bytes a worker may hold after a request: $BGL_WEB_MAX_RSS, else MAX_WORKER_RSS."""
+    text = os.environ.get(MAX_WORKER_RSS_ENV, "").strip()
+    try:
+        return int(text) if text else MAX_WORKER_RSS
+    except ValueError:
+        raise ValueError(f"${MAX_WORKER_RSS_ENV}={text!r}: expected a number of bytes") from None
+
+
+def recycle_past(worker, limit: int | None = None) -> None:
+    """gunicorn's post_request hook: a worker whose memory grew past `limit` bytes (default
+    max_worker_rss(); a render that built large series keeps its arenas) finishes its
+    requests and exits; the arbiter starts a fresh one."""
+    limit = max_worker_rss() if limit is None else limit
+    rss = resident_bytes()
+    if rss > limit and worker.alive:
+        worker.log.warning("worker %s holds %d MiB, more than %d MiB: replaced by a new worker",
+                           worker.pid, rss >> 20, limit >> 20)
+        worker.alive = False
