@@ -314,6 +314,7 @@ STORAGE_DIR = {str(config.storage_dir)!r}
 LOG_DIR = {str(config.log_dir / 'webapp')!r}
 CARBONLINK_HOSTS = [{f'{CARBONLINK_INTERFACE}:{config.carbonlink_port}:{CARBON_INSTANCE}'!r}]
 ALLOWED_HOSTS = {config.allowed_hosts()!r}  # follows --bind; add names with ${ALLOWED_HOSTS_ENV}
+BG_PROMETHEUS_METRICS = True  # GET /metrics: find and render counters, Prometheus text (graphite_plugin.prometheus)
 """ + ("" if config.self_metrics_interval is None
        else f"BG_SELF_METRICS_INTERVAL = {config.self_metrics_interval!r}  # --self-metrics-interval\n")
 
