@@ -110,3 +110,34 @@ def test_graphite_web_serves_find_and_render_counts_to_prometheus(tmp_path):
     assert 0 < samples["bgl_web_find_max_milliseconds"] <= samples["bgl_web_find_milliseconds_total"]
     assert samples["bgl_web_self_metrics_write_errors_total"] == 0
     assert types["bgl_web_find_requests"] == "counter"
+
+
+def test_graphite_web_metrics_only_when_asked(tmp_path):
+    """Without BG_PROMETHEUS_METRICS, /metrics is graphite's (find's alias: no counters);
+    with it, finds are counted and a Host outside ALLOWED_HOSTS is refused."""
+    from django.conf import settings
+    from django.test import Client
+
+    from tests.graphite_env import names_store, use_finders
+
+    store = names_store(tmp_path, ["a.b", "a.c"])
+    middleware = ("graphite_plugin.self_metrics.RequestTimingMiddleware", "graphite_plugin.prometheus.PrometheusMiddleware",
+                  *settings.MIDDLEWARE)
+    client = Client(raise_request_exception=False)
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store, MIDDLEWARE=middleware):
+        off = client.get("/metrics")
+        assert off.status_code == 400 and b"Missing required parameter 'query'" in off.content  # graphite's answer
+        found = client.get("/metrics/find", {"query": "a.*"})
+        assert found.status_code == 200, found.content
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store, MIDDLEWARE=middleware, BG_PROMETHEUS_METRICS=True,
+                     ALLOWED_HOSTS=["testserver"]):
+        before = _find_requests(client.get("/metrics").content.decode())
+        assert client.get("/metrics/find", {"query": "a.*"}).status_code == 200
+        assert {entry["text"] for entry in client.get("/metrics", {"query": "a.*"}).json()} == {"b", "c"}
+        assert _find_requests(client.get("/metrics").content.decode()) == before + 1
+        assert client.get("/metrics", HTTP_HOST="evil.example").status_code == 400
+
+
+def _find_requests(text: str) -> float:
+    samples = {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
+    return samples["bgl_web_find_requests_total"]
