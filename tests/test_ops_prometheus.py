@@ -3,6 +3,7 @@ graphite-web's (BG_PROMETHEUS_METRICS, on under `bgl run`), parsed with promethe
 own text parser after real traffic, and compared with what the test sent."""
 from __future__ import annotations
 
+import http.client
 import socket
 import time
 import urllib.error
@@ -74,6 +75,31 @@ def test_receiver_serves_its_counters_to_prometheus(tmp_path):
     assert types["bgl_receiver_buffered_points"] == "gauge"
     assert samples["bgl_receiver_metrics_received_total"] == sent + len(BAD_LINES)  # counted before checks
     assert samples["bgl_receiver_flushes_total"] >= 1
+
+
+def test_receiver_prometheus_port_serves_a_bounded_number_of_connections(tmp_path):
+    """MAX_CLIENTS silent connections hold every slot: the next is closed unanswered (no
+    more threads), the carbon ports go on, and once they leave a scrape is answered."""
+    from biggraphite_like.receiver.prometheus import MAX_CLIENTS, REQUEST_TIMEOUT
+
+    prometheus_port = free_port()
+    receiver = BglReceive(tmp_path / "r", f"sqlite://{tmp_path / 'bgl.db'}", "--prometheus-port",
+                          str(prometheus_port)).start()
+    url = f"http://127.0.0.1:{prometheus_port}/metrics"
+    silent = [socket.create_connection(("127.0.0.1", prometheus_port), timeout=30) for _ in range(MAX_CLIENTS)]
+    try:
+        time.sleep(1)  # accepted, each in its thread, waiting for a request line
+        with pytest.raises((ConnectionError, urllib.error.URLError, http.client.HTTPException)):
+            urllib.request.urlopen(url, timeout=REQUEST_TIMEOUT / 2).read()
+        sent = send_lines(receiver.line_port, int(time.time()))
+    finally:
+        for sock in silent:
+            sock.close()
+    try:
+        samples = wait_for(url, "bgl_receiver_committed_points_total", sent)
+    finally:
+        assert receiver.stop() == 0
+    assert samples["bgl_receiver_committed_points_total"] == sent
 
 
 def test_receiver_prometheus_port_is_off_by_default(tmp_path):

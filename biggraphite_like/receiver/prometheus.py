@@ -6,7 +6,9 @@ answering `GET /metrics` with the totals since start of ReceiverStats' counters
 (`bgl_receiver_<name>_total`, TYPE counter) and its gauge (`bgl_receiver_buffered_points`),
 the same numbers as the `carbon.agents.<host>.*` self-metrics and the --metrics-file.
 Every other path is a 404. It holds no lock of the receiver's loop: a scrape reads the
-counters under their own lock, as the self-metrics do.
+counters under their own lock, as the self-metrics do. At most MAX_CLIENTS connections
+are served at once (a thread each, closed after REQUEST_TIMEOUT seconds of silence); more
+are closed at once, so a flood of connections costs no more than that many threads.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ PREFIX = "bgl_receiver"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PATH = "/metrics"
 REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request (a silent one is closed)
+MAX_CLIENTS = 16  # connections served at once; more are closed unanswered
 
 
 def exposition(stats: ReceiverStats, buffered: int) -> str:
@@ -33,7 +36,34 @@ def exposition(stats: ReceiverStats, buffered: int) -> str:
     return prometheus_text(PREFIX, stats.totals(), {"bufferedPoints": buffered}, {**COUNTERS, **GAUGES})
 
 
-class _IPv6Server(http.server.ThreadingHTTPServer):
+class _BoundedServer(http.server.ThreadingHTTPServer):
+    """A thread per connection, MAX_CLIENTS of them at most."""
+
+    daemon_threads = True
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def process_request(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        if not self._slots.acquire(blocking=False):
+            _log.debug("%s: %d scrapes under way, connection closed", client_address, MAX_CLIENTS)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class _IPv6Server(_BoundedServer):
     address_family = socket.AF_INET6
 
 
@@ -58,12 +88,11 @@ class PrometheusServer:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
                 _log.debug("%s %s", self.address_string(), format % args)
 
-        server_class = _IPv6Server if ":" in host else http.server.ThreadingHTTPServer
+        server_class = _IPv6Server if ":" in host else _BoundedServer
         try:
             self._server = server_class((host, port), Handler)
         except OSError as exc:
             raise ReceiverConfigError(f"--prometheus-port: cannot listen on {host}:{port}: {exc.strerror}") from None
-        self._server.daemon_threads = True
         self.address: tuple[str, int] = self._server.server_address[:2]
         self._thread = threading.Thread(target=self._server.serve_forever, name="bgl-prometheus", daemon=True)
 
