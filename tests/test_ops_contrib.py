@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import json
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -65,3 +69,44 @@ def test_cron_jobs_run_as_written(tmp_path):
         result = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr
     assert "bgl_clean_metrics_scanned 1.0" in (tmp_path / "bgl_clean.prom").read_text()
+
+
+def unit_lines(unit: Path, key: str) -> list[str]:
+    return [line.split("=", 1)[1] for line in unit.read_text().splitlines() if line.startswith(key + "=")]
+
+
+def test_graphite_web_unit_commands_serve_on_bgl_runs_configuration(tmp_path):
+    """The graphite-web unit's Environment, ExecStartPre and ExecStart, run as written (the
+    venv and /var/lib/bgl substituted) on the configuration `bgl run` writes: it answers."""
+    from biggraphite_like.stack.config import StackConfig, write_configuration
+    from tests.carbon_env import free_port
+
+    data_dir = tmp_path / "bgl"
+    port = free_port()
+    write_configuration(StackConfig.create(data_dir, web_port=port, web_workers=1))
+    unit = CONTRIB / "systemd" / "bgl-graphite-web.service"
+
+    def substituted(text: str) -> str:
+        return text.replace(VENV_PATH, sys.prefix).replace("/var/lib/bgl", str(data_dir))
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("BGL_", "DJANGO", "GRAPHITE"))}
+    for assignment in unit_lines(unit, "Environment"):
+        env.update(item.split("=", 1) for item in shlex.split(substituted(assignment)))
+    cwd = substituted(unit_lines(unit, "WorkingDirectory")[0])
+    for command in unit_lines(unit, "ExecStartPre"):
+        subprocess.run(shlex.split(substituted(command)), env=env, cwd=cwd, check=True, timeout=300)
+    (start,) = unit_lines(unit, "ExecStart")
+    process = subprocess.Popen(shlex.split(substituted(start)), env=env, cwd=cwd)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics/find?query=*", timeout=10) as answer:
+                    assert answer.status == 200 and json.loads(answer.read()) == []
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                assert process.poll() is None and time.monotonic() < deadline, (data_dir / "log" / "gunicorn.log").read_text()
+                time.sleep(0.5)
+    finally:
+        process.terminate()
+        assert process.wait(60) == 0
