@@ -112,7 +112,7 @@ def test_receiver_prometheus_port_is_off_by_default(tmp_path):
 
 
 def test_graphite_web_serves_find_and_render_counts_to_prometheus(tmp_path):
-    run = BglRun(tmp_path / "data", options=("--web-workers", "1"))
+    run = BglRun(tmp_path / "data", options=("--web-workers", "3"))  # a scrape reaches one; it sums all
     run.start()
     try:
         sent = send_lines(run.line_port, int(time.time()))
@@ -122,7 +122,9 @@ def test_graphite_web_serves_find_and_render_counts_to_prometheus(tmp_path):
             assert run.get_json("/metrics/find", query="prom.*")
         for _ in range(renders - 1):  # wait_for_values made one
             assert run.get_json("/render", target="prom.m1", format="json")
-        samples, types, content_type = scrape(run.web + "/metrics")
+        scrapes = [scrape(run.web + "/metrics") for _ in range(6)]  # any worker may answer: each sums all
+        samples, types, content_type = scrapes[-1]
+        counts_files = sorted(path.name for path in (run.data_dir / "run" / "prometheus").iterdir())
         # graphite's own /metrics?query= (find's alias) still answers finds
         names = {entry["text"] for entry in run.get_json("/metrics", query="prom.*")}
     finally:
@@ -130,7 +132,8 @@ def test_graphite_web_serves_find_and_render_counts_to_prometheus(tmp_path):
     assert sent == METRICS * POINTS_PER_METRIC
     assert names == {f"m{m}" for m in range(METRICS)}
     assert content_type.startswith("text/plain; version=0.0.4")
-    assert samples["bgl_web_find_requests_total"] == finds, (samples, (run.data_dir / "log" / "gunicorn.log").read_text())
+    assert [answer[0]["bgl_web_find_requests_total"] for answer in scrapes] == [finds] * len(scrapes), counts_files
+    assert counts_files and all(name.startswith("web-") and name.endswith(".counts") for name in counts_files)
     assert samples["bgl_web_render_requests_total"] >= renders  # and the polls of wait_for_values
     assert samples["bgl_web_find_milliseconds_total"] > 0
     assert 0 < samples["bgl_web_find_max_milliseconds"] <= samples["bgl_web_find_milliseconds_total"]
@@ -162,8 +165,28 @@ def test_graphite_web_metrics_only_when_asked(tmp_path):
         assert {entry["text"] for entry in client.get("/metrics", {"query": "a.*"}).json()} == {"b", "c"}
         assert _find_requests(client.get("/metrics").content.decode()) == before + 1
         assert client.get("/metrics", HTTP_HOST="evil.example").status_code == 400
+    # with BG_PROMETHEUS_DIR, the answer is the sum over every worker's file (another worker's
+    # written here as its own mapping would), maxima the largest
+    from graphite_plugin.prometheus import FIELDS, LAYOUT
+
+    shared = tmp_path / "prometheus"
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store, MIDDLEWARE=middleware, BG_PROMETHEUS_METRICS=True,
+                     BG_PROMETHEUS_DIR=str(shared)):
+        assert client.get("/metrics/find", {"query": "a.*"}).status_code == 200
+        mine = _samples(client.get("/metrics").content.decode())
+        assert "worker" not in client.get("/metrics").content.decode()
+        other = dict.fromkeys(FIELDS, 0.0) | {"findRequests": 5, "findMilliseconds": 2.5, "findMaxMilliseconds": 1e6}
+        (shared / "web-1-1.counts").write_bytes(LAYOUT.pack(*(other[name] for name in FIELDS)))
+        both = _samples(client.get("/metrics").content.decode())
+    assert len(list(shared.iterdir())) == 2
+    assert both["bgl_web_find_requests_total"] == mine["bgl_web_find_requests_total"] + 5
+    assert both["bgl_web_find_milliseconds_total"] == mine["bgl_web_find_milliseconds_total"] + 2.5
+    assert both["bgl_web_find_max_milliseconds"] == 1e6
+
+
+def _samples(text: str) -> dict[str, float]:
+    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def _find_requests(text: str) -> float:
-    samples = {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
-    return samples["bgl_web_find_requests_total"]
+    return _samples(text)["bgl_web_find_requests_total"]
