@@ -178,6 +178,9 @@ class RequestTimingMiddleware:
     def record(kind: str, milliseconds: float) -> None:
         """Count one request of this kind and its time (never raises)."""
         try:
+            from graphite_plugin import prometheus  # (imports this module)
+
+            prometheus.record(kind, milliseconds)
             writer = shared_writer()
             if writer is not None:
                 writer.times.record(kind, milliseconds)

@@ -78,6 +78,7 @@ def _app_settings() -> dict:
     values = {name: getattr(app_settings, name) for name in dir(app_settings) if name.isupper()}
     values["MIDDLEWARE"] = ("graphite_plugin.self_metrics.RequestTimingMiddleware",  # times whole requests
                             "graphite_plugin.middleware.ErrorAnswerMiddleware",  # every error a short reason
+                            "graphite_plugin.prometheus.PrometheusMiddleware",  # /metrics (BG_PROMETHEUS_METRICS)
                             *values["MIDDLEWARE"],
                             "graphite_plugin.middleware.CrossSiteWriteMiddleware",
                             "graphite_plugin.middleware.RenderBudgetMiddleware",

@@ -25,7 +25,7 @@ def cmd_receive(args: argparse.Namespace, io: Streams) -> int:
         drain_timeout=args.drain_timeout, drain_idle=args.drain_idle, stats_interval=args.stats_interval,
         metrics_file=args.metrics_file, retries=args.retries, max_connections=args.max_connections,
         max_partial_bytes=args.max_partial_bytes, partial_timeout=args.partial_timeout,
-        max_name_cache_bytes=args.max_name_cache_bytes)
+        max_name_cache_bytes=args.max_name_cache_bytes, prometheus_port=args.prometheus_port or None)
     accessor = open_accessor(args)
     try:
         accessor.syncdb()
@@ -69,6 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         " 0: none)")
     p.add_argument("--metrics-file", metavar="PATH",
                    help="also write the counters there, Prometheus text format, at each record")
+    p.add_argument("--prometheus-port", type=int, default=0, metavar="PORT",
+                   help="serve the counters at http://BIND:PORT/metrics, Prometheus text format (default 0: off)")
     p.add_argument("--retries", type=int, default=10, metavar="N",
                    help="attempts after a store batch failed for a reason that cannot recover (a bug, a corrupt"
                         " store) before its points are dropped (default 10, backoff 0.2 s doubling to 10 s); a"

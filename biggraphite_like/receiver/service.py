@@ -27,6 +27,7 @@ from biggraphite_like.receiver.framing import LineFraming, PickleFraming
 from biggraphite_like.receiver.limits import MIB, ConnectionLimits, raise_open_files_limit
 from biggraphite_like.receiver.listeners import Listeners, listen_tcp, listen_udp
 from biggraphite_like.receiver.points import Refusals
+from biggraphite_like.receiver.prometheus import PrometheusServer, exposition
 from biggraphite_like.receiver.rules import StorageRules
 from biggraphite_like.receiver.stats import ReceiverStats, agent_prefix
 from biggraphite_like.urls import redact_url
@@ -60,6 +61,7 @@ class ReceiverOptions:
     max_partial_bytes: int = ConnectionLimits.max_partial_bytes
     partial_timeout: float = ConnectionLimits.partial_timeout
     max_name_cache_bytes: int = MAX_NAME_CACHE_BYTES  # names remembered besides canonical ones (buffer.py)
+    prometheus_port: int | None = None  # GET /metrics on --bind (prometheus.py); off unless asked
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -72,7 +74,7 @@ class ReceiverOptions:
             raise ReceiverConfigError(f"--flush-size {self.flush_size}: give at least 1 point")
         if self.max_buffered_points < 1000:
             raise ReceiverConfigError(f"--max-buffered-points {self.max_buffered_points}: give at least 1000")
-        for name in ("line_port", "pickle_port", "carbonlink_port", "udp_port"):
+        for name in ("line_port", "pickle_port", "carbonlink_port", "udp_port", "prometheus_port"):
             port = getattr(self, name)
             if port is not None and not 0 <= port < 65536:
                 raise ReceiverConfigError(f"--{name.replace('_', '-')} {port} is not a port (0-65535)")
@@ -100,6 +102,7 @@ class Receiver:
                                FlushPolicy(interval=options.flush_interval, retries=options.retries,
                                            max_batch_points=options.flush_size))
         self.carbonlink: CarbonLinkServer | None = None
+        self.prometheus: PrometheusServer | None = None
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stop = threading.Event()
         self._prefix = agent_prefix(options.host)
@@ -129,12 +132,18 @@ class Receiver:
                 self.carbonlink = CarbonLinkServer(CarbonLinkService(self.buffer, self.accessor, self.rules),
                                                    CARBONLINK_INTERFACE, o.carbonlink_port)
                 self.addresses["carbonlink"] = (CARBONLINK_INTERFACE, self.carbonlink.port)
+            if o.prometheus_port is not None:
+                self.prometheus = PrometheusServer(lambda: exposition(self.stats, self.buffer.buffered), o.bind,
+                                                   o.prometheus_port)
+                self.addresses["prometheus"] = self.prometheus.address
         except BaseException:
             self.listeners.close()
             raise
         self.flusher.start()
         if self.carbonlink is not None:
             self.carbonlink.start()
+        if self.prometheus is not None:
+            self.prometheus.start()
         self._write_prometheus()
 
     def request_stop(self, *_: object) -> None:
@@ -175,6 +184,8 @@ class Receiver:
         self.flusher.stop()
         self.listeners.close()
         self._write_prometheus()
+        if self.prometheus is not None:
+            self.prometheus.stop()
         totals = self.stats.totals()
         _log.info("stopped; totals since start: %s", ", ".join(f"{k}={v}" for k, v in totals.items()))
 

@@ -13,6 +13,7 @@ Layout of a data directory:
     log/                            the receiver's (receiver.log, receiver.prom), carbon's and graphite-web's logs
     run/bgl-run.lock                held by the `bgl run` working on this directory (its pid and ports inside)
     run/gunicorn.ctl                gunicorn's control socket (gunicornc -s run/gunicorn.ctl)
+    run/prometheus/                 graphite-web's workers' counts, summed by its /metrics (BG_PROMETHEUS_DIR)
 
 carbon.conf, local_settings.py and gunicorn.conf.py follow `bgl run`'s options and are
 written again at every start; each says how to run its program by hand.
@@ -314,6 +315,8 @@ STORAGE_DIR = {str(config.storage_dir)!r}
 LOG_DIR = {str(config.log_dir / 'webapp')!r}
 CARBONLINK_HOSTS = [{f'{CARBONLINK_INTERFACE}:{config.carbonlink_port}:{CARBON_INSTANCE}'!r}]
 ALLOWED_HOSTS = {config.allowed_hosts()!r}  # follows --bind; add names with ${ALLOWED_HOSTS_ENV}
+BG_PROMETHEUS_METRICS = True  # GET /metrics: find and render counters, Prometheus text (graphite_plugin.prometheus)
+BG_PROMETHEUS_DIR = {str(config.run_dir / 'prometheus')!r}  # the workers' counts, summed by /metrics
 """ + ("" if config.self_metrics_interval is None
        else f"BG_SELF_METRICS_INTERVAL = {config.self_metrics_interval!r}  # --self-metrics-interval\n")
 
