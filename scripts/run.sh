@@ -5,8 +5,8 @@
 # e.g. `bash scripts/run.sh --data-dir /var/lib/bgl --web-port 8000`.
 # The venv is .venv, or $BGL_VENV; $PYTHON creates it (default python3.11).
 # pip runs only when the environment is new or setup.cfg, pyproject.toml or constraints.txt
-# changed since the last install (a stamp of their checksums in the venv): a second start
-# goes straight to `bgl run`.
+# changed since the last install (a stamp of their checksums in the venv), and then says so on
+# stderr first; a second start goes straight to `bgl run`, silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
@@ -17,6 +17,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 wanted="$(sha256sum setup.cfg pyproject.toml constraints.txt) extras=run"
 if [ ! -x "$VENV/bin/bgl" ] || [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$wanted" ]; then
+  echo "installing the pinned dependencies into $VENV (first start, or setup.cfg/constraints.txt changed)..." >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[run]'
   # graphite-web 1.1.10 declares Django<3.1; it runs on the Django 3.2 LTS the extra pins (setup.cfg)
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt graphite-web

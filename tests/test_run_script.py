@@ -28,15 +28,21 @@ os.chmod(path, 0o755)
 """
 
 
-def test_run_sh_installs_once_then_starts_directly(tmp_path):
+def fake_pip_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a run.sh start on a fresh venv tmp_path/venv whose pip is the
+    stand-in, logging to tmp_path/pip.log."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     fake = tmp_path / "fake" / "pip"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     (fake / "__main__.py").write_text(FAKE_PIP.replace("{bgl}", BGL))
-    log = tmp_path / "pip.log"
-    env = dict(os.environ, BGL_VENV=str(venv), PYTHONPATH=str(tmp_path / "fake"), FAKE_PIP_LOG=str(log))
+    return dict(os.environ, BGL_VENV=str(venv), PYTHONPATH=str(tmp_path / "fake"), FAKE_PIP_LOG=str(tmp_path / "pip.log"))
+
+
+def test_run_sh_installs_once_then_starts_directly(tmp_path):
+    env = fake_pip_env(tmp_path)
+    venv, log = tmp_path / "venv", tmp_path / "pip.log"
 
     def start() -> list[str]:
         result = subprocess.run(["bash", str(ROOT / "scripts" / "run.sh"), "--help"], env=env, capture_output=True,

@@ -46,7 +46,8 @@ def cmd_delete(args: argparse.Namespace, io: Streams) -> int:
         planned = delete(accessor, args.glob, recursive=args.recursive, dry_run=True, exact=args.exact)
         if (len(planned.metrics) > CONFIRM_ABOVE or args.glob.strip() == "**") and not _confirmed(planned, args, io):
             return EXIT_REFUSED
-    report = delete(accessor, args.glob, recursive=args.recursive, dry_run=args.dry_run, exact=args.exact)
+    report = delete(accessor, args.glob, recursive=args.recursive, dry_run=args.dry_run, exact=args.exact,
+                    progress_stream=io.err)
     if not wants_json(args):
         for name in report.metrics:
             io.out.write(name + "\n")

@@ -17,6 +17,7 @@ from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound, StoreError, StoreFull
 from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
 from biggraphite_like.batch_writer import write_halving
+from biggraphite_like.maintenance.progress import LOG_INTERVAL, Progress
 from biggraphite_like.metric import MetricMetadata
 
 STDIN_BATCH_LINES = 50_000
@@ -190,17 +191,21 @@ def cmd_write(args: argparse.Namespace, io: Streams) -> int:
     total = WriteResult()
     if args.name == "-":
         committed = _Committed()
+        progress = Progress("bgl write: lines", stream=io.err, log_interval=LOG_INTERVAL)  # input lines handled
         try:
             for batch in _stdin_batches(io.stdin, total, io.err):
                 ignored.check(accessor, list(batch.points))
                 _write_lines(accessor, batch, metadata, total, io.err, committed)
+                progress.advance(committed.line - progress.done)
         except StoreError as exc:
+            progress.close()
             io.err.write(
                 f"bgl write: error: {exc}\n"
                 f"bgl write: lines 1-{committed.line} were committed ({total.stored} point(s) stored);"
                 f" nothing from line {committed.line + 1} on was written: send those lines again\n"
             )
             return 1
+        progress.close()
     else:
         try:
             value = float(args.value)

@@ -11,7 +11,7 @@ from biggraphite_like.maintenance.copy import copy
 def cmd_copy(args: argparse.Namespace, io: Streams) -> int:
     accessor = open_accessor(args)
     report = copy(accessor, args.source, args.destination, dry_run=args.dry_run,
-                  remove_source=args.command == "rename")
+                  remove_source=args.command == "rename", progress_stream=io.err)
     if not wants_json(args):
         for source, destination in report.pairs:
             io.out.write(f"{source} -> {destination}\n")

@@ -28,7 +28,7 @@ def cmd_du(args: argparse.Namespace, io: Streams) -> int:
     disk and tag index (a subtree has no bytes on disk of its own to show)."""
     accessor = open_accessor(args)
     whole = args.glob is None
-    rows, total = disk_usage(accessor, "*" if whole else args.glob)
+    rows, total = disk_usage(accessor, "*" if whole else args.glob, progress_stream=io.err)
     if args.format == "json":
         document = {"entries": [dataclasses.asdict(r) for r in rows], "total": dataclasses.asdict(total),
                     "bytes_meaning": "whisper-equivalent: the size whisper files of these retentions would take"}

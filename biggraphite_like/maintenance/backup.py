@@ -30,12 +30,11 @@ from typing import TextIO
 
 from biggraphite_like.errors import BglError, StoreError
 from biggraphite_like.maintenance.exclusive import SIDE_FILES, refuse_if_in_use
-from biggraphite_like.maintenance.progress import Progress
+from biggraphite_like.maintenance.progress import LOG_INTERVAL, Progress
 from biggraphite_like.stores.base import Store
 from biggraphite_like.urls import redact_url
 
 STEP_PAGES = 1024  # pages copied per step (4 MiB of 4 KiB pages): a progress update each
-LOG_INTERVAL = 10.0  # seconds between two progress lines when stderr is no terminal
 SCHEMA_TABLES = ("metrics", "directories", "store_state")  # what makes a file a store of ours
 CASSANDRA_DOC = "docs/operations.md#cassandra-backups"
 

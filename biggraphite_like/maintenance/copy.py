@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TextIO
 
 import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidMetricName, MetricNotFound
-from biggraphite_like.maintenance.delete import remove_metrics
+from biggraphite_like.maintenance.delete import metrics_progress, remove_metrics
 from biggraphite_like.maintenance.subtree import subtree
 from biggraphite_like.metric import Metric
 from biggraphite_like.stores.base import StageTable
@@ -91,12 +92,15 @@ def _copy_points(accessor: Accessor, metrics: list[tuple[Metric, str]], now: int
 
 
 def copy(accessor: Accessor, source: str, destination: str, dry_run: bool = False, now: int | None = None,
-         remove_source: bool = False) -> CopyReport:
-    """Copy SRC (a metric or a subtree) to DST; remove_source makes it a rename."""
+         remove_source: bool = False, progress_stream: TextIO | None = None) -> CopyReport:
+    """Copy SRC (a metric or a subtree) to DST; remove_source makes it a rename. Progress
+    (metrics copied, then sources deleted) goes to progress_stream (default stderr)."""
     started = time.monotonic()
     now = int(time.time()) if now is None else now
     report = CopyReport(plan(accessor, source, destination))
+    job = "bgl rename" if remove_source else "bgl copy"
     if not dry_run:
+        progress = metrics_progress(job + " (copy)" if remove_source else job, progress_stream, len(report.pairs))
         for start in range(0, len(report.pairs), BATCH):
             batch = report.pairs[start:start + BATCH]
             sources = accessor.get_metrics([src for src, _ in batch])
@@ -106,10 +110,13 @@ def copy(accessor: Accessor, source: str, destination: str, dry_run: bool = Fals
             with accessor.store.write_batch():
                 accessor.create_metrics([(dst, sources[src].metadata) for src, dst in batch], now)
                 report.points_copied += _copy_points(accessor, [(sources[src], dst) for src, dst in batch], now)
+            progress.advance(len(batch))
+        progress.close()
         if remove_source:  # only what was copied: a metric created meanwhile under SRC stays
             found = subtree(accessor, source)
             remove_metrics(accessor, [src for src, _ in report.pairs],
-                           ([found.root] if found.is_directory else []) + found.directories_beneath)
+                           ([found.root] if found.is_directory else []) + found.directories_beneath,
+                           metrics_progress(job + " (delete sources)", progress_stream))
             report.sources_deleted = len(report.pairs)
     elif remove_source:
         report.sources_deleted = len(report.pairs)
@@ -118,6 +125,7 @@ def copy(accessor: Accessor, source: str, destination: str, dry_run: bool = Fals
 
 
 def rename(accessor: Accessor, source: str, destination: str, dry_run: bool = False,
-           now: int | None = None) -> CopyReport:
+           now: int | None = None, progress_stream: TextIO | None = None) -> CopyReport:
     """Move SRC (a metric or a subtree) to DST: copy, then delete the sources."""
-    return copy(accessor, source, destination, dry_run=dry_run, now=now, remove_source=True)
+    return copy(accessor, source, destination, dry_run=dry_run, now=now, remove_source=True,
+                progress_stream=progress_stream)

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TextIO
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.maintenance.directories import prune_empty_directories
+from biggraphite_like.maintenance.progress import LOG_INTERVAL, Progress
 from biggraphite_like.maintenance.subtree import MAX_NAMES as MAX_DELETE
 from biggraphite_like.maintenance.subtree import subtree
 BATCH = 1000
@@ -42,9 +44,9 @@ class DeleteReport:
 
 
 def delete(accessor: Accessor, pattern: str, recursive: bool = False, dry_run: bool = False,
-           exact: bool = False) -> DeleteReport:
+           exact: bool = False, progress_stream: TextIO | None = None) -> DeleteReport:
     """Delete what pattern matches (or, exact, the name it is: see module docstring);
-    dry_run only lists it."""
+    dry_run only lists it. Progress (metrics deleted) goes to progress_stream (default stderr)."""
     started = time.monotonic()
     store = accessor.store
     report = DeleteReport()
@@ -69,7 +71,7 @@ def delete(accessor: Accessor, pattern: str, recursive: bool = False, dry_run: b
         report.duration_seconds = round(time.monotonic() - started, 3)
         return report
     report.directories_removed, report.directories_restored = remove_metrics(
-        accessor, report.metrics, directories if recursive else [])
+        accessor, report.metrics, directories if recursive else [], metrics_progress("bgl delete", progress_stream))
     report.duration_seconds = round(time.monotonic() - started, 3)
     return report
 
@@ -79,11 +81,23 @@ def _under(name: str, directories: set[str]) -> bool:
     return any(ancestor in directories for ancestor in names_mod.ancestors(name))
 
 
-def remove_metrics(accessor: Accessor, metrics: list[str], directories: list[str]) -> tuple[int, int]:
-    """Delete these metrics, then those of their parents and of directories left empty;
-    returns (directories removed, directories restored by a concurrent creation)."""
+def metrics_progress(job: str, stream: TextIO | None, total: int | None = None) -> Progress:
+    """The progress of a job over metrics (a bar on a terminal, else a line every LOG_INTERVAL)."""
+    return Progress(f"{job}: metrics", total, stream, log_interval=LOG_INTERVAL)
+
+
+def remove_metrics(accessor: Accessor, metrics: list[str], directories: list[str],
+                   progress: Progress | None = None) -> tuple[int, int]:
+    """Delete these metrics (progress counting them), then those of their parents and of
+    directories left empty; returns (directories removed, directories restored by a
+    concurrent creation)."""
+    progress = progress or Progress("", enabled=False)
+    progress.total = len(metrics)
     for start in range(0, len(metrics), BATCH):
-        accessor.delete_metrics(metrics[start:start + BATCH])
+        part = metrics[start:start + BATCH]
+        accessor.delete_metrics(part)
+        progress.advance(len(part))
+    progress.close()
     candidates = ({names_mod.parent(n) for n in metrics} | set(directories)) - {""}
     pruned = prune_empty_directories(accessor, candidates)
     return pruned.removed, pruned.restored

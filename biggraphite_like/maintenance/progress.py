@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from biggraphite_like.stores.base import Store
 
 _REDRAW_SECONDS = 0.1
+LOG_INTERVAL = 10.0  # seconds between two progress lines of a long job when stderr is no terminal
 _BAR_WIDTH = 30
 
 

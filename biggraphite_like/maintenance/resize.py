@@ -34,14 +34,13 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.aggregation import Aggregator
 from biggraphite_like.errors import BglError, InvalidMaintenanceOption, MetricNotFound
 from biggraphite_like.maintenance.exclusive import refuse_if_in_use
-from biggraphite_like.maintenance.progress import Progress
+from biggraphite_like.maintenance.progress import LOG_INTERVAL, Progress
 from biggraphite_like.maintenance.subtree import MAX_NAMES
 from biggraphite_like.aggregation import parse_xfilesfactor
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Retention
 
 BATCH = 100  # metrics a transaction
-LOG_INTERVAL = 10.0  # seconds between two progress lines when stderr is no terminal
 
 
 class NothingToChange(InvalidMaintenanceOption):

@@ -25,7 +25,7 @@ from typing import TextIO
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.maintenance.progress import Progress
+from biggraphite_like.maintenance.progress import LOG_INTERVAL, Progress
 from biggraphite_like.metric import Metric
 from biggraphite_like.retention import Retention
 from biggraphite_like.tags.series import is_tagged
@@ -66,10 +66,12 @@ class Usage:
         self.tagged += is_tagged(metric.name)
 
 
-def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usage]:
+def disk_usage(accessor: Accessor, pattern: str = "*",
+               progress_stream: TextIO | None = None) -> tuple[list[Usage], Usage]:
     """Usage of every metric and directory matching pattern (sorted), and their total.
 
     A metric counts once in the total even when it lies beneath several matches.
+    Progress (metrics whose metadata was read) goes to progress_stream (default stderr).
     """
     store = accessor.store
     glob = accessor.glob(pattern)
@@ -80,6 +82,7 @@ def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usa
     wanted = sorted(set(metric_names) | set(beneath))
     total = Usage("total", "total")
     metric_rows = {n: Usage(n, "metric") for n in metric_names}
+    progress = Progress("bgl du: metrics", len(wanted), progress_stream, log_interval=LOG_INTERVAL)
     for start in range(0, len(wanted), 1000):
         for name, metric in store.get_metrics(wanted[start:start + 1000]).items():
             total.add(metric)
@@ -88,6 +91,8 @@ def disk_usage(accessor: Accessor, pattern: str = "*") -> tuple[list[Usage], Usa
             for ancestor in names_mod.ancestors(name):
                 if ancestor in directories:
                     directories[ancestor].add(metric)
+        progress.advance(len(wanted[start:start + 1000]))
+    progress.close()
     result = sorted([*metric_rows.values(), *directories.values()], key=lambda u: (u.name, u.kind))
     return result, total
 
