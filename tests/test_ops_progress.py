@@ -80,12 +80,16 @@ def test_copy_and_rename_show_progress(env, url):
 
 def test_write_from_stdin_shows_progress(env, url, tmp_path):
     now = int(time.time())
-    lines = "".join(f"w.m{i % 600:03d} 1 {now - 60 * (i // 600)}\n" for i in range(60_000))  # two batches
-    (tmp_path / "lines.txt").write_text(lines)
+    lines = [f"w.m{i % 600:03d} 1 {now - 60 * (i // 600)}\n" for i in range(60_000)]  # two batches
+    lines.insert(55_000, "w.bad 1\n")  # line 55001, in the second batch: after the bar was drawn
+    (tmp_path / "lines.txt").write_text("".join(lines))
     status, stdout, terminal = _run_in_pty_with_stdin(env, ["--store", url, "write", "-"], tmp_path / "lines.txt")
-    assert status == 0, terminal
-    assert "\rbgl write: lines 50000 " in terminal and "\rbgl write: lines 60000 " in terminal, terminal
-    assert "bgl write: 60000 point(s) stored, 0 rejected" in terminal
+    assert status == 1, terminal  # a line was refused
+    assert "\rbgl write: lines 50000 " in terminal and "\rbgl write: lines 60001 " in terminal, terminal
+    # the message erased the bar to have a line of its own (the terminal ends lines with CR LF)
+    assert ("\r\x1b[Kbgl write: line 55001: expected 'NAME VALUE TIMESTAMP', got 2 field(s); skipped\r\n"
+            in terminal), terminal
+    assert "bgl write: 60000 point(s) stored, 1 rejected" in terminal
     assert stdout == ""
 
 

@@ -192,10 +192,11 @@ def cmd_write(args: argparse.Namespace, io: Streams) -> int:
     if args.name == "-":
         committed = _Committed()
         progress = Progress("bgl write: lines", stream=io.err, log_interval=LOG_INTERVAL)  # input lines handled
+        ignored.err = progress  # messages (refused lines, warnings) erase the bar: a line each
         try:
-            for batch in _stdin_batches(io.stdin, total, io.err):
+            for batch in _stdin_batches(io.stdin, total, progress):
                 ignored.check(accessor, list(batch.points))
-                _write_lines(accessor, batch, metadata, total, io.err, committed)
+                _write_lines(accessor, batch, metadata, total, progress, committed)
                 progress.advance(committed.line - progress.done)
         except StoreError as exc:
             progress.close()

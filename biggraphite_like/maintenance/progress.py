@@ -70,12 +70,25 @@ class Progress:
         self.stream.write(f"\r{text}{padding}")
         self.stream.flush()
 
+    def write(self, message: str) -> None:
+        """Write a message to the progress stream on a line of its own: a bar drawn on a
+        terminal is erased first (the next update draws it again, below the message)."""
+        if self.enabled and self._width:
+            self.stream.write("\r\033[K")
+            self._width = 0
+            self._drawn = 0.0
+        self.stream.write(message)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
     def close(self) -> None:
         """Draw the final state and end the line (terminal only)."""
         if self.enabled:
             self._draw(time.monotonic())
             self.stream.write("\n")
             self.stream.flush()
+            self._width = 0
 
 
 def show_total(progress: Progress, store: "Store", key: str, nshards: int = 1) -> None:
