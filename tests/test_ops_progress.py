@@ -22,19 +22,18 @@ def url(tmp_path) -> str:
     return f"sqlite://{tmp_path / 'bgl.db'}"
 
 
-def _fill(env, url, metrics: int = METRICS, points: int = 1) -> str:
+def _fill(env, url, metrics: int = METRICS, points: int = 1) -> None:
     """`metrics` metrics under t.dNN.mNN with `points` points each, through `bgl write -`."""
     now = int(time.time())
     lines = "".join(f"t.d{i // 100:02d}.m{i % 100:02d} {j} {now - 60 * j}\n"
                     for i in range(metrics) for j in range(points))
     ok(bgl(env, url, "write", "-", stdin=lines))
-    return lines
 
 
 def _bar(terminal: str, label: str, total: int) -> None:
     """The bar of `label` was drawn on the terminal and reached `total`."""
     assert f"\r{label} [" in terminal, terminal
-    assert f"{total}/{total} 100%" in terminal, terminal
+    assert f"\r{label} [{'#' * 30}] {total}/{total} 100% " in terminal, terminal
 
 
 def test_du_shows_progress_and_the_same_answer(env, url):
