@@ -55,7 +55,7 @@ class _LineBatch:
         return halves
 
 
-def _stdin_batches(lines: TextIO, total: WriteResult, err: TextIO) -> Iterator[_LineBatch]:
+def _stdin_batches(lines: TextIO, total: WriteResult, err: TextIO | Progress) -> Iterator[_LineBatch]:
     """Batches of carbon plaintext lines; malformed lines are reported and skipped."""
     batch = _LineBatch()
     for number, line in enumerate(lines, 1):
@@ -80,7 +80,7 @@ def _stdin_batches(lines: TextIO, total: WriteResult, err: TextIO) -> Iterator[_
         yield batch
 
 
-def _report_refused_lines(batch: _LineBatch, err: TextIO) -> None:
+def _report_refused_lines(batch: _LineBatch, err: TextIO | Progress) -> None:
     """Name the line of every point the accessor refused (bad name or point)."""
     for name, points in batch.points.items():
         try:
@@ -104,7 +104,7 @@ class _Committed:
     line: int = 0
 
 
-def _write_lines(accessor: Accessor, batch: _LineBatch, metadata: MetricMetadata, total: WriteResult, err: TextIO,
+def _write_lines(accessor: Accessor, batch: _LineBatch, metadata: MetricMetadata, total: WriteResult, err: TextIO | Progress,
                  committed: _Committed) -> None:
     """Write one batch (one transaction) and advance `committed`.
 
@@ -128,7 +128,7 @@ class _IgnoredOptions:
 
     args: argparse.Namespace
     asked: MetricMetadata
-    err: TextIO
+    err: TextIO | Progress
     warned: int = 0
     unnamed: int = 0
 
