@@ -104,8 +104,8 @@ class _Committed:
     line: int = 0
 
 
-def _write_lines(accessor: Accessor, batch: _LineBatch, metadata: MetricMetadata, total: WriteResult, err: TextIO | Progress,
-                 committed: _Committed) -> None:
+def _write_lines(accessor: Accessor, batch: _LineBatch, metadata: MetricMetadata, total: WriteResult,
+                 err: TextIO | Progress, committed: _Committed) -> None:
     """Write one batch (one transaction) and advance `committed`.
 
     A batch the disk cannot hold is written in halves (batch_writer.write_halving), in input
