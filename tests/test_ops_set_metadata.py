@@ -157,7 +157,7 @@ def test_refusals_name_what_is_wrong(tmp_path):
     url = _store(tmp_path)
     before = _metadata(url)
     for args, status, message in [
-        (("srv.*",), 2, "give --retention, --aggregation or --xff"),  # a usage error
+        (("srv.*",), 2, "give --retention, --aggregation, --xff, --storage-schemas or --storage-aggregation"),
         (("nothing.*", "--xff", "0.1"), 1, "no metric matches 'nothing.*'"),
         (("srv.*", "--retention", "60s:bad"), 1, "invalid"),
         (("srv.*", "--aggregation", "median"), 1, "median"),
@@ -238,3 +238,35 @@ def test_write_warns_when_it_ignores_the_metadata_options_of_an_existing_metric(
     batch = bgl("--store", url, "write", "--retention", "10s:1d", "-", stdin=lines)
     assert batch.stderr.count("warning") == 1 and "srv.m0 exists" in batch.stderr
     assert _metadata(url)["new.m1"][0] == "8640*10s"
+
+
+def test_carbon_rules_report_the_metrics_that_differ_and_set_what_they_give(tmp_path):
+    """--storage-schemas/--storage-aggregation: the dry run is the report of the metrics whose
+    settings differ from what the files give their names; the run sets exactly that; the
+    schemas alone leave the aggregation as it is."""
+    url = _store(tmp_path, metrics=4)  # srv.m0..m3 at the default 60s:8d,1h:2y, average, 0.5
+    assert bgl("--store", url, "write", "--retention", "60s:1d", "--aggregation", "sum", "app.hits", "1").returncode == 0
+    schemas = tmp_path / "storage-schemas.conf"
+    schemas.write_text("[srv_two]\npattern = ^srv\\.m[23]$\nretentions = 60s:2d\n"
+                       "[app]\npattern = ^app\\.\nretentions = 60s:1d\n")
+    aggregation = tmp_path / "storage-aggregation.conf"
+    aggregation.write_text("[hits]\npattern = hits$\naggregationMethod = sum\nxFilesFactor = 0\n")
+    files = ("--storage-schemas", str(schemas), "--storage-aggregation", str(aggregation))
+    before = _metadata(url)
+
+    report = bgl("--store", url, "set-metadata", "**", *files, "--dry-run")
+    assert report.returncode == 0, report.stderr
+    differing = sorted(line.split(":")[0] for line in report.stdout.splitlines() if " would change " in line)
+    assert differing == ["app.hits", "srv.m2", "srv.m3"]  # app.hits: xff 0.5 -> 0; srv.m0, m1: the default already
+    assert "srv.m2: would change 60s:8d,1h:2y" in report.stdout and "-> 60s:2d" in report.stdout
+    assert _metadata(url) == before
+
+    done = bgl("--store", url, "set-metadata", "**", "--storage-schemas", str(schemas))
+    assert done.returncode == 0, done.stderr
+    after = _metadata(url)
+    assert after["srv.m2"][0] == after["srv.m3"][0] != before["srv.m2"][0]
+    assert after["srv.m0"] == before["srv.m0"] and after["app.hits"] == before["app.hits"]  # sum kept: no aggregation file
+    assert bgl("--store", url, "set-metadata", "**", *files).returncode == 0
+    again = bgl("--store", url, "set-metadata", "**", *files, "--dry-run")
+    assert ": would change " not in again.stdout and "metrics that would be changed 0, metrics unchanged 5" in \
+        again.stdout, again.stdout

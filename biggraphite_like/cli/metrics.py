@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from biggraphite_like import settings
 from biggraphite_like.cli.common import (add_format_option, finish_job, format_metadata, format_retention,
                                         format_seconds, format_time, open_accessor, wants_json, write_json)
 from biggraphite_like.cli.streams import Streams
@@ -57,7 +58,8 @@ def cmd_info(args: argparse.Namespace, io: Streams) -> int:
 
 
 def cmd_set_metadata(args: argparse.Namespace, io: Streams) -> int:
-    change = MetadataChange.parse(args.retention, args.aggregation, args.xff)
+    change = MetadataChange.parse(args.retention, args.aggregation, args.xff, args.storage_schemas,
+                                  args.storage_aggregation)
     report = set_metadata(open_accessor(args), args.glob, change, dry_run=args.dry_run, progress_stream=io.err)
     if not wants_json(args):
         verb = "would change" if args.dry_run else "changed"
@@ -96,6 +98,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--aggregation", metavar="M", help="new aggregation method: average, sum, min, max, last, ..."
                    " (default: keep)")
     p.add_argument("--xff", metavar="F", help="new xFilesFactor, 0 to 1 (default: keep)")
+    p.add_argument("--storage-schemas", metavar="FILE", help="carbon's storage-schemas.conf: each metric gets the"
+                   " retention it gives the metric's name (the first section whose pattern matches, else the"
+                   f" default {settings.DEFAULT_RETENTION}); with --dry-run, the report of metrics whose retention"
+                   " differs from it")
+    p.add_argument("--storage-aggregation", metavar="FILE", help="carbon's storage-aggregation.conf: each metric"
+                   " gets the aggregation and xFilesFactor it gives the metric's name; with --dry-run, the report of"
+                   " metrics whose settings differ from it")
     p.add_argument("--dry-run", action="store_true", help="list what would change, change nothing")
     add_format_option(p)
     p.add_argument("glob", metavar="GLOB")

@@ -38,6 +38,7 @@ from biggraphite_like.maintenance.progress import LOG_INTERVAL, Progress
 from biggraphite_like.maintenance.subtree import MAX_NAMES
 from biggraphite_like.aggregation import parse_xfilesfactor
 from biggraphite_like.metric import Metric, MetricMetadata
+from biggraphite_like.receiver.rules import StorageRules
 from biggraphite_like.retention import Retention
 
 BATCH = 100  # metrics a transaction
@@ -55,23 +56,41 @@ class ResizeUnsupported(BglError):
 
 @dataclasses.dataclass(frozen=True)
 class MetadataChange:
-    """What to change; None keeps the metric's own."""
+    """What to change; None keeps the metric's own. `rules` (carbon's storage-schemas.conf
+    and storage-aggregation.conf): each metric gets what they would give its name as a new
+    metric, the retention when the schemas were given, the aggregation and xFilesFactor when
+    the aggregation rules were; an explicit value wins over the rules."""
 
     retention: Retention | None = None
     aggregator: Aggregator | None = None
     xfilesfactor: float | None = None
+    rules: StorageRules | None = None
+    rules_retention: bool = False  # the rules' schemas were given
+    rules_aggregation: bool = False  # the rules' aggregations were given
 
     @classmethod
-    def parse(cls, retention: str | None, aggregation: str | None, xff: str | None) -> "MetadataChange":
-        if retention is None and aggregation is None and xff is None:
-            raise NothingToChange("give --retention, --aggregation or --xff: what should change?")
+    def parse(cls, retention: str | None, aggregation: str | None, xff: str | None,
+              storage_schemas: str | None = None, storage_aggregation: str | None = None) -> "MetadataChange":
+        if retention is None and aggregation is None and xff is None and not (storage_schemas or storage_aggregation):
+            raise NothingToChange("give --retention, --aggregation, --xff, --storage-schemas or"
+                                  " --storage-aggregation: what should change?")
+        rules = StorageRules.load(storage_schemas, storage_aggregation) if storage_schemas or storage_aggregation \
+            else None
         return cls(None if retention is None else Retention.parse(retention),
                    None if aggregation is None else Aggregator.parse(aggregation),
-                   None if xff is None else parse_xfilesfactor(xff))
+                   None if xff is None else parse_xfilesfactor(xff),
+                   rules, bool(storage_schemas), bool(storage_aggregation))
 
-    def applied_to(self, old: MetricMetadata) -> MetricMetadata:
-        return MetricMetadata(self.retention or old.retention, self.aggregator or old.aggregator,
-                              old.xfilesfactor if self.xfilesfactor is None else self.xfilesfactor)
+    def applied_to(self, old: MetricMetadata, name: str) -> MetricMetadata:
+        retention, aggregator, xff = old.retention, old.aggregator, old.xfilesfactor
+        if self.rules is not None:
+            wanted = self.rules.metadata_for(name)
+            if self.rules_retention:
+                retention = wanted.retention
+            if self.rules_aggregation:
+                aggregator, xff = wanted.aggregator, wanted.xfilesfactor
+        return MetricMetadata(self.retention or retention, self.aggregator or aggregator,
+                              xff if self.xfilesfactor is None else self.xfilesfactor)
 
 
 @dataclasses.dataclass
@@ -116,7 +135,7 @@ def set_metadata(accessor: Accessor, pattern: str, change: MetadataChange, dry_r
             part = names[start:start + batch]
             with store.write_batch():
                 metrics = accessor.get_metrics(part)
-                changes = [(metric, change.applied_to(metric.metadata)) for metric in metrics.values()]
+                changes = [(metric, change.applied_to(metric.metadata, metric.name)) for metric in metrics.values()]
                 changes = [(metric, new) for metric, new in changes if new != metric.metadata]
                 report.unchanged += len(metrics) - len(changes)
                 report.changes += [(metric.name, metric.metadata, new) for metric, new in changes]
