@@ -114,7 +114,7 @@ def test_usage_errors_exit_with_2_as_help_says(tmp_path):
     for args, message in [
         (("write", "a.b"), "VALUE is missing"),
         (("write", "-", "5"), "takes no VALUE"),
-        (("set-metadata", "a.*"), "give --retention, --aggregation or --xff"),
+        (("set-metadata", "a.*"), "give --retention, --aggregation, --xff, --storage-schemas or --storage-aggregation"),
         (("run", "--data-dir", str(tmp_path / "d"), "--web-workers", "0"), "--web-workers 0: give at least 1"),
         (("read", "--bogus", "a.b"), "unrecognized arguments"),
         (("list",), "required: GLOB"),
