@@ -245,7 +245,8 @@ def test_carbon_rules_report_the_metrics_that_differ_and_set_what_they_give(tmp_
     settings differ from what the files give their names; the run sets exactly that; the
     schemas alone leave the aggregation as it is."""
     url = _store(tmp_path, metrics=4)  # srv.m0..m3 at the default 60s:8d,1h:2y, average, 0.5
-    assert bgl("--store", url, "write", "--retention", "60s:1d", "--aggregation", "sum", "app.hits", "1").returncode == 0
+    hits = bgl("--store", url, "write", "--retention", "60s:1d", "--aggregation", "sum", "app.hits", "1")
+    assert hits.returncode == 0, hits.stderr
     schemas = tmp_path / "storage-schemas.conf"
     schemas.write_text("[srv_two]\npattern = ^srv\\.m[23]$\nretentions = 60s:2d\n"
                        "[app]\npattern = ^app\\.\nretentions = 60s:1d\n")
@@ -265,7 +266,8 @@ def test_carbon_rules_report_the_metrics_that_differ_and_set_what_they_give(tmp_
     assert done.returncode == 0, done.stderr
     after = _metadata(url)
     assert after["srv.m2"][0] == after["srv.m3"][0] != before["srv.m2"][0]
-    assert after["srv.m0"] == before["srv.m0"] and after["app.hits"] == before["app.hits"]  # sum kept: no aggregation file
+    # srv.m0 already had it; app.hits keeps its sum: no aggregation file was given
+    assert after["srv.m0"] == before["srv.m0"] and after["app.hits"] == before["app.hits"]
     assert bgl("--store", url, "set-metadata", "**", *files).returncode == 0
     again = bgl("--store", url, "set-metadata", "**", *files, "--dry-run")
     assert ": would change " not in again.stdout and "metrics that would be changed 0, metrics unchanged 5" in \
