@@ -75,7 +75,8 @@ def _ingest(ingest: dict) -> tuple[list[list[str]], dict[str, float]]:
         rows.append(["peer", f"{label}, until readable", f"{ours['points_per_second']:,.0f} pts/s",
                      f"VM {vm['points_per_second']:,.0f} pts/s", f"{ours['points_per_second'] / vm['points_per_second']:.2f}x",
                      mib(peaks["ours"]) if first else "", mib(peaks["vm"]) if first else ""])
-        rows.append(["peer", "  same, own CPU until readable (probe cost off), points per CPU-second",
+        rows.append(["peer", "  same, own CPU until readable (probe cost off), points per CPU-second (memory: the receiver;"
+                     " above: the whole stack)",
                      f"{ours['cpu_readable']:.2f} CPU-s, {ours['points_per_cpu_second']:,.0f} pts/CPU-s",
                      f"VM {vm['cpu_readable']:.2f} CPU-s, {vm['points_per_cpu_second']:,.0f} pts/CPU-s",
                      f"{ours['points_per_cpu_second'] / vm['points_per_cpu_second']:.2f}x",
