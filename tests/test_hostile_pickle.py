@@ -137,20 +137,29 @@ def test_receiver_refuses_a_hostile_frame_and_keeps_everything_else(receiver, sq
         assert grown < 64 * 1024, f"peak RSS grew by {grown} KiB"
 
 
-def test_receiver_creates_no_metric_for_a_point_too_old_to_keep(receiver, sqlite_url):
-    """Row 12: a point at timestamp 1 (older than the 1-day retention) is counted too old
-    and leaves no empty metric behind; a point of a metric with a valid one is stored."""
-    bad = pickle.dumps([("hostile.too_old", (1, 5.0)), ("hostile.mixed", (1, 5.0)),
-                        ("hostile.mixed", (NOW, 6.0))], protocol=2)
-    points, _ = send_around(receiver.pickle_port, bad)
-    wait_stored(sqlite_url, points + [("hostile.mixed", NOW, 6.0)])
-    wait_counter(receiver, "tooOldPoints", 2)
-    accessor = Accessor.from_url(sqlite_url)
+# row 12: a point at timestamp 1 (older than the 1-day retention) of a new metric, and one of a
+# metric that also has a point to keep
+TOO_OLD_FRAME = pickle.dumps([("hostile.too_old", (1, 5.0)), ("hostile.mixed", (1, 5.0)),
+                              ("hostile.mixed", (NOW, 6.0))], protocol=2)
+
+
+def assert_no_metric_too_old(url: str) -> None:
+    """No empty metric was left behind by the point too old to keep."""
+    accessor = Accessor.from_url(url)
     try:
         assert accessor.get_metric("hostile.too_old") is None
         assert accessor.glob_metrics("hostile.*") == ["hostile.mixed"]
     finally:
         accessor.close()
+
+
+def test_receiver_creates_no_metric_for_a_point_too_old_to_keep(receiver, sqlite_url):
+    """Row 12: a point at timestamp 1 (older than the 1-day retention) is counted too old
+    and leaves no empty metric behind; a point of a metric with a valid one is stored."""
+    points, _ = send_around(receiver.pickle_port, TOO_OLD_FRAME)
+    wait_stored(sqlite_url, points + [("hostile.mixed", NOW, 6.0)])
+    wait_counter(receiver, "tooOldPoints", 2)
+    assert_no_metric_too_old(sqlite_url)
 
 
 # -- carbon-cache with our plugin ----------------------------------------------------------------
@@ -182,16 +191,9 @@ def test_carbon_plugin_refuses_a_hostile_frame_and_keeps_everything_else(carbon,
 
 
 def test_carbon_plugin_creates_no_metric_for_a_point_too_old_to_keep(carbon, sqlite_url):
-    bad = pickle.dumps([("hostile.too_old", (1, 5.0)), ("hostile.mixed", (1, 5.0)),
-                        ("hostile.mixed", (NOW, 6.0))], protocol=2)
-    points, _ = send_around(carbon.pickle_port, bad)
+    points, _ = send_around(carbon.pickle_port, TOO_OLD_FRAME)
     wait_stored(sqlite_url, points + [("hostile.mixed", NOW, 6.0)])
-    accessor = Accessor.from_url(sqlite_url)
-    try:
-        assert accessor.get_metric("hostile.too_old") is None
-        assert accessor.glob_metrics("hostile.*") == ["hostile.mixed"]
-    finally:
-        accessor.close()
+    assert_no_metric_too_old(sqlite_url)
 
 
 # -- the accessor, on each store --------------------------------------------------------------------
