@@ -41,10 +41,11 @@ if REPO_ROOT not in sys.path:  # `from tests.graphite_env import ...`, and the p
 
 import numpy as np  # noqa: E402
 
+from biggraphite_like import settings  # noqa: E402
 from biggraphite_like.accessor import Accessor  # noqa: E402
 from biggraphite_like.metric import MetricMetadata  # noqa: E402
 
-DEFAULT_RETENTION = "60s:8d,1h:2y"  # biggraphite_like.settings.DEFAULT_RETENTION
+DEFAULT_RETENTION = settings.DEFAULT_RETENTION
 SINGLE_STAGE_RETENTION = "60s:1d"
 AGGREGATION = "average"
 XFILESFACTOR = 0.5

@@ -2,6 +2,19 @@
 
 It validates names and points, routes writes through the downsampler, answers globs with
 the glob engine's limits, and reads many series at once. Stores below it only store.
+
+Where a name becomes canonical: once, where it enters. A public method taking names
+normalises each one once (`names.normalize`, InvalidMetricName with the reason), unless
+its caller says they are canonical already (`canonical=True`; `insert_columns` always
+takes canonical names): the ingest buffer (biggraphite_like.ingest.buffer) interns each
+spelling once for both ingest paths, and the carbon plugin's lookups normalise on their
+side; below this, nothing normalises again.
+
+Where a point is checked: once, by `invalid_points` (a finite timestamp in
+1..MAX_TIMESTAMP, a finite value). The receiver calls it as it decodes (a refused point is
+counted and logged with its sender) and hands `insert_columns` its points with
+`checked=True`; every other writer (the carbon plugin, in its writer process; `bgl write`;
+`insert_points`) has them checked by `insert_columns` / `insert_points`.
 """
 from __future__ import annotations
 
@@ -211,13 +224,15 @@ class Accessor:
 
     def get_metric(self, name: str) -> Metric | None:
         """The metric of that name, or None."""
-        return self.get_metrics([name]).get(names_mod.normalize(name))
+        canonical = names_mod.normalize(name)
+        return self._get_normalized([canonical]).get(canonical)
 
     def has_metric(self, name: str) -> bool:
         return self.get_metric(name) is not None
 
-    def get_metrics(self, names: Iterable[str]) -> dict[str, Metric]:
-        """Existing metrics among names, by normalised name (metadata cached for cache_ttl).
+    def get_metrics(self, names: Iterable[str], canonical: bool = False) -> dict[str, Metric]:
+        """Existing metrics among names, by normalised name (metadata cached for cache_ttl);
+        `canonical`: the names are normalised already (see the module doc).
 
         Tagged names are first looked up as they are: the store holds only canonical names,
         so one it finds is canonical and is not parsed (a writer's first batch after a
@@ -225,6 +240,8 @@ class Accessor:
         it lacks, and names that are not ASCII, are normalised (InvalidMetricName as
         before) and, if that changed them, looked up again."""
         names = names if isinstance(names, list) else list(names)
+        if canonical:
+            return self._get_normalized(names)
         _, tagged = self._cache.get_many([n for n in names if type(n) is str and ";" in n and n.isascii()
                                           and len(n) <= _MAX_RAW_LOOKUP])  # (ASCII: a lone surrogate cannot be bound)
         if not tagged:
@@ -259,11 +276,14 @@ class Accessor:
             self._cache.put(loaded.values(), time.monotonic() if now is None else now)
         return loaded
 
-    def update_metadata(self, name: str, metadata: MetricMetadata) -> Metric:
-        name = names_mod.normalize(name)
+    def update_metadata(self, name: str, metadata: MetricMetadata, canonical: bool = False) -> Metric:
+        """Replace a stored metric's metadata (MetricNotFound if it is not stored); the metric
+        as stored now. `canonical`: the name is normalised already (see the module doc)."""
+        if not canonical:
+            name = names_mod.normalize(name)
         self.store.update_metadata(name, metadata)
         self._forget([name])
-        metric = self.get_metric(name)
+        metric = self._get_normalized([name]).get(name)
         assert metric is not None
         return metric
 
@@ -397,9 +417,12 @@ class Accessor:
         values: np.ndarray,
         now: int | None = None,
         create: "MetricMetadata | Callable[[str], MetricMetadata] | None" = None,
+        checked: bool = False,
     ) -> WriteResult:
         """insert_points for points already in flat arrays: point i is (timestamps[i],
         values[i]) of names[owner[i]]. Names must be normalised (names.normalize) and distinct.
+        `checked`: every point passed `invalid_points` already (the receiver's, see the
+        module doc); they are not checked again.
 
         The bulk writers' path (the receiver): no Python object per point. `create` is the
         metadata of unknown metrics, or a function giving it per name (storage rules); the
@@ -414,9 +437,13 @@ class Accessor:
         result = WriteResult()
         if not len(owner):
             return result
-        owner, timestamps, values = _check_points(
-            names, np.asarray(owner, np.int64), np.asarray(timestamps, np.float64), np.asarray(values, np.float64),
-            np.zeros(len(owner), dtype=bool), result)
+        owner, timestamps, values = np.asarray(owner, np.int64), np.asarray(timestamps, np.float64), \
+            np.asarray(values, np.float64)
+        if checked:
+            timestamps = np.trunc(timestamps).astype(np.int64)
+        else:
+            owner, timestamps, values = _check_points(names, owner, timestamps, values,
+                                                      np.zeros(len(owner), dtype=bool), result)
         names = list(names)
         step = self.max_metrics_per_write
         if len(names) <= step:
@@ -635,18 +662,29 @@ def _validate_points(
     return _check_points(names, owner, array[:, 0], array[:, 1], malformed, result)
 
 
+def invalid_points(timestamps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bad timestamp, bad point) masks: a point is stored only with a finite timestamp in
+    1..MAX_TIMESTAMP and a finite value. The one point check (see the module doc): the
+    receiver calls it when it decodes, `insert_columns` and `insert_points` otherwise."""
+    bad_time = ~np.isfinite(timestamps) | (timestamps < 1) | (timestamps >= MAX_TIMESTAMP + 1)
+    return bad_time, bad_time | ~np.isfinite(values)
+
+
+def point_problem(timestamp: float, value: float, bad_time: bool) -> str:
+    """Why a point `invalid_points` marks is refused."""
+    if bad_time:
+        return f"timestamp {float(timestamp)!r} is outside 1..{MAX_TIMESTAMP}"
+    return f"value {float(value)!r} is not a finite number"
+
+
 def _check_points(names: Sequence[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                   malformed: np.ndarray, result: WriteResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Refuse (in result) the points with a timestamp outside 1..MAX_TIMESTAMP or a value
-    that is not finite; returns (owner, timestamps truncated to int64, values) of the rest."""
-    bad_time = ~np.isfinite(timestamps) | (timestamps < 1) | (timestamps >= MAX_TIMESTAMP + 1)
-    bad = bad_time | ~np.isfinite(values)
+    """Refuse (in result) the points `invalid_points` marks; returns (owner, timestamps
+    truncated to int64, values) of the rest."""
+    bad_time, bad = invalid_points(timestamps, values)
     reportable = np.flatnonzero(bad & ~malformed)
     for index in reportable[:MAX_REPORTED_ERRORS].tolist():
-        if bad_time[index]:
-            why = f"timestamp {float(timestamps[index])!r} is outside 1..{MAX_TIMESTAMP}"
-        else:
-            why = f"value {float(values[index])!r} is not a finite number"
+        why = point_problem(timestamps[index], values[index], bad_time[index])
         result.reject(1, f"{names[owner[index]]}: {why}")
     if len(reportable) > MAX_REPORTED_ERRORS:
         extra = len(reportable) - MAX_REPORTED_ERRORS
@@ -664,4 +702,5 @@ def check_point(timestamp: float, value: float) -> tuple[int, float]:
     return int(ts[0]), float(vs[0])
 
 
-__all__ = ["Accessor", "FetchedGrid", "TimeSeries", "WriteResult", "check_point"]
+__all__ = ["Accessor", "FetchedGrid", "MAX_TIMESTAMP", "TimeSeries", "WriteResult", "check_point", "invalid_points",
+           "point_problem"]

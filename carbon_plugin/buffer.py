@@ -10,7 +10,7 @@ carbon's own cache (and its flow control, MAX_CACHE_SIZE) then holds the backlog
 
 `add` only appends to three lists (carbon's thread holds the GIL: it must stay cheap; the
 timestamps and values are carbon's own float objects, no tuple a point); `take`
-turns everything taken into flat arrays in one go, with the receiver's PointBuffer (one
+turns everything taken into flat arrays in one go, with the ingest package's PointBuffer (one
 name interning, normalisation and owner-array code for both ingest paths): a `Batch` of
 normalised names, owner, timestamps and values for `Accessor.insert_columns`.
 """
@@ -23,8 +23,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from biggraphite_like.receiver.buffer import Batch, PointBuffer
-from biggraphite_like.receiver.points import Points, Refusals
+from biggraphite_like.ingest.buffer import Batch, PointBuffer
+from biggraphite_like.ingest.points import ReceivedPoints, Refusals
 
 
 class WriteBuffer:
@@ -106,7 +106,7 @@ class WriteBuffer:
             self._cond.notify_all()
         if not names:
             return None, names
-        self._columns.add(Points(names, _floats(timestamps), _floats(values)), refusals)
+        self._columns.add(ReceivedPoints(names, _floats(timestamps), _floats(values)), refusals)
         batch = self._columns.take()
         if batch is not None:
             self._columns.done(batch)

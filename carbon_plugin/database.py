@@ -18,7 +18,6 @@ carbon's cache through this plugin and flushes the buffer before the process exi
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import threading
@@ -28,8 +27,9 @@ from carbon import log
 from carbon.database import TimeSeriesDatabase
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
+from biggraphite_like.aggregation import Aggregator
 from biggraphite_like.errors import BglError
+from biggraphite_like.ingest import metadata as carbonlink_metadata
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.retention import Retention
 from biggraphite_like.urls import redact_url
@@ -41,7 +41,6 @@ from carbon_plugin.stats import PluginStats, record_in_carbon
 from carbon_plugin.store_size import GAUGE as STORE_BYTES, measurable, store_bytes
 from carbon_plugin.writer_process import InProcessWriter, ProcessWriter
 
-METADATA_KEYS = ("aggregationMethod", "xFilesFactor")
 WAITING_NAMES_SCAN = 200_000  # names of carbon's cache scanned for a batched lookup
 
 
@@ -151,27 +150,17 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
 
     # -- CarbonLink metadata (reactor thread: never blocks on the store) ----------------------
     def getMetadata(self, metric: str, key: str) -> Any:
-        metadata = self._metadata_in_memory(metric, key)
-        if key == "aggregationMethod":
-            return metadata.aggregator.value
-        return metadata.xfilesfactor
+        return carbonlink_metadata.metadata_value(self._metadata_in_memory(metric, key), key)
 
     def setMetadata(self, metric: str, key: str, value: Any) -> Any:
         """Change aggregationMethod or xFilesFactor; returns the old value (as whisper does)."""
-        metadata = self._metadata_in_memory(metric, key)
-        if key == "aggregationMethod":
-            old = metadata.aggregator.value
-            new = dataclasses.replace(metadata, aggregator=Aggregator.parse(value))
-        else:
-            old = metadata.xfilesfactor
-            new = dataclasses.replace(metadata, xfilesfactor=parse_xfilesfactor(value))
+        old, new = carbonlink_metadata.changed(self._metadata_in_memory(metric, key), key, value)
         new = self.known.set(metric, new)
         self.flusher.update_metadata(metric, new)
         return old
 
     def _metadata_in_memory(self, metric: str, key: str) -> MetricMetadata:
-        if key not in METADATA_KEYS:
-            raise ValueError(f"Unsupported metadata key {key!r}: use one of {', '.join(METADATA_KEYS)}")
+        carbonlink_metadata.check_key(key)
         metadata = self.known.get(metric)
         if metadata is None:
             from twisted.internet import reactor

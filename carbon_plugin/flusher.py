@@ -9,7 +9,7 @@ already has keeps its metadata), so a point is never dropped because its metric'
 is still in progress. Metrics whose metadata this process does not know go in calls of
 their own, without metadata (the store refuses their points if it lacks them).
 
-Calls are written by batch_writer.BatchWriter, as the receiver's flusher writes its
+Calls are written by ingest.batch_writer.BatchWriter, as the receiver's flusher writes its
 batches: a call the store refuses whole is written in halves (down to 1,000 points: on a
 full disk what fits gets in); a smallest one that fails is retried with exponential
 backoff from BG_RETRY_DELAY, without limit while the error can recover (a full disk, a
@@ -31,11 +31,11 @@ from carbon import log
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import WriteResult
-from biggraphite_like.batch_writer import BatchWriter
+from biggraphite_like.ingest.batch_writer import BatchWriter
 from biggraphite_like.errors import InvalidMetricName
 from biggraphite_like.metric import MetricMetadata
-from biggraphite_like.receiver.buffer import Batch
-from biggraphite_like.receiver.points import Refusals
+from biggraphite_like.ingest.buffer import Batch
+from biggraphite_like.ingest.points import Refusals
 from carbon_plugin.buffer import WriteBuffer
 from carbon_plugin.known import KnownMetrics
 from carbon_plugin.options import PluginOptions
@@ -208,7 +208,7 @@ class Flusher:
     def _write(self, names: list[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                create: list[MetricMetadata] | None) -> None:
         """Write one call's points (in halves if the store refuses them whole, retrying:
-        batch_writer.BatchWriter)."""
+        ingest.batch_writer.BatchWriter)."""
         self._batches.metadata = None if create is None else dict(zip(names, create))
         self._batches.write(Batch(names, owner, timestamps, values, np.arange(len(names))))
 

@@ -103,7 +103,7 @@ class KnownMetrics:
             self._stats.increment("lookups")
             try:
                 found = with_retries(
-                    lambda: self._accessor().get_metrics(list(dict.fromkeys(canonical.values()))),
+                    lambda: self._accessor().get_metrics(list(dict.fromkeys(canonical.values())), canonical=True),
                     f"lookup of {len(canonical)} metrics", self._options, self._stats,
                 )
             except GaveUp as exc:

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from biggraphite_like import settings as bgl_settings
+from biggraphite_like.ingest.policy import DEFAULT as FLUSH
 
 
 class InvalidPluginOption(ValueError):
@@ -17,15 +18,16 @@ class InvalidPluginOption(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class PluginOptions:
-    """How the plugin reaches the store and batches, retries and bounds its writes."""
+    """How the plugin reaches the store and batches, retries and bounds its writes (the
+    flush policy's defaults are ingest.policy.FlushPolicy's, as `bgl receive`'s)."""
 
     store_url: str
-    flush_interval: float = 1.0  # seconds a buffered point waits at most before its flush starts
-    flush_size: int = 500_000  # points per store batch (one insert_columns call, one transaction), as bgl receive's
-    max_buffered_points: int = 1_000_000  # write() waits (carbon's cache holds the rest) above this
-    retries: int = 5  # attempts after the first failed one, before the points are dropped and counted
-    retry_delay: float = 0.2  # first backoff, doubled on each retry
-    retry_max_delay: float = 10.0
+    flush_interval: float = FLUSH.flush_interval  # seconds a buffered point waits at most before its flush starts
+    flush_size: int = FLUSH.flush_size  # points per store batch (one insert_columns call, one transaction)
+    max_buffered_points: int = FLUSH.max_buffered_points  # write() waits (carbon's cache holds the rest) above this
+    retries: int = FLUSH.retries  # attempts after a failure that cannot recover, before the points are dropped
+    retry_delay: float = FLUSH.retry_delay  # first backoff, doubled on each retry
+    retry_max_delay: float = FLUSH.retry_max_delay
     lookup_batch: int = 5_000  # names looked up in the store at once when exists() misses memory
     max_logged_errors: int = 10  # refused points logged per flush (all of them are counted)
     log_flushes: bool = False  # one log line per store batch

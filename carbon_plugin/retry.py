@@ -1,5 +1,5 @@
 """Retries with exponential backoff around store calls, each failure counted and logged
-(biggraphite_like.batch_writer.retry: without limit while the error can recover and the
+(biggraphite_like.ingest.batch_writer.retry, the one retry mechanism: without limit while the error can recover and the
 plugin is not stopping, BG_RETRIES times otherwise)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Callable, TypeVar
 
 from carbon import log
 
-from biggraphite_like.batch_writer import GiveUp, retry
+from biggraphite_like.ingest.batch_writer import GiveUp, retry
 from biggraphite_like.errors import StoreError
 from carbon_plugin.options import PluginOptions
 from carbon_plugin.stats import PluginStats

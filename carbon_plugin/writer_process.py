@@ -62,7 +62,7 @@ def _insert_columns(accessor: Accessor, names: Sequence[str], owner: np.ndarray,
 
 def _update_metadata(accessor: Accessor, name: str, metadata: MetricMetadata) -> None:
     try:
-        accessor.update_metadata(name, metadata)
+        accessor.update_metadata(name, metadata, canonical=True)  # the flusher normalised it
     except MetricNotFound:
         pass  # not stored yet: its first flush creates it with this metadata
 
@@ -164,7 +164,7 @@ def _child_main(conn, store_url: str) -> None:
                     reply = ("ok", None)
                 else:
                     reply = ("error", ("other", f"unknown request {method!r}"))
-            except StoreError as exc:  # its class says whether it can recover (batch_writer.RECOVERABLE)
+            except StoreError as exc:  # its class says whether it can recover (ingest.batch_writer.RECOVERABLE)
                 kind = next(name for name, cls in _STORE_ERRORS.items() if isinstance(exc, cls))
                 reply = ("error", (kind, str(exc)))
             except Exception:  # noqa: BLE001 - sent to the parent, which logs and counts it

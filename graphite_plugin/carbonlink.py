@@ -29,21 +29,21 @@ from typing import Sequence
 from django.conf import settings
 from graphite.carbonlink import CarbonLink
 
-from biggraphite_like.receiver.pickles import as_float
-from biggraphite_like.receiver.points import describe
-from biggraphite_like.receiver.unpickler import restricted_loads
+from biggraphite_like.ingest.pickles import as_float
+from biggraphite_like.ingest.points import describe
+from biggraphite_like.ingest.unpickler import restricted_loads
 
 _log = logging.getLogger(__name__)
 
-Points = list[tuple[int, float]]
+CachedPoints = list[tuple[int, float]]
 
 
-def cached_points(names: Sequence[str]) -> dict[str, Points]:
+def cached_points(names: Sequence[str]) -> dict[str, CachedPoints]:
     """{name: [(timestamp, value), ...]} carbon-cache holds for the names, in one
     `cache-query-bulk` request per instance (names of carbon's own metrics are asked of
     every instance, one by one, as graphite does)."""
     pool = CarbonLink()
-    found: dict[str, Points] = {}
+    found: dict[str, CachedPoints] = {}
     by_host: dict[tuple, list[str]] = collections.defaultdict(list)
     for name in names:
         if name.startswith(settings.CARBON_METRIC_PREFIX):
@@ -55,7 +55,7 @@ def cached_points(names: Sequence[str]) -> dict[str, Points]:
     return found
 
 
-def _query_one(pool, name: str) -> Points:
+def _query_one(pool, name: str) -> CachedPoints:
     """`cache-query` of one series, of every instance for carbon's own metrics (as graphite asks)."""
     hosts = pool.hosts if name.startswith(settings.CARBON_METRIC_PREFIX) else [pool.select_host(name)]
     found: dict[int, float] = {}
@@ -66,7 +66,7 @@ def _query_one(pool, name: str) -> Points:
     return sorted(found.items())
 
 
-def _query_bulk(pool, host: tuple, metrics: list[str]) -> dict[str, Points]:
+def _query_bulk(pool, host: tuple, metrics: list[str]) -> dict[str, CachedPoints]:
     result = _ask(pool, host, {"type": "cache-query-bulk", "metrics": metrics}, f"{len(metrics)} series",
                   len(metrics))
     if result is None:
@@ -109,14 +109,14 @@ def _ask(pool, host: tuple, request: dict, what: str, series: int) -> dict | Non
     return result
 
 
-def _points(points: object, name: str, host: tuple) -> Points:
+def _points(points: object, name: str, host: tuple) -> CachedPoints:
     """The (timestamp, value) pairs of an answer's series; anything else is dropped and logged."""
     if type(points) is dict:  # graphite's send_request_to_all merges them into a dict
         points = list(points.items())
     if type(points) not in (list, tuple):
         _log.warning("CarbonLink %s answered %s for %s, not points: ignored", host, describe(points), name)
         return []
-    good: Points = []
+    good: CachedPoints = []
     for point in points:
         if type(point) in (list, tuple) and len(point) == 2:
             timestamp, why = as_float(point[0], "timestamp")

@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 
-from biggraphite_like.batch_writer import BatchWriter
+from biggraphite_like.ingest.batch_writer import BatchWriter
 from biggraphite_like.errors import StoreFull, StoreLocked
-from biggraphite_like.receiver.buffer import Batch
+from biggraphite_like.ingest.buffer import Batch
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ import numpy as np
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
-from biggraphite_like.receiver.points import Refusals
+from biggraphite_like.ingest.points import Refusals
 from carbon_plugin.buffer import WriteBuffer
 from carbon_plugin.flusher import Flusher
 from carbon_plugin.known import KnownMetrics

@@ -223,7 +223,7 @@ def test_pickle_length_over_the_limit_closes_the_connection(tmp_path):
 
 ACCEPT_SCRIPT = """
 import io, json, logging, os, resource, sys, time
-from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.ingest.buffer import PointBuffer
 from biggraphite_like.receiver.framing import LineFraming
 from biggraphite_like.receiver.listeners import Listeners, listen_tcp
 from biggraphite_like.receiver.stats import ReceiverStats

@@ -15,8 +15,8 @@ import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
-from biggraphite_like.receiver.pickles import decode_pickle, safe_loads
-from biggraphite_like.receiver.points import Refusals
+from biggraphite_like.ingest.pickles import decode_pickle, safe_loads
+from biggraphite_like.ingest.points import Refusals
 from tests import receiver_env
 from tests.carbon_env import CarbonCache, send_to_carbon
 from tests.conftest import make_store_url

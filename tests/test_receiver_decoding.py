@@ -11,8 +11,8 @@ import pytest
 
 from biggraphite_like.receiver.framing import FrameTooLong, LineFraming, PickleFraming
 from biggraphite_like.receiver.lines import decode_lines
-from biggraphite_like.receiver.pickles import decode_pickle, safe_loads
-from biggraphite_like.receiver.points import Points, Refusals
+from biggraphite_like.ingest.pickles import decode_pickle, safe_loads
+from biggraphite_like.ingest.points import ReceivedPoints, Refusals
 
 
 def test_lines_in_bulk_keep_order_and_exact_values():
@@ -132,5 +132,5 @@ def test_oversized_pickle_frame_cannot_be_resynchronised():
 
 def test_points_checked_refuses_out_of_range_timestamps():
     refusals = Refusals()
-    points = Points(["a", "b", "c"], np.array([0.0, 2.0**32, 5.0]), np.array([1.0, 1.0, 1.0])).checked(refusals)
+    points = ReceivedPoints(["a", "b", "c"], np.array([0.0, 2.0**32, 5.0]), np.array([1.0, 1.0, 1.0])).checked(refusals)
     assert points.names == ["c"] and refusals.count == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import time
 
-from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.ingest.buffer import PointBuffer
 from biggraphite_like.receiver.framing import LineFraming
 from biggraphite_like.receiver.listeners import Listeners, listen_tcp, listen_udp
 from biggraphite_like.receiver.stats import ReceiverStats
@@ -66,7 +66,7 @@ def test_udp_past_the_bound_is_dropped_and_counted():
 
 
 def test_the_flusher_takes_bounded_batches_in_arrival_order():
-    from biggraphite_like.receiver.points import Refusals
+    from biggraphite_like.ingest.points import Refusals
     from biggraphite_like.receiver.lines import decode_lines
 
     buffer = PointBuffer()

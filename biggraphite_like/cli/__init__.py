@@ -17,16 +17,12 @@ from biggraphite_like.cli import backup, maintenance, metrics, points, receive, 
 from biggraphite_like.cli.common import check_metrics_file, missing_store_message, parse_time, resolve_format
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, MissingDependency, SchemaMissing
+from biggraphite_like.exit_status import EXIT_BUSY, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 __all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BUSY"]
 
 # In the order `bgl --help` lists them.
 COMMAND_MODULES = (schema, points, metrics, maintenance, rename, usage, backup, tags, receive, run)
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_BUSY = 3  # biggraphite_like.stack.lock.EXIT_BUSY (not imported: the stack is loaded by `bgl run` only)
 
 EPILOG = f"""\
 global options (--store, and --format where the subcommand has it) may be given before or

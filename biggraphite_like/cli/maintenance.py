@@ -6,6 +6,7 @@ import argparse
 from biggraphite_like.cli.common import (add_format_option, add_metrics_file_option, add_shard_options, finish_job,
                                         open_accessor, wants_json)
 from biggraphite_like.cli.streams import Streams
+from biggraphite_like.exit_status import EXIT_ERROR
 from biggraphite_like.maintenance.clean import HELP as CLEAN_HELP
 from biggraphite_like.maintenance.clean import clean
 from biggraphite_like.maintenance.delete import delete
@@ -16,7 +17,6 @@ from biggraphite_like.maintenance.seal import HELP as SEAL_HELP
 from biggraphite_like.maintenance.seal import seal
 from biggraphite_like.retention import parse_duration
 
-EXIT_REFUSED = 1  # bgl's status for a refused operation (biggraphite_like.cli.EXIT_ERROR)
 
 
 def cmd_clean(args: argparse.Namespace, io: Streams) -> int:
@@ -45,7 +45,7 @@ def cmd_delete(args: argparse.Namespace, io: Streams) -> int:
     if not args.dry_run and not args.yes:
         planned = delete(accessor, args.glob, recursive=args.recursive, dry_run=True, exact=args.exact)
         if (len(planned.metrics) > CONFIRM_ABOVE or args.glob.strip() == "**") and not _confirmed(planned, args, io):
-            return EXIT_REFUSED
+            return EXIT_ERROR
     report = delete(accessor, args.glob, recursive=args.recursive, dry_run=args.dry_run, exact=args.exact,
                     progress_stream=io.err)
     if not wants_json(args):

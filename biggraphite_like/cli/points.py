@@ -16,7 +16,7 @@ from biggraphite_like.cli.common import (UsageError, add_format_option, format_m
 from biggraphite_like.cli.streams import Streams
 from biggraphite_like.errors import BglError, InvalidPoint, InvalidTimeRange, MetricNotFound, StoreError, StoreFull
 from biggraphite_like.glob import DEFAULT_MAX_RESULTS, is_glob
-from biggraphite_like.batch_writer import write_halving
+from biggraphite_like.ingest.batch_writer import write_halving
 from biggraphite_like.maintenance.progress import LOG_INTERVAL, Progress
 from biggraphite_like.metric import MetricMetadata
 

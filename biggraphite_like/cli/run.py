@@ -31,13 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                               " services stopped cleanly, 1 when something failed, 3 when DIR is in use.")
     p.add_argument("--data-dir", metavar="DIR",
                    help="configuration, logs and the default store (default: the data dir above)")
-    p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS",
-                   help="address the receivers and graphite-web listen on (default 127.0.0.1; 0.0.0.0 for"
-                        " every interface); CarbonLink stays on 127.0.0.1")
-    for option, default, what in (("--line-port", 2003, "carbon's plaintext receiver"),
-                                  ("--pickle-port", 2004, "carbon's pickle receiver"),
-                                  ("--carbonlink-port", 7002, "carbon's cache queries (graphite-web's CarbonLink)"),
-                                  ("--web-port", 8080, "graphite-web")):
+    p.add_argument("--bind", default=settings.DEFAULT_BIND, metavar="ADDRESS",
+                   help=f"address the receivers and graphite-web listen on (default {settings.DEFAULT_BIND}; 0.0.0.0"
+                        f" for every interface); CarbonLink stays on {settings.CARBONLINK_INTERFACE}")
+    for option, default, what in (("--line-port", settings.LINE_PORT, "carbon's plaintext receiver"),
+                                  ("--pickle-port", settings.PICKLE_PORT, "carbon's pickle receiver"),
+                                  ("--carbonlink-port", settings.CARBONLINK_PORT,
+                                   "carbon's cache queries (graphite-web's CarbonLink)"),
+                                  ("--web-port", settings.WEB_PORT, "graphite-web")):
         p.add_argument(option, type=int, default=default, metavar="PORT", help=f"{what} (default {default})")
     p.add_argument("--carbon", action="store_true",
                    help="receive with carbon-cache and our carbon plugin instead of `bgl receive` (needs carbon)")
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="graphite-web processes, 4 threads each (default 2)")
     p.add_argument("--self-metrics-interval", type=float, metavar="SECONDS",
                    help="seconds between two records of the receiver's (or carbon-cache's) carbon.agents.*"
-                        " and graphite-web's bgl.web.* self-metrics (default 60; graphite-web's follows"
+                        f" and graphite-web's bgl.web.* self-metrics (default {settings.DEFAULT_SELF_METRICS_INTERVAL:g};"
+                        " graphite-web's follows"
                         " $BGL_SELF_METRICS_INTERVAL when this is not given; 0: none)")
     p.set_defaults(handler=cmd_run)

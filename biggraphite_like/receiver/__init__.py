@@ -2,13 +2,12 @@
 plaintext (TCP, UDP) and pickle protocols in, CarbonLink for graphite-web, written through
 the accessor in one batch per flush. No carbon, no Twisted.
 
-One module a concept:
-    points.py      a batch of points as flat arrays; the checks every protocol shares
+The parts it shares with carbon's plugin (received points, pickle decoding, the buffer,
+the flush policy, batch writing and retries, the refusal log, CarbonLink's metadata
+update) are in biggraphite_like.ingest. One module a concept here:
+    options.py     ReceiverOptions: what `bgl receive` takes, with its defaults
     lines.py       plaintext decoded in bulk (numpy, bytes.split)
-    pickles.py     pickle frames: carbon's layout read directly, anything else through unpickler.py
-    unpickler.py   a bounded, restricted unpickler (depth, expansion, carbon's safe globals)
     framing.py     a TCP stream cut into lines / frames, with their size limits
-    buffer.py      interned names and flat arrays until the flush; CarbonLink's view
     flusher.py     the flusher thread: one accessor batch per interval; where metrics are created
     listeners.py   the selectors I/O thread, back-pressure, the client limits, the SIGTERM drain
     limits.py      connections per listener, incomplete bytes, their timeout, the open files limit
@@ -17,6 +16,7 @@ One module a concept:
     stats.py       counters, carbon.agents.<host>.* self-metrics, Prometheus text file
     service.py     the parts assembled, the signals
 """
-from biggraphite_like.receiver.service import Receiver, ReceiverOptions, serve
+from biggraphite_like.receiver.options import ReceiverOptions
+from biggraphite_like.receiver.service import Receiver, serve
 
 __all__ = ["Receiver", "ReceiverOptions", "serve"]

@@ -20,7 +20,6 @@ is logged and its connection closed (its bytes cannot be skipped safely).
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import pickle
 import socket
@@ -28,19 +27,20 @@ import socketserver
 import struct
 import threading
 
+from biggraphite_like import names
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.aggregation import Aggregator, parse_xfilesfactor
 from biggraphite_like.errors import BglError, ReceiverConfigError
-from biggraphite_like.receiver.buffer import PointBuffer
-from biggraphite_like.receiver.pickles import safe_loads
-from biggraphite_like.receiver.points import Refusals, describe
+from biggraphite_like.ingest import metadata as carbonlink_metadata
+from biggraphite_like.ingest.buffer import PointBuffer
+from biggraphite_like.ingest.pickles import safe_loads
+from biggraphite_like.ingest.points import Refusals, describe
+from biggraphite_like.ingest.refusal_log import RateLimitedLog
+from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.receiver.rules import StorageRules
-from biggraphite_like.receiver.stats import RateLimitedLog
 
 _log = logging.getLogger(__name__)
 _LENGTH = struct.Struct("!L")
 MAX_REQUEST = 1024 ** 2 * 16  # bytes
-METADATA_KEYS = ("aggregationMethod", "xFilesFactor")
 
 
 class BadRequest(BglError, ValueError):
@@ -103,29 +103,28 @@ class CarbonLinkService:
             return {"error": str(exc)}
         raise BadRequest(f'Invalid request type "{kind[:100]}"')
 
-    def _metadata(self, name: str, key: str):
-        if key not in METADATA_KEYS:
-            raise ValueError(f"Unsupported metadata key {key!r}: use one of {', '.join(METADATA_KEYS)}")
-        metric = self.accessor.get_metric(name)
+    def _metadata(self, name: str, key: str) -> tuple[Metric | None, MetricMetadata]:
+        """The stored metric (None: received, not flushed yet) and its metadata; the name is
+        normalised here, once (InvalidMetricName is answered as an error)."""
+        carbonlink_metadata.check_key(key)
+        canonical = names.normalize(name)
+        metric = self.accessor.get_metrics([canonical], canonical=True).get(canonical)
         if metric is None:
             if self.buffer.cached([name])[name]:  # received, created by the next flush
-                return None, self.rules.metadata_for(name)
+                return None, self.rules.metadata_for(canonical)
             raise ValueError(f"metric {name!r} does not exist")
         return metric, metric.metadata
 
     def _get(self, name: str, key: str):
         _, metadata = self._metadata(name, key)
-        return metadata.aggregator.value if key == "aggregationMethod" else metadata.xfilesfactor
+        return carbonlink_metadata.metadata_value(metadata, key)
 
     def _set(self, name: str, key: str, value) -> dict:
         metric, metadata = self._metadata(name, key)
         if metric is None:
             raise ValueError(f"metric {name!r} is not in the store yet: ask again after the next flush")
-        if key == "aggregationMethod":
-            old, new = metadata.aggregator.value, dataclasses.replace(metadata, aggregator=Aggregator.parse(value))
-        else:
-            old, new = metadata.xfilesfactor, dataclasses.replace(metadata, xfilesfactor=parse_xfilesfactor(value))
-        self.accessor.update_metadata(metric.name, new)
+        old, new = carbonlink_metadata.changed(metadata, key, value)
+        self.accessor.update_metadata(metric.name, new, canonical=True)
         return {"old_value": old, "new_value": value}
 
 

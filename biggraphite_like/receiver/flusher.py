@@ -1,6 +1,6 @@
 """The flusher thread: every flush interval, everything buffered goes to the store, as one
 accessor batch (`Accessor.insert_columns`: one transaction on SQLite, each metric's points
-together) per `max_batch_points` points at most, so a backlog is written in bounded
+together) per `flush_size` points at most (ingest.policy.FlushPolicy), so a backlog is written in bounded
 batches, one after the other (insert_columns itself writes a batch's metrics 10,000 at a
 time in its transaction, which bounds the store's transient memory per call).
 
@@ -8,7 +8,7 @@ This is the one place where the receiver creates metrics: the batch's unknown me
 created in its transaction, together, with the metadata the storage rules give them
 (rules.py), so a point never waits for nor races with its metric's creation.
 
-Batches are written by batch_writer.BatchWriter (shared with carbon's plugin): a batch
+Batches are written by ingest.batch_writer.BatchWriter (shared with carbon's plugin): a batch
 the store refuses as a whole is written in halves, in arrival order, down to 1,000
 points (as `bgl write -` does): on a full disk what fits gets in, and a failure that
 does not go away is confined to a small batch. A smallest batch that fails is retried
@@ -24,29 +24,20 @@ fails is dropped and counted: the exit message then says so (service.py).
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 from typing import Callable
 
 from biggraphite_like.accessor import Accessor, WriteResult
-from biggraphite_like.batch_writer import BatchWriter
+from biggraphite_like.ingest.batch_writer import BatchWriter
+from biggraphite_like.ingest.buffer import Batch, PointBuffer
+from biggraphite_like.ingest.policy import FlushPolicy
 from biggraphite_like.errors import BglError
-from biggraphite_like.receiver.buffer import Batch, PointBuffer
 from biggraphite_like.receiver.rules import StorageRules
 from biggraphite_like.receiver.stats import ReceiverStats
 
 _log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class FlushPolicy:
-    interval: float = 1.0  # seconds between the starts of two flushes
-    retries: int = 10  # attempts after a failure that cannot recover (any failure once stopping)
-    retry_delay: float = 0.2
-    retry_max_delay: float = 10.0
-    max_batch_points: int = 500_000  # points per accessor batch at most (--flush-size)
 
 
 class Flusher:
@@ -73,15 +64,15 @@ class Flusher:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        next_start = time.monotonic() + self.policy.interval
+        next_start = time.monotonic() + self.policy.flush_interval
         while True:
             stopping = self._stop.wait(max(0.0, next_start - time.monotonic()))
-            next_start = time.monotonic() + self.policy.interval
+            next_start = time.monotonic() + self.policy.flush_interval
             while True:
-                batch = self.buffer.take(self.policy.max_batch_points)
+                batch = self.buffer.take(self.policy.flush_size)
                 if batch is not None:
                     self.write(batch)
-                if batch is None or (not stopping and self.buffer.pending < self.policy.max_batch_points
+                if batch is None or (not stopping and self.buffer.pending < self.policy.flush_size
                                      and time.monotonic() < next_start):
                     break  # the rest (less than a batch) waits for the next interval
             if stopping:
@@ -108,7 +99,7 @@ class _StoreBatches(BatchWriter[Batch]):
 
     def insert(self, batch: Batch) -> WriteResult:
         return self.accessor.insert_columns(batch.names, batch.owner, batch.timestamps, batch.values,
-                                            create=self.rules.metadata_for)
+                                            create=self.rules.metadata_for, checked=True)
 
     def written(self, batch: Batch, result: WriteResult, seconds: float) -> None:
         elapsed_ms = int(seconds * 1000)

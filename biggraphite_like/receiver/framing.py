@@ -17,8 +17,8 @@ from __future__ import annotations
 import struct
 
 from biggraphite_like.receiver.lines import decode_lines
-from biggraphite_like.receiver.pickles import decode_pickle
-from biggraphite_like.receiver.points import Points, Refusals, concatenate
+from biggraphite_like.ingest.pickles import decode_pickle
+from biggraphite_like.ingest.points import ReceivedPoints, Refusals, concatenate
 
 MAX_LINE = 65536  # bytes: a 64-component name of 255 characters each is ~16 KB
 MAX_FRAME = 2**20  # bytes of one pickle message (carbon's MetricPickleReceiver.MAX_LENGTH)
@@ -29,7 +29,7 @@ class FrameTooLong(Exception):
     """A pickle frame announced more bytes than the limit: the stream cannot be resynchronised.
     `points` are those the same read decoded before it (they are good: store them)."""
 
-    def __init__(self, reason: str, points: Points):
+    def __init__(self, reason: str, points: ReceivedPoints):
         super().__init__(reason)
         self.points = points
 
@@ -46,11 +46,11 @@ class LineFraming:
     def pending(self) -> int:
         return len(self._partial)
 
-    def feed(self, data: bytes, refusals: Refusals) -> Points:
+    def feed(self, data: bytes, refusals: Refusals) -> ReceivedPoints:
         if self._skipping:
             end = data.find(b"\n")
             if end < 0:
-                return Points.empty()
+                return ReceivedPoints.empty()
             self._skipping = False
             data = data[end + 1:]
         data = self._partial + data if self._partial else data
@@ -65,10 +65,10 @@ class LineFraming:
         self._partial = rest
         return decode_lines(complete, refusals)
 
-    def close(self, refusals: Refusals) -> Points:
+    def close(self, refusals: Refusals) -> ReceivedPoints:
         """At the end of the stream: a last line without newline is a line too."""
         rest, self._partial = self._partial, b""
-        return decode_lines(rest, refusals) if rest and not self._skipping else Points.empty()
+        return decode_lines(rest, refusals) if rest and not self._skipping else ReceivedPoints.empty()
 
 
 class PickleFraming:
@@ -82,7 +82,7 @@ class PickleFraming:
     def pending(self) -> int:
         return len(self._buffer)
 
-    def feed(self, data: bytes, refusals: Refusals) -> Points:
+    def feed(self, data: bytes, refusals: Refusals) -> ReceivedPoints:
         """The points of the frames completed by data; FrameTooLong at a length over the limit."""
         self._buffer += data
         parts = []
@@ -104,8 +104,8 @@ class PickleFraming:
             del self._buffer[:offset]
         return concatenate(parts)
 
-    def close(self, refusals: Refusals) -> Points:
+    def close(self, refusals: Refusals) -> ReceivedPoints:
         if self._buffer:
             refusals.add(f"connection closed in the middle of a pickle message ({len(self._buffer)} bytes)", b"")
             self._buffer.clear()
-        return Points.empty()
+        return ReceivedPoints.empty()

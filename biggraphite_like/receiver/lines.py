@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from biggraphite_like.receiver.points import Points, Refusals
+from biggraphite_like.ingest.points import ReceivedPoints, Refusals
 
 # bytes.split()'s whitespace (Py_ISSPACE): space, \t, \n, \v, \f, \r
 _WHITESPACE = np.zeros(256, dtype=bool)
@@ -24,24 +24,24 @@ _WHITESPACE[[9, 10, 11, 12, 13, 32]] = True
 NEWLINE = 10
 
 
-def decode_lines(data: bytes, refusals: Refusals) -> Points:
+def decode_lines(data: bytes, refusals: Refusals) -> ReceivedPoints:
     """The points of complete plaintext lines (data may end without a newline: the last
     line counts as complete). Blank lines are ignored."""
     if not data:
-        return Points.empty()
+        return ReceivedPoints.empty()
     bad_lines = _lines_without_three_fields(data)
     if bad_lines is not None:
         return _decode_line_by_line(data, bad_lines, refusals)
     tokens = data.split()
     if not tokens:
-        return Points.empty()
+        return ReceivedPoints.empty()
     try:
         values = _floats(tokens[1::3])
         timestamps = _floats(tokens[2::3])
         names = b"\n".join(tokens[0::3]).decode("utf-8").split("\n")
     except (ValueError, UnicodeDecodeError):
         return _decode_line_by_line(data, None, refusals)
-    return Points(names, timestamps, values)
+    return ReceivedPoints(names, timestamps, values)
 
 
 def _floats(tokens: list[bytes]) -> np.ndarray:
@@ -92,7 +92,7 @@ def _two_spaces_a_line(data: bytes, array: np.ndarray) -> bool:
     return bool((spaces[1::2][:len(newlines)] < newlines).all() and (following > newlines[:len(following)]).all())
 
 
-def _decode_line_by_line(data: bytes, known_bad: set[int] | None, refusals: Refusals) -> Points:
+def _decode_line_by_line(data: bytes, known_bad: set[int] | None, refusals: Refusals) -> ReceivedPoints:
     """The slow path, for a read holding at least one bad line: refuse each bad line with
     its reason, decode the others in bulk."""
     good: list[bytes] = []
@@ -115,7 +115,7 @@ def _decode_line_by_line(data: bytes, known_bad: set[int] | None, refusals: Refu
             continue
         good.append(line)
     if not good:
-        return Points.empty()
+        return ReceivedPoints.empty()
     tokens = b"\n".join(good).split()
     names = b"\n".join(tokens[0::3]).decode("utf-8").split("\n")
-    return Points(names, _floats(tokens[2::3]), _floats(tokens[1::3]))  # float() accepted each field
+    return ReceivedPoints(names, _floats(tokens[2::3]), _floats(tokens[1::3]))  # float() accepted each field

@@ -44,12 +44,13 @@ from collections import OrderedDict
 from typing import Callable
 
 from biggraphite_like.errors import ReceiverConfigError
-from biggraphite_like.receiver.buffer import PointBuffer
+from biggraphite_like.ingest.buffer import PointBuffer
 from biggraphite_like.receiver.framing import MAX_FRAME, FrameTooLong, LineFraming, PickleFraming
 from biggraphite_like.receiver.limits import ACCEPT_BACKOFF, ConnectionLimits, connections_allowed
 from biggraphite_like.receiver.lines import decode_lines
-from biggraphite_like.receiver.points import Points, Refusals
-from biggraphite_like.receiver.stats import RateLimitedLog, ReceiverStats
+from biggraphite_like.ingest.points import ReceivedPoints, Refusals
+from biggraphite_like.ingest.refusal_log import RateLimitedLog
+from biggraphite_like.receiver.stats import ReceiverStats
 
 _log = logging.getLogger(__name__)
 
@@ -360,7 +361,7 @@ class Listeners:
                 continue
             self._accept_points(points, refusals, f"udp:{address[0]}:{address[1]}")
 
-    def _accept_points(self, points: Points, refusals: Refusals, peer: str) -> None:
+    def _accept_points(self, points: ReceivedPoints, refusals: Refusals, peer: str) -> None:
         received = len(points) + refusals.count
         points = points.checked(refusals)
         self.buffer.add(points, refusals)

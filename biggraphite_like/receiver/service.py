@@ -10,7 +10,6 @@ since the last flush started (one flush interval), or what a failing store left 
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import signal
@@ -18,15 +17,16 @@ import threading
 import time
 from typing import Callable, TextIO
 
+from biggraphite_like import settings
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import ReceiverConfigError
-from biggraphite_like.receiver.buffer import MAX_NAME_CACHE_BYTES, PointBuffer
+from biggraphite_like.ingest.buffer import PointBuffer
+from biggraphite_like.ingest.points import Refusals
 from biggraphite_like.receiver.carbonlink import CarbonLinkServer, CarbonLinkService
-from biggraphite_like.receiver.flusher import Flusher, FlushPolicy
+from biggraphite_like.receiver.flusher import Flusher
 from biggraphite_like.receiver.framing import LineFraming, PickleFraming
-from biggraphite_like.receiver.limits import MIB, ConnectionLimits, raise_open_files_limit
+from biggraphite_like.receiver.limits import raise_open_files_limit
 from biggraphite_like.receiver.listeners import Listeners, listen_tcp, listen_udp
-from biggraphite_like.receiver.points import Refusals
+from biggraphite_like.receiver.options import ReceiverOptions
 from biggraphite_like.receiver.prometheus import PrometheusServer, exposition
 from biggraphite_like.receiver.rules import StorageRules
 from biggraphite_like.receiver.stats import ReceiverStats, agent_prefix
@@ -34,56 +34,6 @@ from biggraphite_like.urls import redact_url
 
 _log = logging.getLogger("biggraphite_like.receiver")
 
-CARBONLINK_INTERFACE = "127.0.0.1"  # set-metadata changes stored metrics, unauthenticated: never wider
-
-
-@dataclasses.dataclass(frozen=True)
-class ReceiverOptions:
-    """What `bgl receive` takes (defaults are carbon's ports and the issue's limits)."""
-
-    bind: str = "127.0.0.1"
-    line_port: int | None = 2003
-    pickle_port: int | None = 2004
-    carbonlink_port: int | None = 7002
-    udp_port: int | None = None  # off unless asked, as carbon's ENABLE_UDP_LISTENER
-    flush_interval: float = 1.0
-    flush_size: int = 500_000  # points per store batch at most (a metric's points in one batch cost about one's)
-    max_buffered_points: int = 1_000_000
-    storage_schemas: str | None = None
-    storage_aggregation: str | None = None
-    drain_timeout: float = 10.0
-    drain_idle: float = 1.0
-    stats_interval: float = 60.0  # 0: no self-metrics
-    metrics_file: str | None = None
-    retries: int = 10
-    host: str | None = None  # the <host> of carbon.agents.<host>
-    max_connections: int = ConnectionLimits.max_connections  # per TCP listener (limits.py)
-    max_partial_bytes: int = ConnectionLimits.max_partial_bytes
-    partial_timeout: float = ConnectionLimits.partial_timeout
-    max_name_cache_bytes: int = MAX_NAME_CACHE_BYTES  # names remembered besides canonical ones (buffer.py)
-    prometheus_port: int | None = None  # GET /metrics on --bind (prometheus.py); off unless asked
-
-    @property
-    def connection_limits(self) -> ConnectionLimits:
-        return ConnectionLimits(self.max_connections, self.max_partial_bytes, self.partial_timeout)
-
-    def validate(self) -> None:
-        if self.flush_interval <= 0:
-            raise ReceiverConfigError(f"--flush-interval {self.flush_interval}: give a positive number of seconds")
-        if self.flush_size < 1:
-            raise ReceiverConfigError(f"--flush-size {self.flush_size}: give at least 1 point")
-        if self.max_buffered_points < 1000:
-            raise ReceiverConfigError(f"--max-buffered-points {self.max_buffered_points}: give at least 1000")
-        for name in ("line_port", "pickle_port", "carbonlink_port", "udp_port", "prometheus_port"):
-            port = getattr(self, name)
-            if port is not None and not 0 <= port < 65536:
-                raise ReceiverConfigError(f"--{name.replace('_', '-')} {port} is not a port (0-65535)")
-        if self.drain_timeout < 0 or self.drain_idle < 0 or self.stats_interval < 0 or self.retries < 0:
-            raise ReceiverConfigError("--drain-timeout, --drain-idle, --stats-interval and --retries take"
-                                      " numbers >= 0")
-        self.connection_limits.validate()
-        if self.max_name_cache_bytes < MIB:
-            raise ReceiverConfigError(f"--max-name-cache-bytes {self.max_name_cache_bytes}: give at least {MIB}")
 
 
 class Receiver:
@@ -98,9 +48,7 @@ class Receiver:
         self.buffer = PointBuffer(options.max_name_cache_bytes)
         self.listeners = Listeners(self.buffer, self.stats, options.max_buffered_points,
                                    limits=options.connection_limits)
-        self.flusher = Flusher(accessor, self.buffer, self.rules, self.stats,
-                               FlushPolicy(interval=options.flush_interval, retries=options.retries,
-                                           max_batch_points=options.flush_size))
+        self.flusher = Flusher(accessor, self.buffer, self.rules, self.stats, options.flush_policy)
         self.carbonlink: CarbonLinkServer | None = None
         self.prometheus: PrometheusServer | None = None
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -130,8 +78,8 @@ class Receiver:
                 self.addresses["udp"] = sock.getsockname()[:2]
             if o.carbonlink_port is not None:
                 self.carbonlink = CarbonLinkServer(CarbonLinkService(self.buffer, self.accessor, self.rules),
-                                                   CARBONLINK_INTERFACE, o.carbonlink_port)
-                self.addresses["carbonlink"] = (CARBONLINK_INTERFACE, self.carbonlink.port)
+                                                   settings.CARBONLINK_INTERFACE, o.carbonlink_port)
+                self.addresses["carbonlink"] = (settings.CARBONLINK_INTERFACE, self.carbonlink.port)
             if o.prometheus_port is not None:
                 self.prometheus = PrometheusServer(lambda: exposition(self.stats, self.buffer.buffered), o.bind,
                                                    o.prometheus_port)

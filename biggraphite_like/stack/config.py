@@ -39,9 +39,7 @@ CARBON_INSTANCE = "a"
 PRIVATE_UMASK = 0o077  # files 0600, folders 0700
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-CARBONLINK_INTERFACE = "127.0.0.1"  # set-metadata changes stored metrics, unauthenticated: never wider
 ALLOWED_HOSTS_ENV = "BGL_ALLOWED_HOSTS"  # more names graphite-web answers to, comma-separated
-DEFAULT_SELF_METRICS_INTERVAL = 60.0  # seconds, as carbon's CARBON_METRIC_INTERVAL
 _LOOPBACK_BINDS = ("127.0.0.1", "::1", "localhost")
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SIOCGIFADDR = 0x8915
@@ -94,11 +92,11 @@ class StackConfig:
 
     data_dir: Path
     store_url: str
-    bind: str = "127.0.0.1"
-    line_port: int = 2003
-    pickle_port: int = 2004
-    carbonlink_port: int = 7002
-    web_port: int = 8080
+    bind: str = settings.DEFAULT_BIND
+    line_port: int = settings.LINE_PORT
+    pickle_port: int = settings.PICKLE_PORT
+    carbonlink_port: int = settings.CARBONLINK_PORT
+    web_port: int = settings.WEB_PORT
     web_workers: int = 2
     carbon: bool = False  # carbon-cache with our plugin instead of `bgl receive`
     self_metrics_interval: float | None = None  # seconds; None: 60 (graphite-web: $BGL_SELF_METRICS_INTERVAL)
@@ -181,7 +179,7 @@ class StackConfig:
 
     def interface(self, option: str) -> str:
         """The address the port of `option` listens on: --bind, except CarbonLink's."""
-        return CARBONLINK_INTERFACE if option == "--carbonlink-port" else self.bind
+        return settings.CARBONLINK_INTERFACE if option == "--carbonlink-port" else self.bind
 
     @property
     def binds_every_interface(self) -> bool:
@@ -203,7 +201,7 @@ class StackConfig:
     @property
     def receiver_stats_interval(self) -> float:
         """Seconds between two records of the receiver's (or carbon-cache's) self-metrics."""
-        return DEFAULT_SELF_METRICS_INTERVAL if self.self_metrics_interval is None else self.self_metrics_interval
+        return settings.DEFAULT_SELF_METRICS_INTERVAL if self.self_metrics_interval is None else self.self_metrics_interval
 
     def environment(self) -> dict[str, str]:
         """What graphite-web's processes need in their environment to find their settings."""
@@ -272,7 +270,7 @@ def carbon_conf_text(config: StackConfig) -> str:
         "LINE_RECEIVER_PORT": config.line_port,
         "PICKLE_RECEIVER_INTERFACE": config.bind,
         "PICKLE_RECEIVER_PORT": config.pickle_port,
-        "CACHE_QUERY_INTERFACE": CARBONLINK_INTERFACE,
+        "CACHE_QUERY_INTERFACE": settings.CARBONLINK_INTERFACE,
         "CACHE_QUERY_PORT": config.carbonlink_port,
         "ENABLE_UDP_LISTENER": "False",
         "ENABLE_MANHOLE": "False",
@@ -313,7 +311,7 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "secret_key")
 BG_STORE = {config.store_url!r}
 STORAGE_DIR = {str(config.storage_dir)!r}
 LOG_DIR = {str(config.log_dir / 'webapp')!r}
-CARBONLINK_HOSTS = [{f'{CARBONLINK_INTERFACE}:{config.carbonlink_port}:{CARBON_INSTANCE}'!r}]
+CARBONLINK_HOSTS = [{f'{settings.CARBONLINK_INTERFACE}:{config.carbonlink_port}:{CARBON_INSTANCE}'!r}]
 ALLOWED_HOSTS = {config.allowed_hosts()!r}  # follows --bind; add names with ${ALLOWED_HOSTS_ENV}
 BG_PROMETHEUS_METRICS = True  # GET /metrics: find and render counters, Prometheus text (graphite_plugin.prometheus)
 BG_PROMETHEUS_DIR = {str(config.run_dir / 'prometheus')!r}  # the workers' counts, summed by /metrics

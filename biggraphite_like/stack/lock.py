@@ -21,9 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from biggraphite_like.errors import StackError
+from biggraphite_like.exit_status import EXIT_BUSY
 from biggraphite_like.stack.config import DIR_MODE, FILE_MODE, StackConfig
-
-EXIT_BUSY = 3  # `bgl run`'s exit status when another one holds the data directory
 
 
 class DataDirectoryBusy(StackError):

@@ -1,8 +1,9 @@
-"""A batch of received points as flat arrays, and the checks every protocol shares.
+"""Received points as flat arrays, and what was refused while decoding them.
 
-Each protocol decoder (lines.py, pickles.py) turns bytes into one `Points`: names as a
-list of str, timestamps and values as float64 arrays. `Refusals` collects what was
-refused and why (counted always, a few samples kept for the rate-limited log).
+Each protocol decoder (the receiver's lines.py, pickles.py here) turns bytes into one
+`ReceivedPoints`: names as a list of str (as received, not normalised), timestamps and
+values as float64 arrays. `Refusals` collects what was refused and why (counted always, a
+few samples kept for the rate-limited log, refusal_log.py).
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import time
 
 import numpy as np
 
-MAX_TIMESTAMP = 2**32 - 1  # whisper's unsigned 32-bit timestamps (the accessor's bound)
+from biggraphite_like.accessor import invalid_points, point_problem
+
 SAMPLES = 5  # refusals kept per batch for the log
 EXCERPT = 120  # characters of a refused line or object kept for the log
 _SHOWN_ITEMS = 4  # items of a list or tuple `describe` shows
@@ -66,7 +68,7 @@ class Refusals:
 
 
 @dataclasses.dataclass
-class Points:
+class ReceivedPoints:
     """Point i is (timestamps[i], values[i]) of names[i] (names as received, not normalised)."""
 
     names: list[str]
@@ -74,42 +76,36 @@ class Points:
     values: np.ndarray
 
     @classmethod
-    def empty(cls) -> "Points":
+    def empty(cls) -> "ReceivedPoints":
         return cls([], np.empty(0), np.empty(0))
 
     def __len__(self) -> int:
         return len(self.names)
 
-    def checked(self, refusals: Refusals, now: float | None = None) -> "Points":
-        """The points with finite fields and a timestamp in 1..2^32-1; the rest refused.
-
-        A timestamp of -1 means "now", as carbon's receivers have it.
+    def checked(self, refusals: Refusals, now: float | None = None) -> "ReceivedPoints":
+        """The points `accessor.invalid_points` accepts (the one point check); the rest
+        refused. A timestamp of -1 means "now", as carbon's receivers have it.
         """
         timestamps = self.timestamps
         if len(timestamps) and (timestamps == -1).any():
             timestamps = np.where(timestamps == -1, float(int(time.time() if now is None else now)), timestamps)
-        bad_time = ~np.isfinite(timestamps) | (timestamps < 1) | (timestamps >= MAX_TIMESTAMP + 1)
-        bad = bad_time | ~np.isfinite(self.values)
+        bad_time, bad = invalid_points(timestamps, self.values)
         if not bad.any():
-            return Points(self.names, timestamps, self.values)
+            return ReceivedPoints(self.names, timestamps, self.values)
         for index in np.flatnonzero(bad)[:SAMPLES].tolist():
-            if bad_time[index]:
-                why = f"timestamp {float(timestamps[index])!r} is not a finite number in 1..{MAX_TIMESTAMP}"
-            else:
-                why = f"value {float(self.values[index])!r} is not a finite number"
-            refusals.add(why, self.names[index], 0)
+            refusals.add(point_problem(timestamps[index], self.values[index], bad_time[index]), self.names[index], 0)
         refusals.count += int(bad.sum())
         keep = np.flatnonzero(~bad)
-        return Points([self.names[i] for i in keep.tolist()], timestamps[keep], self.values[keep])
+        return ReceivedPoints([self.names[i] for i in keep.tolist()], timestamps[keep], self.values[keep])
 
 
-def concatenate(parts: list[Points]) -> Points:
+def concatenate(parts: list[ReceivedPoints]) -> ReceivedPoints:
     parts = [p for p in parts if len(p)]
     if not parts:
-        return Points.empty()
+        return ReceivedPoints.empty()
     if len(parts) == 1:
         return parts[0]
     names: list[str] = []
     for part in parts:
         names.extend(part.names)
-    return Points(names, np.concatenate([p.timestamps for p in parts]), np.concatenate([p.values for p in parts]))
+    return ReceivedPoints(names, np.concatenate([p.timestamps for p in parts]), np.concatenate([p.values for p in parts]))

@@ -25,8 +25,8 @@ import struct
 
 import numpy as np
 
-from biggraphite_like.receiver.points import Points, Refusals, describe
-from biggraphite_like.receiver.unpickler import PICKLE_SAFE, PickleRefused, restricted_loads
+from biggraphite_like.ingest.points import ReceivedPoints, Refusals, describe
+from biggraphite_like.ingest.unpickler import PICKLE_SAFE, PickleRefused, restricted_loads
 
 __all__ = ["PICKLE_SAFE", "PickleRefused", "decode_pickle", "safe_loads"]
 
@@ -42,7 +42,7 @@ def safe_loads(data: bytes) -> object:
     return restricted_loads(data)
 
 
-def decode_pickle(frame: bytes, refusals: Refusals) -> Points:
+def decode_pickle(frame: bytes, refusals: Refusals) -> ReceivedPoints:
     """The points of one pickle frame; an unsafe, malformed or oversized pickle is refused
     whole, a malformed point alone. Never raises for what the frame holds."""
     try:
@@ -52,16 +52,16 @@ def decode_pickle(frame: bytes, refusals: Refusals) -> Points:
         message = restricted_loads(frame)
         if not isinstance(message, (list, tuple)):
             refusals.add("a pickle message must be a list of (name, (timestamp, value))", message)
-            return Points.empty()
+            return ReceivedPoints.empty()
         return _decode_item_by_item(message, refusals)
     except PickleRefused as exc:
         refusals.add(f"invalid pickle ({exc})", frame[:100])
     except Exception as exc:  # noqa: BLE001 - a frame must never take the receiver down
         refusals.add(f"invalid pickle ({type(exc).__name__} while decoding it)", frame[:100])
-    return Points.empty()
+    return ReceivedPoints.empty()
 
 
-def _canonical(data: bytes) -> Points | None:
+def _canonical(data: bytes) -> ReceivedPoints | None:
     """The points of a frame in the layout carbon's senders write, or None for any other
     layout (then nothing was built but these columns). See the module doc."""
     try:
@@ -70,7 +70,7 @@ def _canonical(data: bytes) -> Points | None:
         return None
 
 
-def _canonical_columns(data: bytes) -> Points | None:  # noqa: C901 - one loop, kept flat for speed
+def _canonical_columns(data: bytes) -> ReceivedPoints | None:  # noqa: C901 - one loop, kept flat for speed
     if len(data) < 4 or data[0] != 0x80 or not 2 <= data[1] <= 5:
         return None
     pos = 2
@@ -179,7 +179,7 @@ def _canonical_columns(data: bytes) -> Points | None:  # noqa: C901 - one loop, 
     if names is None or not _puts_in_order(data, puts):
         return None
     columns = _numbers(data, np.array(numbers, dtype=np.int64))
-    return Points(names, columns[0::2].copy(), columns[1::2].copy())
+    return ReceivedPoints(names, columns[0::2].copy(), columns[1::2].copy())
 
 
 _NUMBER_SIZE = [0] * 256  # opcode -> bytes of a BINFLOAT / BININT / BININT1 / BININT2 with its argument
@@ -229,7 +229,7 @@ def _decode_names(raw: list[bytes]) -> list[str] | None:
         return None
 
 
-def _decode_item_by_item(message: list | tuple, refusals: Refusals) -> Points:
+def _decode_item_by_item(message: list | tuple, refusals: Refusals) -> ReceivedPoints:
     names, timestamps, values = [], [], []
     for item in message:
         if type(item) not in (tuple, list) or len(item) != 2 or type(item[1]) not in (tuple, list) \
@@ -255,7 +255,7 @@ def _decode_item_by_item(message: list | tuple, refusals: Refusals) -> Points:
         names.append(name)
         timestamps.append(timestamp)
         values.append(value)
-    return Points(names, np.array(timestamps, dtype=np.float64), np.array(values, dtype=np.float64))
+    return ReceivedPoints(names, np.array(timestamps, dtype=np.float64), np.array(values, dtype=np.float64))
 
 
 def as_float(number: object, what: str) -> tuple[float, None] | tuple[None, str]:

@@ -10,7 +10,7 @@ appends three arrays (ids, timestamps, values); the flusher takes everything at 
 (`take`), which stays queryable (CarbonLink) until the store has it (`done`).
 
 `buffered` counts points taken but not yet written too: it is what the receiver holds in
-memory, and what back-pressure (connections.py) compares with --max-buffered-points.
+memory, and what back-pressure (listeners.py) compares with --max-buffered-points.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.errors import InvalidMetricName
-from biggraphite_like.receiver.points import Points, Refusals
+from biggraphite_like.ingest.points import ReceivedPoints, Refusals
 
 INVALID = -1  # id of a name that names.normalize refuses
 MAX_NAME_CACHE_BYTES = 64 * 2**20  # other spellings and invalid names remembered (see the module doc)
@@ -80,7 +80,7 @@ class PointBuffer:
     def pending(self) -> int:
         return self._pending
 
-    def add(self, points: Points, refusals: Refusals) -> int:
+    def add(self, points: ReceivedPoints, refusals: Refusals) -> int:
         """Buffer points (already checked); points of invalid names are refused. Returns
         how many were buffered."""
         if not len(points):
