@@ -448,17 +448,11 @@ class Accessor:
         step = self.max_metrics_per_write
         if len(names) <= step:
             return self._insert_valid(names, owner, timestamps, values, now, create, result)
-        order = np.argsort(owner, kind="stable")  # each metric's points in arrival order
-        owner, timestamps, values = owner[order], timestamps[order], values[order]
-        firsts = list(range(0, len(names), step))
-        bounds = np.searchsorted(owner, firsts + [len(names)]).tolist()
         try:
             with self.store.write_batch():
-                for part, first in enumerate(firsts):
-                    lo, hi = bounds[part], bounds[part + 1]
-                    if lo < hi:
-                        self._insert_valid(names[first:first + step], owner[lo:hi] - first, timestamps[lo:hi],
-                                           values[lo:hi], now, create, result)
+                for part in cut_by_group(owner, np.arange(len(names)) // step):
+                    self._insert_valid(part.names_of(names), part.owner, timestamps[part.points],
+                                       values[part.points], now, create, result)
         except BaseException:
             self._forget(names)  # the whole transaction rolled back: earlier parts' creations too
             raise
@@ -629,6 +623,44 @@ class Accessor:
         return self.store.expire_points(self.now() if now is None else now)
 
 
+@dataclasses.dataclass
+class BatchPart:
+    """One part of a cut batch: names[i] for i in `names` (indices into the batch's names,
+    in order), its points' indices in the batch (`points`, in arrival order) and their owner
+    within the part (`owner[k]`: the index in `names` of point k's name)."""
+
+    names: np.ndarray
+    points: np.ndarray
+    owner: np.ndarray
+
+    def names_of(self, every: Sequence) -> list:
+        """This part's items of a list aligned with the batch's names (its names, their metadata)."""
+        return [every[i] for i in self.names.tolist()]
+
+
+def cut_by_group(owner: np.ndarray, group_of_name: np.ndarray) -> Iterator[BatchPart]:
+    """A batch (point i belongs to name owner[i]) cut into one part per group of names
+    (group_of_name[j]: the group of name j), in increasing group order; groups without a
+    point are left out. Each metric's points stay together and in arrival order. The one
+    way a batch is cut: `insert_columns` (max_metrics_per_write metrics a part), the carbon
+    plugin's flusher (about BG_FLUSH_SIZE points a call, metrics without metadata apart)."""
+    group_of_name = np.asarray(group_of_name, np.int64)
+    count = len(group_of_name)
+    name_order = np.argsort(group_of_name, kind="stable")
+    groups, name_starts = np.unique(group_of_name[name_order], return_index=True)
+    name_bounds = np.append(name_starts, count)
+    local = np.empty(count, np.int64)  # a name's index within its group
+    local[name_order] = np.arange(count) - np.repeat(name_starts, np.diff(name_bounds))
+    group_of_point = group_of_name[owner]
+    point_order = np.argsort(group_of_point, kind="stable")
+    point_bounds = np.searchsorted(group_of_point[point_order], groups).tolist() + [len(owner)]
+    name_bounds = name_bounds.tolist()
+    for index in range(len(groups)):
+        points = point_order[point_bounds[index]:point_bounds[index + 1]]
+        if len(points):
+            yield BatchPart(name_order[name_bounds[index]:name_bounds[index + 1]], points, local[owner[points]])
+
+
 def _with_points_to_keep(made: list[Metric], batch_names: list[str], owner: np.ndarray, timestamps: np.ndarray,
                          now: int) -> tuple[list[Metric], set[str]]:
     """(the metrics of `made` with at least one point within their retention, the names of
@@ -702,5 +734,5 @@ def check_point(timestamp: float, value: float) -> tuple[int, float]:
     return int(ts[0]), float(vs[0])
 
 
-__all__ = ["Accessor", "FetchedGrid", "MAX_TIMESTAMP", "TimeSeries", "WriteResult", "check_point", "invalid_points",
+__all__ = ["Accessor", "BatchPart", "FetchedGrid", "cut_by_group", "MAX_TIMESTAMP", "TimeSeries", "WriteResult", "check_point", "invalid_points",
            "point_problem"]

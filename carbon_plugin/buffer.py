@@ -1,6 +1,6 @@
 """Points carbon handed over, held in memory until the flusher writes them in batches.
 
-Carbon's writer thread adds the points of many metrics at a time (cache_drain.py; one
+Carbon's writer thread adds the points of many metrics at a time (writer_loop.py; one
 metric at a time where carbon's own writer loop runs); the flusher thread takes
 everything at once when either BG_FLUSH_SIZE points are waiting or the oldest waiting point
 has waited BG_FLUSH_INTERVAL seconds, so a point never waits longer than that for its flush

@@ -6,7 +6,7 @@ named by `BG_STORE`; `DATABASE = whisper+biggraphite_like` also keeps carbon's w
 
 - carbon's writer thread calls `exists` (memory; a miss looks up the store once, batched),
   `create` (memory: the metric is stored with its first points) and `write_many` (the
-  batched writer loop, cache_drain.py) or `write` (buffers);
+  batched writer loop, writer_loop.py) or `write` (buffers);
 - the plugin's flusher thread writes the buffer to the store (see flusher.py);
 - the reactor thread calls `getMetadata` / `setMetadata` for CarbonLink: answered from
   memory, changes persisted by the flusher thread.
@@ -120,7 +120,7 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
 
     def write_many(self, metrics: Sequence[str], datapoints: Sequence[dict[float, float]]) -> None:
         """`write` for many metrics at once ({timestamp: value} each), from the batched
-        writer loop (cache_drain.py)."""
+        writer loop (writer_loop.py)."""
         self.flusher.ensure_started()
         self.buffer.add_many(metrics, datapoints)
 

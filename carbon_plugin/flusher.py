@@ -30,7 +30,7 @@ import numpy as np
 from carbon import log
 
 from biggraphite_like import names as names_mod
-from biggraphite_like.accessor import WriteResult
+from biggraphite_like.accessor import WriteResult, cut_by_group
 from biggraphite_like.ingest.batch_writer import BatchWriter
 from biggraphite_like.errors import InvalidMetricName
 from biggraphite_like.metric import MetricMetadata
@@ -174,21 +174,10 @@ class Flusher:
             self._write(batch.names, batch.owner, batch.timestamps, batch.values,
                         None if metadata[0] is None else metadata)
             return
-        call_of_name_array = np.asarray(call_of_name, np.int64)
-        call_of_point = call_of_name_array[batch.owner]
-        order = np.argsort(call_of_point, kind="stable")  # each metric's points stay in arrival order
-        bounds = np.searchsorted(call_of_point[order], np.unique(call_of_point), side="right").tolist()
-        start = 0
-        for end in bounds:
-            points = order[start:end]
-            start = end
-            keep = np.zeros(len(batch.names), dtype=bool)
-            keep[batch.owner[points]] = True
-            names = [n for n, kept in zip(batch.names, keep.tolist()) if kept]
-            owner = (np.cumsum(keep) - 1)[batch.owner[points]]
-            create = [m for m, kept in zip(metadata, keep.tolist()) if kept]
-            self._write(names, owner, batch.timestamps[points], batch.values[points],
-                        None if create[0] is None else create)
+        for part in cut_by_group(batch.owner, np.asarray(call_of_name, np.int64)):
+            create = part.names_of(metadata)
+            self._write(part.names_of(batch.names), part.owner, batch.timestamps[part.points],
+                        batch.values[part.points], None if create[0] is None else create)
 
     def _spelled_metadata(self, names: list[str], metadata: list, spellings: list[str]) -> list:
         """Metadata of names carbon gave (and created) in another spelling than the normalised one."""

@@ -112,8 +112,8 @@ class GuardedPickleReceiver(GuardedReceiver, MetricPickleReceiver):
     plugin_name = "pickle"  # replaces carbon's MetricPickleReceiver
 
     def stringReceived(self, data: bytes) -> None:
-        """carbon's pickle message, decoded by the receiver's bounded decoder (never
-        pickle's unpickler: pickles.py says why); refused points are logged and counted."""
+        """carbon's pickle message, decoded by the ingest core's bounded decoder (never
+        pickle's unpickler: ingest/pickles.py says why); refused points are logged and counted."""
         found = Refusals()
         points = decode_pickle(data, found)
         for reason, excerpt in found.samples:

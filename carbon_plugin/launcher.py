@@ -11,8 +11,8 @@ Before carbon builds its services, the launcher puts the guarded plaintext and p
 receivers in place of carbon's (receivers.py: a bad line is refused and counted, the
 connection goes on), puts a `write` processor that stores plain names without parsing
 them as tagged series in place of carbon's (pipeline.py), a writer loop that takes many
-metrics from carbon's cache at once in place of carbon's (cache_drain.py), and adds the shutdown drain
-(drain.py: on SIGTERM, bytes clients already sent are read and stored before the exit).
+metrics from carbon's cache at once in place of carbon's (writer_loop.py), and adds the shutdown drain
+(connection_drain.py: on SIGTERM, bytes clients already sent are read and stored before the exit).
 The `write` processor and the writer loop replace carbon's internals: they are installed
 only on the carbon release they are tested against (TESTED_CARBON); on another, carbon's
 own code runs and the log says so.
@@ -59,7 +59,7 @@ def _guard_receivers() -> None:
         from carbon import log
         from carbon.conf import settings
 
-        from carbon_plugin import cache_drain, drain, pipeline, receivers
+        from carbon_plugin import connection_drain, pipeline, receivers, writer_loop
 
         receivers.register()
         replace = carbon_release() in TESTED_CARBON
@@ -67,11 +67,11 @@ def _guard_receivers() -> None:
             pipeline.register()
         service = make_service(serviceMaker, options)
         if replace:
-            cache_drain.install()
+            writer_loop.install()
         else:
             log.msg(f"biggraphite_like: carbon {carbon_release()} is not one of {', '.join(TESTED_CARBON)}:"
                     " carbon's own write processor and writer loop run (slower, same points)")
-        drain.install(settings)
+        connection_drain.install(settings)
         _record_refusals(settings)
         return service
 

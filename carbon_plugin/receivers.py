@@ -15,7 +15,7 @@ extension point for receivers; carbon's files are not touched). They refuse such
 point (`refuse` here: counted as `biggraphite_like.refusedLines` among carbon's
 self-metrics and in the shutdown log, logged at most 10 lines a minute by the ingest
 package's RateLimitedLog) and go on with the connection. They also note when each
-connection last received bytes, for the shutdown drain (drain.py).
+connection last received bytes, for the shutdown drain (connection_drain.py).
 
 They also take a read at a time rather than a line (or pickled point) at a time: the
 plaintext receiver splits and decodes every complete line of a read at once (Twisted's

@@ -1,4 +1,4 @@
-"""The plugin's batched writer loop (carbon_plugin/cache_drain.py) against carbon's own
+"""The plugin's batched writer loop (carbon_plugin/writer_loop.py) against carbon's own
 `carbon.writer.writeCachedDataPoints`: the same cache contents, drained by each into carbon's
 real database plugins (ours on real SQLite files, carbon's whisper on real files), give the
 same stored points and metadata, the same counters and tag queue, and an empty cache."""
@@ -14,7 +14,7 @@ import whisper
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
-from carbon_plugin import cache_drain
+from carbon_plugin import writer_loop
 from carbon_plugin.database import BigGraphiteLikeDatabase
 from tests.test_carbon_plugin import make_store, stored_values
 
@@ -47,7 +47,7 @@ def carbon_writer(tmp_path_factory, monkeypatch):
     for key, value in {"ENABLE_TAGS": True, "SKIP_TAGS_FOR_NONTAGGED": True, "LOG_UPDATES": False,
                        "LOG_CREATES": False, "CACHE_WRITE_STRATEGY": "sorted", "MIN_TIMESTAMP_LAG": 0}.items():
         monkeypatch.setitem(settings, key, value)
-    monkeypatch.setattr(cache_drain, "_carbons_function", writer.writeCachedDataPoints)
+    monkeypatch.setattr(writer_loop, "_carbons_function", writer.writeCachedDataPoints)
     monkeypatch.setattr(state, "database", None, raising=False)
     cache = MetricCache()
     _empty(cache, writer, instrumentation)
@@ -118,7 +118,7 @@ def plugin(tmp_path: Path, name: str) -> tuple[str, BigGraphiteLikeDatabase]:
 def test_batched_loop_stores_and_counts_what_carbons_loop_does(tmp_path, carbon_writer):
     now = int(time.time())
     results = {}
-    for label, loop in (("carbon", carbon_writer.writeCachedDataPoints), ("ours", cache_drain.write_cached_datapoints)):
+    for label, loop in (("carbon", carbon_writer.writeCachedDataPoints), ("ours", writer_loop.write_cached_datapoints)):
         (tmp_path / label).mkdir()
         url, database = plugin(tmp_path, label)
         try:
@@ -160,7 +160,7 @@ def test_a_take_of_many_new_metrics_is_looked_up_in_batches(tmp_path, carbon_wri
         cache.store(name, (float(now - now % 60 - 60), float(index)))
     state.database = database
     try:
-        cache_drain.write_cached_datapoints()
+        writer_loop.write_cached_datapoints()
         assert database.flush(timeout=60)
         lookups = database.stats.totals()["lookups"]
     finally:
@@ -177,7 +177,7 @@ def test_whisper_gets_the_same_files_metric_by_metric(tmp_path, carbon_writer):
 
     now = int(time.time())
     files = {}
-    for label, loop in (("carbon", carbon_writer.writeCachedDataPoints), ("ours", cache_drain.write_cached_datapoints)):
+    for label, loop in (("carbon", carbon_writer.writeCachedDataPoints), ("ours", writer_loop.write_cached_datapoints)):
         settings = Settings()
         settings.update(LOCAL_DATA_DIR=str(tmp_path / label))
         database = TimeSeriesDatabase.plugins["whisper"](settings)
@@ -205,12 +205,12 @@ def test_a_take_holds_whole_metrics_and_resumes_the_receivers_below_the_watermar
             cache.store(f"m{i}", (float(ts), float(i)))
     monkeypatch.setitem(settings, "CACHE_SIZE_LOW_WATERMARK", 10)
     monkeypatch.setattr(state, "cacheTooFull", True)
-    taken = cache_drain.take(cache, 7)  # 7 points: three whole metrics
+    taken = writer_loop.take(cache, 7)  # 7 points: three whole metrics
     assert [len(points) for _, points in taken] == [3, 3, 3]
     assert cache.size == 21 and len(cache) == 7 and state.cacheTooFull  # above the watermark
-    taken += cache_drain.take(cache, 12)
+    taken += writer_loop.take(cache, 12)
     assert cache.size == 9 and not state.cacheTooFull  # carbon's cacheSpaceAvailable fired
-    taken += cache_drain.take(cache, 1_000)
+    taken += writer_loop.take(cache, 1_000)
     assert cache.size == 0 and len(cache) == 0
     assert sorted(name for name, _ in taken) == sorted(f"m{i}" for i in range(10))
     assert all(points == {0.0: float(name[1:]), 1.0: float(name[1:]), 2.0: float(name[1:])} for name, points in taken)
@@ -222,11 +222,11 @@ def test_rate_limits_keep_carbons_own_loop(tmp_path, carbon_writer, monkeypatch)
 
     bucket = TokenBucket(1_000, 1)
     monkeypatch.setattr(carbon_writer, "UPDATE_BUCKET", bucket)
-    assert not cache_drain.batched(carbon_writer.settings, carbon_writer)
+    assert not writer_loop.batched(carbon_writer.settings, carbon_writer)
     (tmp_path / "s").mkdir()
     _, database = plugin(tmp_path, "s")
     try:
-        counters, _, expected = drain(cache_drain.write_cached_datapoints, database, int(time.time()), carbon_writer)
+        counters, _, expected = drain(writer_loop.write_cached_datapoints, database, int(time.time()), carbon_writer)
     finally:
         database.close()
     assert counters["updateOperations"] == len(expected)
