@@ -10,11 +10,12 @@ takes canonical names): the ingest buffer (biggraphite_like.ingest.buffer) inter
 spelling once for both ingest paths, and the carbon plugin's lookups normalise on their
 side; below this, nothing normalises again.
 
-Where a point is checked: once, by `invalid_points` (a finite timestamp in
+Where a point is checked: once, by `point_check.invalid_points` (a finite timestamp in
 1..MAX_TIMESTAMP, a finite value). The receiver calls it as it decodes (a refused point is
 counted and logged with its sender) and hands `insert_columns` its points with
 `checked=True`; every other writer (the carbon plugin, in its writer process; `bgl write`;
-`insert_points`) has them checked by `insert_columns` / `insert_points`.
+`insert_points`) has them checked by `insert_columns` / `insert_points`. A batch is cut
+into parts one way: `batch_parts.cut_by_group`.
 """
 from __future__ import annotations
 
@@ -31,10 +32,12 @@ import numpy as np
 
 from biggraphite_like import names as names_mod
 from biggraphite_like.downsampling import Downsampler
-from biggraphite_like.errors import InvalidMetricName, InvalidPoint, MetricNotFound, StoreError
+from biggraphite_like.errors import InvalidMetricName, MetricNotFound, StoreError
+from biggraphite_like.batch_parts import cut_by_group
 from biggraphite_like.glob import DEFAULT_MAX_EXPANSION, DEFAULT_MAX_RESULTS, GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata, make_metric, per_retention
 from biggraphite_like.metric_cache import MetricCache
+from biggraphite_like.point_check import MAX_TIMESTAMP, WriteResult, check_columns, check_pairs, check_point
 from biggraphite_like.stores.base import ScanPage, StageTable, Store
 from biggraphite_like.stores.registry import open_store
 from biggraphite_like.tags.database import TagDatabase
@@ -42,29 +45,11 @@ from biggraphite_like.tags.series import is_tagged
 
 _log = logging.getLogger(__name__)
 
-MAX_TIMESTAMP = 2**32 - 1  # whisper stores timestamps as unsigned 32-bit integers
 DEFAULT_TOUCH_INTERVAL = 3600  # seconds between two updates of a metric's updated_on / read_on
 DEFAULT_CACHE_TTL = 300  # seconds a metric's metadata is trusted without reading it again
-MAX_REPORTED_ERRORS = 100
 MAX_UNRECORDED_READS = 100_000  # reads kept for a later attempt while writers hold the store
 MAX_METRICS_PER_WRITE = 10_000  # metrics per store round of insert_columns (bounds transient memory)
 MAX_DIRECTORY_ROUNDS = 10  # write-then-check rounds before giving up on a directory that keeps vanishing
-
-
-@dataclasses.dataclass
-class WriteResult:
-    """What happened to a batch: points stored, points refused and why."""
-
-    stored: int = 0
-    too_old: int = 0  # older than the metric's whole retention: whisper drops them too
-    rejected: int = 0  # invalid value or timestamp, or unknown metric
-    created: int = 0  # metrics this batch created (`create` given)
-    errors: list[str] = dataclasses.field(default_factory=list)
-
-    def reject(self, count: int, message: str) -> None:
-        self.rejected += count
-        if len(self.errors) < MAX_REPORTED_ERRORS:
-            self.errors.append(message)
 
 
 @dataclasses.dataclass
@@ -406,7 +391,7 @@ class Accessor:
             owners.extend([index] * len(series))
         if not flat:
             return result
-        owner, timestamps, values = _validate_points(batch_names, np.asarray(owners, np.int64), flat, result)
+        owner, timestamps, values = check_pairs(batch_names, np.asarray(owners, np.int64), flat, result)
         return self._insert_valid(batch_names, owner, timestamps, values, now, create, result)
 
     def insert_columns(
@@ -442,7 +427,7 @@ class Accessor:
         if checked:
             timestamps = np.trunc(timestamps).astype(np.int64)
         else:
-            owner, timestamps, values = _check_points(names, owner, timestamps, values,
+            owner, timestamps, values = check_columns(names, owner, timestamps, values,
                                                       np.zeros(len(owner), dtype=bool), result)
         names = list(names)
         step = self.max_metrics_per_write
@@ -623,44 +608,6 @@ class Accessor:
         return self.store.expire_points(self.now() if now is None else now)
 
 
-@dataclasses.dataclass
-class BatchPart:
-    """One part of a cut batch: names[i] for i in `names` (indices into the batch's names,
-    in order), its points' indices in the batch (`points`, in arrival order) and their owner
-    within the part (`owner[k]`: the index in `names` of point k's name)."""
-
-    names: np.ndarray
-    points: np.ndarray
-    owner: np.ndarray
-
-    def names_of(self, every: Sequence) -> list:
-        """This part's items of a list aligned with the batch's names (its names, their metadata)."""
-        return [every[i] for i in self.names.tolist()]
-
-
-def cut_by_group(owner: np.ndarray, group_of_name: np.ndarray) -> Iterator[BatchPart]:
-    """A batch (point i belongs to name owner[i]) cut into one part per group of names
-    (group_of_name[j]: the group of name j), in increasing group order; groups without a
-    point are left out. Each metric's points stay together and in arrival order. The one
-    way a batch is cut: `insert_columns` (max_metrics_per_write metrics a part), the carbon
-    plugin's flusher (about BG_FLUSH_SIZE points a call, metrics without metadata apart)."""
-    group_of_name = np.asarray(group_of_name, np.int64)
-    count = len(group_of_name)
-    name_order = np.argsort(group_of_name, kind="stable")
-    groups, name_starts = np.unique(group_of_name[name_order], return_index=True)
-    name_bounds = np.append(name_starts, count)
-    local = np.empty(count, np.int64)  # a name's index within its group
-    local[name_order] = np.arange(count) - np.repeat(name_starts, np.diff(name_bounds))
-    group_of_point = group_of_name[owner]
-    point_order = np.argsort(group_of_point, kind="stable")
-    point_bounds = np.searchsorted(group_of_point[point_order], groups).tolist() + [len(owner)]
-    name_bounds = name_bounds.tolist()
-    for index in range(len(groups)):
-        points = point_order[point_bounds[index]:point_bounds[index + 1]]
-        if len(points):
-            yield BatchPart(name_order[name_bounds[index]:name_bounds[index + 1]], points, local[owner[points]])
-
-
 def _with_points_to_keep(made: list[Metric], batch_names: list[str], owner: np.ndarray, timestamps: np.ndarray,
                          now: int) -> tuple[list[Metric], set[str]]:
     """(the metrics of `made` with at least one point within their retention, the names of
@@ -674,65 +621,4 @@ def _with_points_to_keep(made: list[Metric], batch_names: list[str], owner: np.n
     return keep, {m.name for m in made} - {m.name for m in keep}
 
 
-def _validate_points(
-    names: Sequence[str], owner: np.ndarray, flat: list, result: WriteResult
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(owner, timestamps truncated to int64 like whisper's int(), values) of the valid points."""
-    malformed = np.zeros(len(flat), dtype=bool)
-    try:
-        array = np.array(flat, dtype=np.float64)
-        if array.shape != (len(flat), 2):
-            raise ValueError("not pairs")
-    except (TypeError, ValueError):
-        array = np.full((len(flat), 2), np.nan)
-        for index, point in enumerate(flat):
-            try:
-                array[index] = float(point[0]), float(point[1])
-            except (TypeError, ValueError, IndexError):
-                malformed[index] = True
-                result.reject(1, f"{names[owner[index]]}: point {point!r} is not a (timestamp, value) pair of numbers")
-    return _check_points(names, owner, array[:, 0], array[:, 1], malformed, result)
-
-
-def invalid_points(timestamps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(bad timestamp, bad point) masks: a point is stored only with a finite timestamp in
-    1..MAX_TIMESTAMP and a finite value. The one point check (see the module doc): the
-    receiver calls it when it decodes, `insert_columns` and `insert_points` otherwise."""
-    bad_time = ~np.isfinite(timestamps) | (timestamps < 1) | (timestamps >= MAX_TIMESTAMP + 1)
-    return bad_time, bad_time | ~np.isfinite(values)
-
-
-def point_problem(timestamp: float, value: float, bad_time: bool) -> str:
-    """Why a point `invalid_points` marks is refused."""
-    if bad_time:
-        return f"timestamp {float(timestamp)!r} is outside 1..{MAX_TIMESTAMP}"
-    return f"value {float(value)!r} is not a finite number"
-
-
-def _check_points(names: Sequence[str], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
-                  malformed: np.ndarray, result: WriteResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Refuse (in result) the points `invalid_points` marks; returns (owner, timestamps
-    truncated to int64, values) of the rest."""
-    bad_time, bad = invalid_points(timestamps, values)
-    reportable = np.flatnonzero(bad & ~malformed)
-    for index in reportable[:MAX_REPORTED_ERRORS].tolist():
-        why = point_problem(timestamps[index], values[index], bad_time[index])
-        result.reject(1, f"{names[owner[index]]}: {why}")
-    if len(reportable) > MAX_REPORTED_ERRORS:
-        extra = len(reportable) - MAX_REPORTED_ERRORS
-        result.reject(extra, f"{extra} more invalid points")
-    keep = ~bad
-    return owner[keep], np.trunc(timestamps[keep]).astype(np.int64), values[keep]
-
-
-def check_point(timestamp: float, value: float) -> tuple[int, float]:
-    """Validate one point, raising InvalidPoint with the reason (CLI and plugins)."""
-    result = WriteResult()
-    _, ts, vs = _validate_points(["point"], np.zeros(1, np.int64), [(timestamp, value)], result)
-    if result.errors:
-        raise InvalidPoint(result.errors[0])
-    return int(ts[0]), float(vs[0])
-
-
-__all__ = ["Accessor", "BatchPart", "FetchedGrid", "cut_by_group", "MAX_TIMESTAMP", "TimeSeries", "WriteResult", "check_point", "invalid_points",
-           "point_problem"]
+__all__ = ["Accessor", "FetchedGrid", "MAX_TIMESTAMP", "TimeSeries", "WriteResult", "check_point"]

@@ -30,7 +30,8 @@ import numpy as np
 from carbon import log
 
 from biggraphite_like import names as names_mod
-from biggraphite_like.accessor import WriteResult, cut_by_group
+from biggraphite_like.accessor import WriteResult
+from biggraphite_like.batch_parts import cut_by_group
 from biggraphite_like.ingest.batch_writer import BatchWriter
 from biggraphite_like.errors import InvalidMetricName
 from biggraphite_like.metric import MetricMetadata

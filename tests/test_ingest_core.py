@@ -11,7 +11,9 @@ import time
 import numpy as np
 
 from biggraphite_like import names as names_mod
-from biggraphite_like.accessor import Accessor, cut_by_group, invalid_points
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.batch_parts import cut_by_group
+from biggraphite_like.point_check import invalid_points
 from biggraphite_like.ingest.buffer import PointBuffer
 from biggraphite_like.ingest.points import ReceivedPoints, Refusals
 from biggraphite_like.metric import MetricMetadata

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from biggraphite_like.accessor import invalid_points, point_problem
+from biggraphite_like.point_check import invalid_points, point_problem
 
 SAMPLES = 5  # refusals kept per batch for the log
 EXCERPT = 120  # characters of a refused line or object kept for the log
@@ -83,7 +83,7 @@ class ReceivedPoints:
         return len(self.names)
 
     def checked(self, refusals: Refusals, now: float | None = None) -> "ReceivedPoints":
-        """The points `accessor.invalid_points` accepts (the one point check); the rest
+        """The points `point_check.invalid_points` accepts (the one point check); the rest
         refused. A timestamp of -1 means "now", as carbon's receivers have it.
         """
         timestamps = self.timestamps
