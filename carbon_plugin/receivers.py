@@ -82,9 +82,13 @@ def finite_timestamp(datapoint: tuple) -> str | None:
 
 
 def register() -> None:
-    """Put the guarded receivers in place of carbon's (before carbon builds its services):
-    defining them registers them with carbon."""
-    import carbon_plugin.guarded_receivers  # noqa: F401 - imported for its classes' registration
+    """Put the guarded receivers in place of carbon's (before carbon builds its services), as
+    carbon's PluginRegistrar does when a class is defined (again on every call: a caller
+    may have put carbon's back)."""
+    from carbon_plugin.guarded_receivers import GuardedLineReceiver, GuardedPickleReceiver
+
+    for receiver in (GuardedLineReceiver, GuardedPickleReceiver):
+        receiver.plugins[receiver.plugin_name] = receiver
 
 
 def record_refusals() -> None:
