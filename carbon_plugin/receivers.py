@@ -6,12 +6,13 @@ closes the connection and every line after it is lost, the sender not told. The 
 receiver does the same for a NaN/inf timestamp or a name that is not a string, and its
 unpickler builds whatever a frame describes: a 200-byte "billion laughs" frame blocks the
 reactor and takes hundreds of MB, `10**400` or a list nested 100,000 deep raise past its
-guard. The guarded pickle receiver decodes with our receiver's bounded decoder
-(biggraphite_like/ingest/pickles.py) instead: such a frame is refused, logged, counted.
+guard. The guarded pickle receiver decodes with the ingest core's bounded decoder
+(biggraphite_like/ingest/pickles.py, `bgl receive`'s too) instead: such a frame is
+refused, logged, counted.
 
-`register()` loads guarded_receivers.py, whose subclasses have carbon's own plugin names
-(`line`, `pickle`), which carbon's PluginRegistrar puts in place of its classes (carbon's
-extension point for receivers; carbon's files are not touched). They refuse such a line or
+`register()` puts the subclasses of guarded_receivers.py, which have carbon's own plugin
+names (`line`, `pickle`), in place of carbon's classes (carbon's extension point for
+receivers; carbon's files are not touched). They refuse such a line or
 point (`refuse` here: counted as `biggraphite_like.refusedLines` among carbon's
 self-metrics and in the shutdown log, logged at most 10 lines a minute by the ingest
 package's RateLimitedLog) and go on with the connection. They also note when each

@@ -1,6 +1,8 @@
-"""The receiver's buffer: received points as flat arrays, until the flusher writes them.
+"""The ingest buffer: received points as flat arrays, until a flusher writes them (the
+receiver's; the carbon plugin's turns what carbon handed over into batches with it).
 
-Names are interned once: a name seen for the first time is normalised (names.normalize,
+Names are interned once, here, for both ingest paths (the one place they become
+canonical, see the accessor's module doc): a name seen for the first time is normalised (names.normalize,
 which refuses invalid names with the reason) and given an integer id; a name's later
 points cost one dict lookup, done for a whole read by `map` in C. Spellings other than
 the canonical one and invalid names are remembered up to `max_name_cache_bytes` (their
@@ -10,7 +12,8 @@ appends three arrays (ids, timestamps, values); the flusher takes everything at 
 (`take`), which stays queryable (CarbonLink) until the store has it (`done`).
 
 `buffered` counts points taken but not yet written too: it is what the receiver holds in
-memory, and what back-pressure (listeners.py) compares with --max-buffered-points.
+memory, and what its back-pressure (receiver/listeners.py) compares with
+--max-buffered-points.
 """
 from __future__ import annotations
 
