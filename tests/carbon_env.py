@@ -1,6 +1,6 @@
 """Run the real carbon-cache (through `bgl-carbon-cache`) on free 127.0.0.1 ports.
 
-Used by tests/test_carbon_plugin.py and bench/carbon_bench.py: writes carbon.conf,
+Used by tests/carbon/test_plugin.py and bench/carbon_bench.py: writes carbon.conf,
 storage-schemas.conf and storage-aggregation.conf in a directory, starts the daemon in the
 foreground (`--debug start`) as a subprocess, sends plaintext and pickle, stops it with
 SIGTERM.
@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from tests.paths import REPO_ROOT
+
 VENV_BIN = Path(sys.executable).parent
-REPO_ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = VENV_BIN / "bgl-carbon-cache"
 WHISPER_LAUNCHER = VENV_BIN / "carbon-cache.py"
 

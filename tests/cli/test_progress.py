@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.test_cli_maintenance import bgl, ok, run_in_pty
-from tests.test_run_script import ROOT, fake_pip_env
+from tests.cli.test_maintenance import bgl, ok, run_in_pty
+from tests.ops.test_run_script import ROOT, fake_pip_env
 
 METRICS = 2_500  # more than a batch (1,000 metrics): the bar moves more than once
 

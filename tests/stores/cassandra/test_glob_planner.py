@@ -15,7 +15,7 @@ from biggraphite_like import names as names_mod
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.stores.cassandra import glob_planner as planner
 
-from tests.test_conformance import PATTERNS, _random_tree
+from tests.stores.test_conformance import PATTERNS, _random_tree
 
 
 def _column(name: str, column: str) -> str | None:

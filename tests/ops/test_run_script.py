@@ -14,7 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 FAKE_PIP = """\
 import os, sys

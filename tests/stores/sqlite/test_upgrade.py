@@ -34,8 +34,8 @@ from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.sqlite import SQLiteStore
+from tests.paths import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 FIXTURE = DATA / "store_before_interning.sql"
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 NOW = 1_700_000_000  # the `now` the fixture was written with

@@ -5,7 +5,7 @@ and reads go on (the store keeps working at the levels that allow it, fails clea
 others, and loses no acknowledged point), a node restarted. It takes about 4 minutes on 2
 cores, so it runs before each release of the Cassandra store rather than in CI:
 
-    BGL_TEST_CASSANDRA_CLUSTER=1 .venv/bin/python -m pytest -v -s tests/test_cassandra_cluster.py
+    BGL_TEST_CASSANDRA_CLUSTER=1 .venv/bin/python -m pytest -v -s tests/stores/cassandra/test_cluster.py
 
 The tests run in file order on one cluster: the later ones use the node the earlier one stopped.
 """

@@ -25,8 +25,8 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import SchemaMissing
 from biggraphite_like.maintenance.delete import delete
 from biggraphite_like.maintenance.repair import repair
+from tests.paths import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 
 

@@ -31,9 +31,10 @@ from biggraphite_like.stores.cassandra.options import OPTIONS, parse_url
 from biggraphite_like.stores.registry import open_store
 
 from tests.conftest import new_keyspace
-from tests.test_conformance import PATTERNS, _expected_directories, _random_tree
+from tests.paths import REPO_ROOT
+from tests.stores.test_conformance import PATTERNS, _expected_directories, _random_tree
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 SCHEMA_FILE = ROOT / "schema" / "cassandra.cql"
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable))
 META = MetricMetadata.create("10s:10m,60s:1h", "average", 0.0)

@@ -6,7 +6,6 @@ import gzip
 import hashlib
 import sqlite3
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +13,9 @@ import pytest
 from biggraphite_like import chunks
 from biggraphite_like.chunks import encoder, streams
 from biggraphite_like.errors import CorruptChunk, InvalidPoint
+from tests.paths import DATA
 
 START = 1_600_000_000 - 1_600_000_000 % 43_200
-DATA = Path(__file__).resolve().parent / "data"
 
 
 def _roundtrip(ts, values, counts=None) -> bytes:

@@ -1,6 +1,6 @@
 """batch_writer.BatchWriter without a store: what it drops, keeps and retries, for a writer
 whose insert fails on one point for good (a bug), or on everything until a moment (a full
-disk). The real stores under it: tests/test_hostile_full_disk.py."""
+disk). The real stores under it: tests/receiver/test_hostile_full_disk.py."""
 from __future__ import annotations
 
 import dataclasses

@@ -28,8 +28,9 @@ import pytest
 import whisper
 
 from biggraphite_like.accessor import Accessor
+from tests.paths import REPO_ROOT
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "sqlite.sql"
+SCHEMA_FILE = REPO_ROOT / "schema" / "sqlite.sql"
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 RETENTION = "10s:10m,60s:1h"  # stage 0: 60 x 10s (600 s), stage 1: 60 x 60s (3600 s)
 RETENTION_STAGES = [

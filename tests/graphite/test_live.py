@@ -18,8 +18,9 @@ import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
+from tests.paths import REPO_ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(REPO_ROOT)
 
 
 @pytest.fixture(scope="module")

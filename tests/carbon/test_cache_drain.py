@@ -16,7 +16,8 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
 from carbon_plugin import cache_drain
 from carbon_plugin.database import BigGraphiteLikeDatabase
-from tests.test_carbon_plugin import make_store, stored_values
+from tests.carbon.test_plugin import make_store, stored_values
+from tests.paths import REPO_ROOT
 
 RULES = ((r"^app\.fast\.", "10s:1h"), (r"^app\.", "60s:1d"), (".*", "30s:2h"))  # storage-schemas
 AGGREGATION = ((r"\.max$", 0.2, "max"), (r"\.count$", 0.0, "sum"))  # no catch-all: carbon's None
@@ -239,7 +240,7 @@ def test_the_replacements_are_installed_only_on_the_pinned_carbon():
     from carbon_plugin import launcher
 
     pins = [line.split("==", 1)[1].strip() for line in
-            (Path(__file__).parent.parent / "constraints.txt").read_text().splitlines() if line.startswith("carbon==")]
+            (REPO_ROOT / "constraints.txt").read_text().splitlines() if line.startswith("carbon==")]
     assert pins and pins[0] in launcher.TESTED_CARBON
     assert launcher.carbon_release() == pins[0]
 
@@ -251,7 +252,7 @@ def test_another_carbon_release_runs_carbons_own_code_and_stores_every_point(tmp
     import sys
 
     from tests.carbon_env import CarbonCache
-    from tests.test_carbon_plugin import SIGTERM_EXIT, series_points
+    from tests.carbon.test_plugin import SIGTERM_EXIT, series_points
 
     script = tmp_path / "bgl-carbon-cache-untested"
     script.write_text(f"#!{sys.executable}\nimport sys\nfrom carbon_plugin import launcher\n"

@@ -1,6 +1,6 @@
 """What is specific to the embedded SQLite store (the stores/sqlite package).
 
-The store-independent behaviour is in test_conformance.py; here: WAL and concurrency across
+The store-independent behaviour is in tests/stores/test_conformance.py; here: WAL and concurrency across
 processes and threads, crash consistency, index use of the glob planner, bounded stage
 tables and expiry, integer keys across delete/recreate, store URLs and their errors.
 

@@ -33,12 +33,13 @@ from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.stores import sqlite as sqlite_store
 from tests import fault_workers
 from tests.fault_workers import integrity, orphans
+from tests.paths import REPO_ROOT
 from tests.small_disk import IS_ROOT, SmallDisk
 
 NOW = 1_699_999_980  # a multiple of 60: points keep their timestamps at the 60 s precision
 META = MetricMetadata.create("60s:1d", "average", 0.5)
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(REPO_ROOT)
 
 
 # -- helpers shared by the cases ---------------------------------------------------------------

@@ -3,7 +3,7 @@
 graphite's TaggedSeries (parse, path, validation) and its expression parser are imported
 here only; each of many names and expressions must give the same answer (or be refused
 by both, ours with the reason). The matcher is compared with LocalDatabaseTagDB's
-semantics in tests/test_tags_graphite.py (it needs graphite's Django database).
+semantics in tests/graphite/test_tagdb.py (it needs graphite's Django database).
 """
 from __future__ import annotations
 

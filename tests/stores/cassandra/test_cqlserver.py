@@ -27,8 +27,9 @@ from cassandra.protocol import ConfigurationException, SyntaxException
 from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, SimpleStatement
 
 from tests.cqlserver import CQLTestServer
+from tests.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 SASI = "org.apache.cassandra.index.sasi.SASIIndex"
 MIN_TOKEN = -(1 << 63)
 MAX_TOKEN = (1 << 63) - 1
