@@ -20,11 +20,13 @@ import pytest
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import StoreUnavailable
 from biggraphite_like.metric import MetricMetadata
+from tests.conftest import REAL_NODE_GROUP
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("BGL_TEST_CASSANDRA_CLUSTER") != "1",
                        reason="the three-node cluster runs with BGL_TEST_CASSANDRA_CLUSTER=1 (about 4 min)"),
     pytest.mark.timeout(1200),  # the first test waits for three nodes and the store's DDL
+    pytest.mark.xdist_group(REAL_NODE_GROUP),  # never beside the single node: one worker runs both
 ]
 
 META = MetricMetadata.create("10s:1d", "average", 0.0)  # one stage: one row a point
