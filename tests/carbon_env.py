@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import random
 import signal
 import socket
 import struct
@@ -24,6 +25,7 @@ from tests.paths import REPO_ROOT
 VENV_BIN = Path(sys.executable).parent
 LAUNCHER = VENV_BIN / "bgl-carbon-cache"
 WHISPER_LAUNCHER = VENV_BIN / "carbon-cache.py"
+SIGTERM_EXIT = (0, -15)  # twistd re-raises SIGTERM after a clean shutdown
 
 Point = tuple[str, float, float]  # (name, timestamp, value)
 
@@ -259,3 +261,9 @@ def carbonlink_request(port: int, request: dict, timeout: float = 30.0) -> dict:
                 raise ConnectionError("carbon closed the CarbonLink connection")
             data += chunk
     return pickle.loads(data[4:])
+
+
+def series_points(name: str, step: int, count: int, now: int, rng: random.Random) -> list[tuple[str, float, float]]:
+    """`count` points of one metric, one per `step` seconds ending a step before now, random values."""
+    last = now - now % step - step
+    return [(name, float(last - i * step), rng.uniform(-1000, 1000)) for i in range(count)]

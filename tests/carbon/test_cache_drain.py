@@ -16,7 +16,7 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
 from carbon_plugin import cache_drain
 from carbon_plugin.database import BigGraphiteLikeDatabase
-from tests.carbon.test_plugin import make_store, stored_values
+from tests.store_env import make_store, stored_values
 from tests.paths import REPO_ROOT
 
 RULES = ((r"^app\.fast\.", "10s:1h"), (r"^app\.", "60s:1d"), (".*", "30s:2h"))  # storage-schemas
@@ -252,7 +252,7 @@ def test_another_carbon_release_runs_carbons_own_code_and_stores_every_point(tmp
     import sys
 
     from tests.carbon_env import CarbonCache
-    from tests.carbon.test_plugin import SIGTERM_EXIT, series_points
+    from tests.carbon_env import SIGTERM_EXIT, series_points
 
     script = tmp_path / "bgl-carbon-cache-untested"
     script.write_text(f"#!{sys.executable}\nimport sys\nfrom carbon_plugin import launcher\n"

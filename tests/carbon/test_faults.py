@@ -13,24 +13,16 @@ import socket
 import struct
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from biggraphite_like.accessor import Accessor
-from tests.carbon_env import CarbonCache, plaintext, send_to_carbon
+from tests.carbon_env import SIGTERM_EXIT, CarbonCache, plaintext, send_to_carbon
+from tests.store_env import make_store
 
 pytestmark = pytest.mark.slow
 
-SIGTERM_EXIT = (0, -15)
 SCHEMAS = (("carbon", r"^carbon\.", "60s:1d"), ("default", ".*", "1s:2h"))
-
-
-def make_store(tmp_path: Path) -> tuple[str, Accessor]:
-    url = f"sqlite://{tmp_path / 'bgl.db'}"
-    accessor = Accessor.from_url(url)
-    accessor.syncdb()
-    return url, accessor
 
 
 def burst(prefix: str, metrics: int, points: int, now: int) -> list[tuple[str, float, float]]:

@@ -15,7 +15,7 @@ from carbon_plugin.known import KnownMetrics
 from carbon_plugin.options import PluginOptions
 from carbon_plugin.stats import PluginStats
 from carbon_plugin.writer_process import InProcessWriter
-from tests.carbon.test_plugin import make_store, stored_values
+from tests.store_env import make_store, stored_values
 
 
 def test_take_gives_flat_arrays_of_normalised_names_and_refuses_invalid_ones():

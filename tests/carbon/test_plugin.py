@@ -6,12 +6,10 @@ through the accessor (and whisper files, for the double-write database).
 """
 from __future__ import annotations
 
-import math
 import random
 import re
 import sqlite3
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,11 +18,10 @@ import whisper
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
 from carbon_plugin.database import BigGraphiteLikeDatabase, MetadataNotLoaded
-from tests.carbon_env import CarbonCache, carbonlink_request
+from tests.carbon_env import SIGTERM_EXIT, CarbonCache, carbonlink_request, series_points
+from tests.store_env import make_store, stored_values
 
 pytestmark = pytest.mark.slow
-
-SIGTERM_EXIT = (0, -15)  # twistd re-raises SIGTERM after a clean shutdown
 
 SCHEMAS = (
     ("carbon", r"^carbon\.", "1s:1h"),
@@ -37,32 +34,6 @@ AGGREGATION = (  # no catch-all rule: other metrics get carbon's None, None (ave
     ("max", r"\.max$", 0.2, "max"),
     ("count", r"\.count$", 0.0, "sum"),
 )
-
-
-def make_store(tmp_path: Path) -> tuple[str, Accessor]:
-    url = f"sqlite://{tmp_path / 'bgl.db'}"
-    accessor = Accessor.from_url(url)
-    accessor.syncdb()
-    return url, accessor
-
-
-def series_points(name: str, step: int, count: int, now: int, rng: random.Random) -> list[tuple[str, float, float]]:
-    """`count` points of one metric, one per `step` seconds ending a step before now, random values."""
-    last = now - now % step - step
-    return [(name, float(last - i * step), rng.uniform(-1000, 1000)) for i in range(count)]
-
-
-def stored_values(accessor: Accessor, names: list[str], start: int, now: int) -> dict[str, dict[int, float]]:
-    """{name: {timestamp: value}} of the non-empty slots of each metric's finest stage."""
-    result = {}
-    for name, series in accessor.fetch(names, start, now, now).items():
-        assert series is not None, name
-        values = {}
-        for i, value in enumerate(series.values.tolist()):
-            if not math.isnan(value):
-                values[series.start + i * series.step] = value
-        result[name] = values
-    return result
 
 
 def test_carbon_cache_stores_every_point_with_its_rules(tmp_path):

@@ -9,13 +9,11 @@ destination inside the source are refused; names holding glob characters are exa
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
 
-BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
+from tests.cli.bgl_process import BGL, ok
+
 RETENTION = "10s:10m,60s:1h"
 SOURCE = ["src.a", "src.b.c", "src.b.d", "src.*x"]
 OTHER = ["srcfoo.e", "other.f"]  # must not be copied: srcfoo shares the prefix, not the subtree
@@ -24,11 +22,6 @@ OTHER = ["srcfoo.e", "other.f"]  # must not be copied: srcfoo shares the prefix,
 def bgl(env, url, *args, stdin=None) -> subprocess.CompletedProcess:
     return subprocess.run([BGL, *args, "--store", url], input=stdin, env=env, capture_output=True, text=True,
                           timeout=120)
-
-
-def ok(process):
-    assert process.returncode == 0, (process.args, process.stdout, process.stderr)
-    return process
 
 
 def reads(env, url, names, now):

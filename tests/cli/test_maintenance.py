@@ -8,26 +8,18 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import shutil
 import subprocess
-import sys
-import threading
 import time
 
 import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
+from tests.cli.bgl_process import BGL, bgl, fails, ok, run_in_pty
 
-BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 DAY = 86400
 META = MetricMetadata.create("60s:1d", "average", 0.5)
-
-
-@pytest.fixture
-def url(tmp_path) -> str:
-    return f"sqlite://{tmp_path / 'bgl.db'}"
 
 
 @pytest.fixture
@@ -35,48 +27,6 @@ def store(sqlite_accessor, url):
     """conftest's SQLite accessor (schema created), on the file `url` names."""
     assert sqlite_accessor.store.url == url
     return sqlite_accessor
-
-
-def bgl(env, url, *args, stdin=None) -> subprocess.CompletedProcess:
-    return subprocess.run([BGL, "--store", url, *args], input=stdin, env=env, capture_output=True, text=True, timeout=120)
-
-
-def ok(process):
-    assert process.returncode == 0, (process.args, process.stdout, process.stderr)
-    return process
-
-
-def fails(process, *fragments):
-    assert process.returncode != 0, (process.args, process.stdout, process.stderr)
-    for fragment in fragments:
-        assert fragment in process.stderr, (fragment, process.stderr)
-    return process
-
-
-def run_in_pty(env, args) -> tuple[int, str, str]:
-    """Run bgl with stderr on a pseudo-terminal; returns (status, stdout, terminal output)."""
-    master, slave = pty.openpty()
-    process = subprocess.Popen([BGL, *args], stdout=subprocess.PIPE, stderr=slave, env=env, text=True)
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def drain():
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the other side is closed
-                return
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    stdout = process.stdout.read()
-    status = process.wait(timeout=300)
-    reader.join(30)
-    os.close(master)
-    return status, stdout, b"".join(chunks).decode(errors="replace")
 
 
 # -- clean -----------------------------------------------------------------------------------

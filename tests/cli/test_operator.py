@@ -13,29 +13,16 @@ import importlib.metadata
 import io
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 
-import pytest
+from tests.cli.bgl_process import BGL, ok
 
-BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 GLOB_NAMES = ["g.a*b", "g.a{b,c}", "g.a[x]b", "g.ab", "g.ac", "g.axb", "g.aXb", "g.a*b.child"]
-
-
-@pytest.fixture
-def url(tmp_path) -> str:
-    return f"sqlite://{tmp_path / 'bgl.db'}"
 
 
 def bgl(env, *args, stdin=None) -> subprocess.CompletedProcess:
     return subprocess.run([BGL, *args], input=stdin, env=env, capture_output=True, text=True, timeout=120)
-
-
-def ok(process):
-    assert process.returncode == 0, (process.args, process.stdout, process.stderr)
-    return process
 
 
 def write_lines(env, url, names, values=None, now=None):
@@ -64,7 +51,6 @@ def test_store_option_before_or_after_the_subcommand(env, url, tmp_path):
     other = f"sqlite://{tmp_path / 'other.db'}"
     ok(bgl(env, "--store", other, "syncdb"))
     assert ok(bgl(env, "--store", other, "list", "--store", url, "s.*")).stdout == "s.a\ns.b\n"
-
 
 
 def test_format_option_before_or_after_the_subcommand(env, url):

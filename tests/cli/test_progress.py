@@ -9,17 +9,11 @@ import os
 import subprocess
 import time
 
-import pytest
-
-from tests.cli.test_maintenance import bgl, ok, run_in_pty
-from tests.ops.test_run_script import ROOT, fake_pip_env
+from tests.cli.bgl_process import bgl, ok, run_in_pty
+from tests.ops.fake_pip import fake_pip_env
+from tests.paths import REPO_ROOT
 
 METRICS = 2_500  # more than a batch (1,000 metrics): the bar moves more than once
-
-
-@pytest.fixture
-def url(tmp_path) -> str:
-    return f"sqlite://{tmp_path / 'bgl.db'}"
 
 
 def _fill(env, url, metrics: int = METRICS, points: int = 1) -> None:
@@ -121,7 +115,7 @@ def test_vacuum_says_when_it_starts_and_ends(env, url):
 def test_run_sh_says_when_it_installs(tmp_path):
     """The first start of scripts/run.sh says why it waits for pip; a later one is silent."""
     env, venv = fake_pip_env(tmp_path), tmp_path / "venv"
-    starts = [subprocess.run(["bash", str(ROOT / "scripts" / "run.sh"), "--help"], env=env, capture_output=True,
+    starts = [subprocess.run(["bash", str(REPO_ROOT / "scripts" / "run.sh"), "--help"], env=env, capture_output=True,
                              text=True, timeout=300) for _ in range(2)]
     assert [start.returncode for start in starts] == [0, 0], starts
     assert starts[0].stderr == (f"installing the pinned dependencies into {venv} (first start, or"

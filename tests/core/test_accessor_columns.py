@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from biggraphite_like.metric import MetricMetadata
-from tests.carbon.test_plugin import make_store, stored_values
+from tests.store_env import make_store, stored_values
 
 METADATA = MetricMetadata.create("60s:1d,1h:7d")
 

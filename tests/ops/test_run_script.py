@@ -8,38 +8,10 @@ checkout's.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
+from tests.ops.fake_pip import fake_pip_env
 from tests.paths import REPO_ROOT
-
-ROOT = REPO_ROOT
-BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
-FAKE_PIP = """\
-import os, sys
-venv = os.environ["BGL_VENV"]
-with open(os.environ["FAKE_PIP_LOG"], "a") as log:
-    log.write(" ".join(sys.argv[1:]) + "\\n")
-path = os.path.join(venv, "bin", "bgl")
-with open(path, "w") as script:
-    script.write("#!/bin/sh\\nexec {bgl} \\"$@\\"\\n")
-os.chmod(path, 0o755)
-"""
-
-
-def fake_pip_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a run.sh start on a fresh venv tmp_path/venv whose pip is the
-    stand-in, logging to tmp_path/pip.log."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
-    fake = tmp_path / "fake" / "pip"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("")
-    (fake / "__main__.py").write_text(FAKE_PIP.replace("{bgl}", BGL))
-    return dict(os.environ, BGL_VENV=str(venv), PYTHONPATH=str(tmp_path / "fake"), FAKE_PIP_LOG=str(tmp_path / "pip.log"))
 
 
 def test_run_sh_installs_once_then_starts_directly(tmp_path):
@@ -47,7 +19,7 @@ def test_run_sh_installs_once_then_starts_directly(tmp_path):
     venv, log = tmp_path / "venv", tmp_path / "pip.log"
 
     def start() -> list[str]:
-        result = subprocess.run(["bash", str(ROOT / "scripts" / "run.sh"), "--help"], env=env, capture_output=True,
+        result = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "run.sh"), "--help"], env=env, capture_output=True,
                                 text=True, timeout=300)
         assert result.returncode == 0, result
         assert result.stdout.startswith("usage: bgl run"), result.stdout

@@ -15,22 +15,10 @@ from biggraphite_like.aggregation import Aggregator
 from biggraphite_like.errors import GlobTooComplex, MetricNotFound, SchemaMissing, TooManyResults
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import MetricMetadata
+from tests.stores.glob_cases import PATTERNS, expected_directories, random_tree
 
 NOW = 1_700_000_000
 META = MetricMetadata.create("10s:10m,60s:1h,300s:1d", "average", 0.5)
-
-
-def _random_tree(seed: int, count: int) -> list[str]:
-    rng = random.Random(seed)
-    alphabet = ["a", "b", "ab", "ba", "c1", "c2", "x-y", "Z_z", "cpu0", "cpu1", "m:1"]
-    result = set()
-    while len(result) < count:
-        result.add(".".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))))
-    return sorted(result)
-
-
-def _expected_directories(metric_names):
-    return sorted({d for n in metric_names for d in names.ancestors(n)})
 
 
 # -- metadata -----------------------------------------------------------------------------
@@ -162,22 +150,14 @@ def test_writes_and_reads_record_times(accessor):
 
 
 # -- globs --------------------------------------------------------------------------------
-PATTERNS = [
-    "*", "a", "a.*", "a.b.*", "a.b.c", "*.b", "*.*.ab", "a.*.c1", "a.b*", "[ab].*", "[!a]*.*",
-    "c?.*", "{a,b}.{ab,ba}.*", "{a,b{a,}}.*", "a.{,b}.c1", "**", "a.**", "**.c1", "a.**.c2",
-    "**.a.**", "*.**.Z_z", "cpu[0-1].*", "x-y.m:1", "m:1.*.*", "*.*.*.*.*.*", "ab.**.ba.*",
-    "{cpu0,cpu1}.**", "*b*.*a*", "a.b.c1.x-y.Z_z.m:1", "{,ab}.ba.*", "{,a}.b.*", "{,a}.{,b}.c1",
-    # fixed components on both sides of a globstar, a literal head running into a prefix
-    "a.**.b.c1", "{a,b}.**.c1", "a.**.b*.c1", "a*.**.{ab,ba}.*", "ab.b*.**", "a.{,b}.**.Z_z",
-]
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_globs_equal_the_glob_engine(accessor, seed):
     """Whatever indexes a store uses, its results are the glob engine's over all names."""
-    metric_names = _random_tree(seed, 400)
+    metric_names = random_tree(seed, 400)
     accessor.create_metrics([(n, META) for n in metric_names], now=NOW)
-    directories = _expected_directories(metric_names)
+    directories = expected_directories(metric_names)
     rng = random.Random(seed)
     patterns = list(PATTERNS)
     for name in rng.sample(metric_names, 40):  # patterns derived from real names
@@ -222,7 +202,7 @@ def test_names_of_every_depth_are_found_by_fixed_components(accessor):
             assert accessor.glob_directories(".".join(masked[:-1])) == [names.parent(name)]
         assert accessor.glob_metrics(".".join(["*"] * len(parts))) == [name]  # not longer, not shorter
     assert accessor.glob_metrics("d64c0.**") == [deep[-1]]
-    assert sorted(accessor.glob_directories("**")) == _expected_directories(deep)
+    assert sorted(accessor.glob_directories("**")) == expected_directories(deep)
 
 
 def test_glob_of_nothing(accessor):

@@ -15,7 +15,7 @@ from biggraphite_like import names as names_mod
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.stores.cassandra import glob_planner as planner
 
-from tests.stores.test_conformance import PATTERNS, _random_tree
+from tests.stores.glob_cases import PATTERNS, random_tree
 
 
 def _column(name: str, column: str) -> str | None:
@@ -77,7 +77,7 @@ def _patterns(seed: int, names: list[str]) -> list[str]:
 @pytest.mark.parametrize("like", [True, False], ids=["sasi", "sai"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_plans_are_sound(seed, like):
-    metric_names = _random_tree(seed, 300)
+    metric_names = random_tree(seed, 300)
     directories = sorted({d for n in metric_names for d in names_mod.ancestors(n)})
     for pattern in _patterns(seed, metric_names):
         glob = GlobPattern(pattern)

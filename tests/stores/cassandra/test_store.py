@@ -32,7 +32,7 @@ from biggraphite_like.stores.registry import open_store
 
 from tests.conftest import new_keyspace
 from tests.paths import REPO_ROOT
-from tests.stores.test_conformance import PATTERNS, _expected_directories, _random_tree
+from tests.stores.glob_cases import PATTERNS, expected_directories, random_tree
 
 ROOT = REPO_ROOT
 SCHEMA_FILE = ROOT / "schema" / "cassandra.cql"
@@ -347,9 +347,9 @@ def test_index_auto_falls_back_to_sai_and_globs_stay_equal(sai_server):
         accessor.syncdb()
         assert accessor.store._check_schema() == "sai"
         assert "USING 'sai'" in "\n".join(accessor.store.schema_statements())
-        metric_names = _random_tree(5, 300)
+        metric_names = random_tree(5, 300)
         accessor.create_metrics([(n, META) for n in metric_names])
-        directories = _expected_directories(metric_names)
+        directories = expected_directories(metric_names)
         for pattern in PATTERNS + ["cpu0*.*", "a.b*", "*.c*.*"]:
             glob = GlobPattern(pattern)
             assert accessor.glob_metrics(pattern) == glob.filter(metric_names), pattern
@@ -590,7 +590,7 @@ def test_globs_stay_equal_when_walks_give_way_to_depth_queries(cassandra_accesso
     from biggraphite_like.stores.cassandra import globs as module
 
     monkeypatch.setattr(module, "WALK_LIMIT", 2)
-    metric_names = _random_tree(7, 200)
+    metric_names = random_tree(7, 200)
     cassandra_accessor.create_metrics([(n, META) for n in metric_names])
     for pattern in ["*.*", "*.*.*", "*b*.*a*", "[!a]*.*", "*", "c?.*"]:
         assert cassandra_accessor.glob_metrics(pattern) == GlobPattern(pattern).filter(metric_names), pattern
