@@ -29,8 +29,7 @@ import pytest
 from tests import receiver_env
 from tests.carbon_env import REPO_ROOT, plaintext, send_to_carbon
 from tests.conftest import make_store_url
-from tests.receiver_env import BglReceive
-from tests.receiver.test_streams import pickle_frames
+from tests.receiver_env import BglReceive, pickle_frames
 
 NOW = int(time.time()) // 60 * 60
 SCHEMAS = "[default]\npattern = .*\nretentions = 60s:1d\n"

@@ -4,10 +4,8 @@ with its exact value; bad input skipped and counted without losing the good; SIG
 right after a closed burst loses nothing; kill -9 mid-write keeps every committed point."""
 from __future__ import annotations
 
-import pickle
 import signal
 import socket
-import struct
 import time
 
 import numpy as np
@@ -16,7 +14,7 @@ import pytest
 from biggraphite_like.accessor import Accessor
 from tests.carbon_env import plaintext, send_to_carbon
 from tests.conftest import drop_keyspaces, make_store_url
-from tests.receiver_env import BglReceive
+from tests.receiver_env import BglReceive, pickle_frames
 
 NOW = int(time.time()) // 60 * 60
 RETENTION_SCHEMAS = "[default]\npattern = .*\nretentions = 60s:1d\n"
@@ -62,14 +60,6 @@ def assert_stored(url: str, points, refused_names=()) -> None:
             assert accessor.get_metric(name) is None
     finally:
         accessor.close()
-
-
-def pickle_frames(points, batch: int = 500) -> bytes:
-    frames = []
-    for start in range(0, len(points), batch):
-        payload = pickle.dumps([(n, (t, v)) for n, t, v in points[start:start + batch]], protocol=2)
-        frames.append(struct.pack("!L", len(payload)) + payload)
-    return b"".join(frames)
 
 
 def test_plaintext_pickle_and_udp_every_point_exact(receiver, store_url):
