@@ -7,7 +7,6 @@ SIGTERM.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import random
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from tests.paths import REPO_ROOT
+from tests.ports import free_port  # noqa: F401  (the tests and bench/ import it from here)
 
 VENV_BIN = Path(sys.executable).parent
 LAUNCHER = VENV_BIN / "bgl-carbon-cache"
@@ -28,12 +28,6 @@ WHISPER_LAUNCHER = VENV_BIN / "carbon-cache.py"
 SIGTERM_EXIT = (0, -15)  # twistd re-raises SIGTERM after a clean shutdown
 
 Point = tuple[str, float, float]  # (name, timestamp, value)
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def schemas_text(rules: Sequence[tuple[str, str, str]]) -> str:
