@@ -152,8 +152,12 @@ def _shares_a_fixture(item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # the groups, recorded here, schedule pytest-xdist (tests/xdist_groups.py)
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests on the real node get a longer timeout than setup.cfg's (their setup may start the node)
-    and, under pytest-xdist, one worker (REAL_NODE_GROUP); the tests of a module whose fixtures are
-    set up once for the module stay on one worker, so that setup runs once."""
+    and, under pytest-xdist, one worker (REAL_NODE_GROUP); the other tests of a module with a
+    fixture set up once for the module stay on one worker, so that setup runs once."""
+    def module_of(item) -> str:
+        return item.nodeid.split("::", 1)[0].removeprefix("tests/")
+
+    sharing = {module_of(item) for item in items if _shares_a_fixture(item)}
     for item in items:
         on_real_node = _on_real_node(item)
         if on_real_node:
@@ -162,8 +166,8 @@ def pytest_collection_modifyitems(config, items) -> None:
             continue
         if on_real_node:
             item.add_marker(pytest.mark.xdist_group(REAL_NODE_GROUP))
-        elif _shares_a_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0].removeprefix("tests/")))
+        elif module_of(item) in sharing:  # the whole module, in its order, as a serial run has it
+            item.add_marker(pytest.mark.xdist_group(module_of(item)))
     record_groups(config, items)
 
 

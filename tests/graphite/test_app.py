@@ -286,6 +286,7 @@ def _middleware_with_plugin() -> tuple:
 def test_unreachable_store_is_an_error(tmp_path, where, message):
     from django.test import Client
 
+    setup_graphite_app()  # the other tests get it from their fixtures
     url = f"sqlite://{tmp_path / where}"
     with use_finders(PLUGIN, BG_STORE=url):
         client = Client(raise_request_exception=False)
