@@ -10,7 +10,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from biggraphite_like.stores.registry import open_store
 
 from tests.conftest import new_keyspace
 from tests.paths import REPO_ROOT
+from tests.ports import free_port
 from tests.stores.glob_cases import PATTERNS, expected_directories, random_tree
 
 ROOT = REPO_ROOT
@@ -42,12 +42,6 @@ ROW = 2048 * 10  # seconds of one partition of the 10s stage
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class ServerProcess:
     """`python -m tests.cqlserver` as a subprocess (killed, restarted on the same port)."""
 
@@ -90,7 +84,7 @@ def _retry(action, seconds: float = 30.0):
 
 # -- 1. the CLI against a server subprocess gives the SQLite store's answers -----------------------
 def test_bgl_on_cassandra_answers_as_on_sqlite(tmp_path):
-    server = ServerProcess(_free_port()).start()
+    server = ServerProcess(free_port()).start()
     try:
         env = dict(os.environ, BGL_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path))
         env.pop("BGL_STORE", None)
@@ -130,7 +124,7 @@ def test_schema_file_is_what_syncdb_dry_run_prints(tmp_path):
 
 # -- 2. a server killed mid-write ------------------------------------------------------------------
 def test_writes_fail_clearly_when_the_server_dies_and_recover_when_it_is_back(tmp_path):
-    port, state = _free_port(), tmp_path / "state.json"
+    port, state = free_port(), tmp_path / "state.json"
     server = ServerProcess(port, state).start()
     url = f"cassandra://127.0.0.1:{port}/killed?timeout=2"
     accessor = Accessor.from_url(url)
@@ -179,7 +173,7 @@ def test_writes_fail_clearly_when_the_server_dies_and_recover_when_it_is_back(tm
 
 
 def test_a_server_that_stops_answering_fails_requests_at_the_timeout(tmp_path):
-    server = ServerProcess(_free_port()).start()
+    server = ServerProcess(free_port()).start()
     accessor = Accessor.from_url(f"cassandra://127.0.0.1:{server.port}/frozen?timeout=1")
     try:
         accessor.syncdb()
@@ -199,7 +193,7 @@ def test_a_server_that_stops_answering_fails_requests_at_the_timeout(tmp_path):
 
 
 def test_an_unreachable_cluster_is_a_clear_error():
-    port = _free_port()
+    port = free_port()
     accessor = Accessor.from_url(f"cassandra://127.0.0.1:{port}/nowhere?timeout=1")
     with pytest.raises(StoreUnavailable, match=rf"127\.0\.0\.1:{port}"):
         accessor.glob_metrics("*")
