@@ -15,7 +15,7 @@ series whose values are not all floats or None (an int from `transformNull(x, 0)
 bool...) is encoded by `json.dumps` itself;
 names and tags always are. What renderViewJson does before encoding (maxDataPoints'
 consolidation, which changes the series in place, noNullPoints) is done with the same
-code, on the same objects. tests/test_graphite_render_fast.py compares both byte for byte.
+code, on the same objects. tests/graphite/test_render_view.py compares both byte for byte.
 """
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
 # The test command: builds .venv (Python 3.11, pinned dependencies), installs the Debian packages
 # the tests run (as root, when missing), and runs the whole suite. Extra arguments go to pytest,
 # e.g. `bash scripts/test.sh -k glob`.
+# The suite runs on BGL_TEST_WORKERS pytest-xdist workers (default 2; 0 runs it in this process),
+# with --dist loadgroup: every real-node test on one worker (one node), and a module whose fixtures
+# are set up once for the module on one worker (see tests/conftest.py).
 # With java and mvn on PATH the suites also run on a real Apache Cassandra node (tests/cassandra_node,
 # fetched through Maven, started by the tests); BGL_TEST_REAL_CASSANDRA=0 leaves it out.
 set -euo pipefail
@@ -31,4 +34,4 @@ if command -v java >/dev/null && command -v mvn >/dev/null; then
 else
   echo "java or mvn missing: the real Cassandra node's tests are skipped (see docs/cassandra.md)" >&2
 fi
-exec "$VENV/bin/python" -m pytest "$@"
+exec "$VENV/bin/python" -m pytest -n "${BGL_TEST_WORKERS:-2}" --dist loadgroup "$@"

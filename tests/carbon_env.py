@@ -1,15 +1,15 @@
 """Run the real carbon-cache (through `bgl-carbon-cache`) on free 127.0.0.1 ports.
 
-Used by tests/test_carbon_plugin.py and bench/carbon_bench.py: writes carbon.conf,
+Used by tests/carbon/test_plugin.py and bench/carbon_bench.py: writes carbon.conf,
 storage-schemas.conf and storage-aggregation.conf in a directory, starts the daemon in the
 foreground (`--debug start`) as a subprocess, sends plaintext and pickle, stops it with
 SIGTERM.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
+import random
 import signal
 import socket
 import struct
@@ -19,18 +19,15 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from tests.paths import REPO_ROOT
+from tests.ports import free_port  # noqa: F401  (the tests and bench/ import it from here)
+
 VENV_BIN = Path(sys.executable).parent
-REPO_ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = VENV_BIN / "bgl-carbon-cache"
 WHISPER_LAUNCHER = VENV_BIN / "carbon-cache.py"
+SIGTERM_EXIT = (0, -15)  # twistd re-raises SIGTERM after a clean shutdown
 
 Point = tuple[str, float, float]  # (name, timestamp, value)
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def schemas_text(rules: Sequence[tuple[str, str, str]]) -> str:
@@ -258,3 +255,9 @@ def carbonlink_request(port: int, request: dict, timeout: float = 30.0) -> dict:
                 raise ConnectionError("carbon closed the CarbonLink connection")
             data += chunk
     return pickle.loads(data[4:])
+
+
+def series_points(name: str, step: int, count: int, now: int, rng: random.Random) -> list[tuple[str, float, float]]:
+    """`count` points of one metric, one per `step` seconds ending a step before now, random values."""
+    last = now - now % step - step
+    return [(name, float(last - i * step), rng.uniform(-1000, 1000)) for i in range(count)]

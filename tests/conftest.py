@@ -19,6 +19,8 @@ import os
 import pytest
 
 from biggraphite_like.accessor import Accessor
+from tests.xdist_groups import (  # noqa: F401  (pytest-xdist's hooks, for --dist loadgroup)
+    pytest_configure_node, pytest_unconfigure, pytest_xdist_make_scheduler, record_groups)
 
 REAL_KINDS = {"real-sasi": "sasi", "real-sai": "sai"}  # store kind -> index mode on the real node
 STORE_KINDS = ["sqlite", "cassandra", *REAL_KINDS]
@@ -129,22 +131,50 @@ _REAL_NODE_FACTS: dict = {}
 
 
 REAL_NODE_TIMEOUT = 900  # seconds: a test may first wait for the node's start (up to 240 s) and a store's DDL
+REAL_NODE_GROUP = "real-cassandra"  # pytest-xdist group: one worker runs every real-node test, so one node starts
+SHARED_SCOPES = ("module", "class", "package")
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """Tests on the real node get a longer timeout than setup.cfg's: their setup may start the node."""
+def _on_real_node(item) -> bool:
+    params = getattr(item, "callspec", None)
+    if params is not None and any(isinstance(v, str) and v in REAL_KINDS for v in params.params.values()):
+        return True
+    return bool({"real_keyspaces", "cassandra_node"} & set(getattr(item, "fixturenames", ())))
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether the test uses a fixture set up once for its module (or class): a server, a stack."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(definition.scope in SHARED_SCOPES
+                                    for definitions in info.name2fixturedefs.values() for definition in definitions)
+
+
+@pytest.hookimpl(tryfirst=True)  # the groups, recorded here, schedule pytest-xdist (tests/xdist_groups.py)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests on the real node get a longer timeout than setup.cfg's (their setup may start the node)
+    and, under pytest-xdist, one worker (REAL_NODE_GROUP); the other tests of a module with a
+    fixture set up once for the module stay on one worker, so that setup runs once."""
+    def module_of(item) -> str:
+        return item.nodeid.split("::", 1)[0].removeprefix("tests/")
+
+    sharing = {module_of(item) for item in items if _shares_a_fixture(item)}
     for item in items:
-        params = getattr(item, "callspec", None)
-        if params is not None and any(isinstance(v, str) and v in REAL_KINDS for v in params.params.values()):
+        on_real_node = _on_real_node(item)
+        if on_real_node:
             item.add_marker(pytest.mark.timeout(REAL_NODE_TIMEOUT))
-        elif "real_keyspaces" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.timeout(REAL_NODE_TIMEOUT))
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if on_real_node:
+            item.add_marker(pytest.mark.xdist_group(REAL_NODE_GROUP))
+        elif module_of(item) in sharing:  # the whole module, in its order, as a serial run has it
+            item.add_marker(pytest.mark.xdist_group(module_of(item)))
+    record_groups(config, items)
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    """CI's output says which real Cassandra ran the suites, and what its stores cost."""
+def _real_node_line() -> str | None:
+    """What the session's real node cost, or None when it did not start."""
     if not _REAL_NODE_FACTS:
-        return
+        return None
     keyspaces = _REAL_NODE_FACTS.get("keyspaces")
     line = (f"real Cassandra node: {_REAL_NODE_FACTS.get('version')}, answered CQL"
             f" {_REAL_NODE_FACTS.get('start_seconds', 0):.0f} s after launch")
@@ -154,7 +184,30 @@ def pytest_terminal_summary(terminalreporter) -> None:
         line += f"; {created or 'no store created'}"
         line += (f"; emptying them between tests ({keyspaces.deletions} partitions deleted,"
                  f" {keyspaces.truncations} TRUNCATEs) took {keyspaces.truncate_seconds:.0f} s")
-    terminalreporter.write_line(line)
+    return line
+
+
+_WORKER_LINES: list[str] = []  # the real node's line, sent by the pytest-xdist worker that ran it
+
+
+def pytest_sessionfinish(session) -> None:
+    """A pytest-xdist worker hands its real node's line to the controller, which prints the summary."""
+    line = _real_node_line()
+    if line and hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["real_node_line"] = line
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    line = getattr(node, "workeroutput", {}).get("real_node_line")
+    if line:
+        _WORKER_LINES.append(line)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """CI's output says which real Cassandra ran the suites, and what its stores cost."""
+    for line in filter(None, [_real_node_line(), *_WORKER_LINES]):
+        terminalreporter.write_line(line)
 
 
 def _cassandra_store_url(kind: str, request, tmp_path) -> str:

@@ -3,9 +3,11 @@ end-to-end tests: its output and log in files, stopped with SIGTERM (or killed).
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -101,3 +103,12 @@ def stored_points(url: str, points, now: int) -> int:
         return held
     finally:
         accessor.close()
+
+
+def pickle_frames(points, batch: int = 500) -> bytes:
+    """carbon's pickle frames of (name, timestamp, value) points, batch points a frame."""
+    frames = []
+    for start in range(0, len(points), batch):
+        payload = pickle.dumps([(n, (t, v)) for n, t, v in points[start:start + batch]], protocol=2)
+        frames.append(struct.pack("!L", len(payload)) + payload)
+    return b"".join(frames)

@@ -21,6 +21,7 @@ from pathlib import Path
 from tests.cassandra_node import config as config_mod
 from tests.cassandra_node import fetch
 from tests.cassandra_node.fetch import progress
+from tests.ports import free_port
 
 START_TIMEOUT = 240.0  # seconds: a JVM starting on a busy 2-core machine
 STOP_TIMEOUT = 60.0
@@ -28,22 +29,6 @@ STOP_TIMEOUT = 60.0
 
 class NodeFailed(RuntimeError):
     """The node exited, or did not answer CQL in time; the message ends with its log's last lines."""
-
-
-def free_port(addresses: tuple[str, ...] = ("127.0.0.1",)) -> int:
-    """A TCP port free on every address (the nodes of a cluster share their ports)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind((addresses[0], 0))
-            port = probe.getsockname()[1]
-        try:
-            for address in addresses:
-                with socket.socket() as other:
-                    other.bind((address, port))
-        except OSError:
-            continue
-        return port
-    raise OSError(f"no TCP port free on all of {addresses}")
 
 
 class CassandraNode:
