@@ -18,8 +18,9 @@ from biggraphite_like.ingest.policy import FlushPolicy
 from biggraphite_like.receiver.options import ReceiverOptions
 from carbon_plugin.connection_drain import drain_settings
 from carbon_plugin.options import PluginOptions
+from tests.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 CELL = re.compile(r"`([^`]*)`")
 SYNOPSIS_OPTION = re.compile(r"\[(--[a-z-]+) ([0-9][0-9.]*)\]")
 UNSET_MEANS = {"--self-metrics-interval": settings.DEFAULT_SELF_METRICS_INTERVAL}  # None in the parser
