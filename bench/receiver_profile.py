@@ -269,13 +269,14 @@ def _install_profilers() -> None:
 
 
 def _profile_report() -> dict:
-    """Every function's calls, own and total CPU time over every thread, and what each
-    called (for charging builtins and libraries to their callers)."""
-    entries: dict[str, list] = {}
-    callees: dict[str, dict[str, float]] = {}
-    per_thread = {}
+    """Every function's calls, own and total CPU time, and what each called (for charging
+    builtins and libraries to their callers): for the main thread (reads, decode, name
+    lookup, the buffer) and for the others together (the flusher: the store's write)."""
+    report: dict = {"main": {"functions": {}, "callees": {}}, "others": {"functions": {}, "callees": {}},
+                    "threads": {}}
     for thread, profiler in _profilers:
-        spent = 0.0
+        group = report["main" if thread is threading.main_thread() else "others"]
+        entries, callees, spent = group["functions"], group["callees"], 0.0
         for entry in profiler.getstats():
             key = _label(entry.code)
             row = entries.setdefault(key, [0, 0.0, 0.0])
@@ -286,8 +287,8 @@ def _profile_report() -> dict:
             for sub in entry.calls or ():
                 calls = callees.setdefault(key, {})
                 calls[_label(sub.code)] = calls.get(_label(sub.code), 0.0) + sub.totaltime
-        per_thread[thread.name] = spent
-    return {"functions": entries, "callees": callees, "threads": per_thread}
+        report["threads"][thread.name] = spent
+    return report
 
 
 def _label(code: object) -> str:
@@ -484,7 +485,7 @@ def _difference(now: dict[str, list], before: dict[str, list]) -> dict[str, list
     return diff
 
 
-def top_functions(report: dict, before: dict | None, count: int = 15) -> list[tuple[str, int, float]]:
+def top_functions(report: dict, before: dict | None, count: int = 12) -> list[tuple[str, int, float]]:
     functions = _difference(report["functions"], (before or {}).get("functions", {}))
     ranked = sorted(functions.items(), key=lambda item: -item[1][1])[:count]
     return [(key.replace(str(Path(__file__).resolve().parent.parent) + "/", ""), calls, own)
@@ -535,20 +536,44 @@ def summarize(runs: list[dict]) -> dict:
                 entry["rss_after"] = statistics.median(p["memory"]["VmRSS"] for p in plain)
             profiled = next((r for r in runs if r["protocol"] == protocol and r["mode"] == "profile"), None)
             if profiled is not None:
-                rounds = profiled["rounds"]
-                before = profiled["report_at_start"] if index == 0 else rounds[0]["report"]
-                spent = stages(rounds[index]["report"], before)
-                points = rounds[index]["points"]
-                entry["probe_cost_us_per_point"] = 1e6 * spent.pop(PROBE_STAGE, 0.0) / points  # the plain runs' is off
-                total = sum(spent.values())
-                entry["profiled_us_per_point"] = 1e6 * total / points
-                entry["stages_share"] = {stage: s / total for stage, s in spent.items()}
-                if plain:
-                    entry["stages_us_per_point"] = {stage: share * entry["us_per_point"]
-                                                    for stage, share in entry["stages_share"].items()}
-                entry["top_functions"] = top_functions(rounds[index]["report"], before)
+                entry.update(_profiled_stages(profiled, index, entry if plain else None))
             summary[key] = entry
     return summary
+
+
+THREADS = (("main", "cpu_main_thread"), ("others", "cpu_other_threads"))
+
+
+def _profiled_stages(profiled: dict, index: int, plain: dict | None) -> dict:
+    """The profile's stages over round `index`; with the plain runs' medians, each thread's
+    stages scaled to that thread's CPU in the plain runs (cProfile costs more in the
+    thread that makes more Python calls: the main thread's per-item pickle loop), less
+    the probe's share."""
+    rounds = profiled["rounds"]
+    before = profiled["report_at_start"] if index == 0 else rounds[0]["report"]
+    report, points = rounds[index]["report"], rounds[index]["points"]
+    entry: dict = {"profiled_us_per_point": 0.0, "probe_cost_us_per_point": 0.0, "top_functions": {}}
+    profiled_us: dict[str, float] = {}
+    scaled_us: dict[str, float] = {}
+    for group, plain_key in THREADS:
+        spent = stages(report[group], before[group])
+        probe = spent.pop(PROBE_STAGE, 0.0)
+        total = sum(spent.values())
+        entry["probe_cost_us_per_point"] += 1e6 * probe / points
+        entry["profiled_us_per_point"] += 1e6 * total / points
+        entry["top_functions"][group] = top_functions(report[group], before[group])
+        for stage, seconds in spent.items():
+            profiled_us[stage] = profiled_us.get(stage, 0.0) + 1e6 * seconds / points
+            if plain is not None and total:
+                kept = plain[plain_key] * total / (total + probe)  # the thread's plain CPU less the probe's share
+                scaled_us[stage] = scaled_us.get(stage, 0.0) + 1e6 * kept * seconds / total / points
+    basis = scaled_us or profiled_us
+    entry["stages_share"] = {stage: us / sum(basis.values())
+                             for stage, us in sorted(basis.items(), key=lambda item: -item[1])}
+    entry["stages_profiled_us_per_point"] = profiled_us
+    if scaled_us:
+        entry["stages_us_per_point"] = scaled_us
+    return entry
 
 
 def print_summary(summary: dict, runs: list[dict], out=sys.stdout) -> None:
@@ -560,7 +585,8 @@ def print_summary(summary: dict, runs: list[dict], out=sys.stdout) -> None:
                       f" {entry['cpu_other_threads']:.2f}\n")
         if "profiled_us_per_point" in entry:
             out.write(f"    profiled: {entry['profiled_us_per_point']:.2f} us/point under cProfile (less the probe's"
-                      f" {entry['probe_cost_us_per_point']:.2f}); its stages, scaled to the median above:\n")
+                      f" {entry['probe_cost_us_per_point']:.2f}); its stages, each thread's scaled to its CPU"
+                      f" above:\n")
         for stage, share in entry.get("stages_share", {}).items():
             scaled = entry.get("stages_us_per_point", {}).get(stage)
             out.write(f"    {stage:40s} {100 * share:5.1f}%" + (f"  {scaled:6.2f} us/point" if scaled else "") + "\n")
