@@ -398,7 +398,7 @@ STAGES_BY_MODULE = (
     ("receiver/lines.py", "decode"), ("receiver/pickles.py", "decode"), ("receiver/unpickler.py", "decode"),
     ("receiver/framing.py", "decode"), ("receiver/points.py", "checks (finite, time range)"),
     ("receiver/buffer.py:take", "grouping (buffer.take)"), ("receiver/buffer.py", "name lookup (buffer.add)"),
-    ("biggraphite_like/names.py", "name lookup (buffer.add)"),
+    ("biggraphite_like/names.py:normalize", "name lookup (buffer.add)"), ("biggraphite_like/names.py", None),
     ("receiver/listeners.py", "event loop"), ("receiver/stats.py", PROBE_STAGE),
     ("biggraphite_like/counters.py", PROBE_STAGE), ("maintenance/metrics_file.py", PROBE_STAGE),
     ("receiver/flusher.py", "flusher and batch writer"), ("biggraphite_like/batch_writer.py", "flusher and batch writer"),
@@ -406,7 +406,7 @@ STAGES_BY_MODULE = (
     ("accessor.py:_insert_valid", "accessor: checks, grouping"), ("accessor.py:_write_batch", "accessor: checks, grouping"),
     ("accessor.py:_with_points_to_keep", "metric creation"), ("accessor.py:_create", "metric creation"),
     ("accessor.py:_check_ancestors", "metric creation"), ("accessor.py:create", "metric creation"),
-    ("receiver/rules.py", "metric creation"), ("biggraphite_like/metric.py", "metric creation"),
+    ("receiver/rules.py", "metric creation"), ("biggraphite_like/metric.py", None),
     ("accessor.py:touch", "touch (updated_on)"), ("accessor.py:_due", "touch (updated_on)"),
     ("accessor.py:_undue", "touch (updated_on)"),
     ("accessor.py", "metadata lookup"), ("metric_cache.py", "metadata lookup"),
@@ -418,13 +418,15 @@ STAGES_BY_MODULE = (
     ("stores/sqlite/name_strings.py", "store write: names and metadata"),
     ("stores/sqlite/tags.py", "store write: names and metadata"),
     ("stores/sqlite/checkpointer.py", "WAL checkpoints"),
+    ("stores/sqlite/connection.py:write_batch", "commit"), ("stores/sqlite/free_pages.py", "commit"),
     ("stores/sqlite/", "store: transactions and the rest"), ("stores/", "store: transactions and the rest"),
     ("biggraphite_like/", "other (project)"),
 )
 
 
 def _stage_of(key: str) -> str | None:
-    """A function's own stage, or None when its time goes to its callers'."""
+    """A function's own stage, or None when its time goes to its callers' (helpers shared
+    by several stages, as Metric's properties, are marked None in STAGES_BY_MODULE)."""
     if "/" not in key:  # a builtin: `<method 'x' of 'y' objects>`, `<built-in method ...>`
         return next((stage for marker, stage in STAGES_BY_BUILTIN if marker in key), None)
     path, _, rest = key.rpartition(":")
