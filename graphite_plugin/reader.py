@@ -196,6 +196,15 @@ class MetadataBatch:
         return loaded[1].get(name)
 
 
+def data_interval(accessor: Accessor, metric: Metric, now: float) -> tuple[float, float]:
+    """(start, end) of where a metric's data may be at `now`: its retention up to its last
+    write (as whisper's reader, which uses the file's mtime; updated_on is recorded once
+    per touch interval, and known to readers within the metadata cache's TTL)."""
+    start = now - metric.retention.duration
+    last_write = metric.updated_on + accessor.touch_interval + accessor.cache_ttl
+    return start, max(min(now, last_write), start)
+
+
 class Reader(BaseReader):
     """graphite-web reader of one metric (LeafNode.reader)."""
 
@@ -212,11 +221,7 @@ class Reader(BaseReader):
         metric = self.metadata.get(self.name)
         if metric is None:
             return IntervalSet([])
-        now = time.time()
-        start = now - metric.retention.duration
-        last_write = metric.updated_on + self.accessor.touch_interval + self.accessor.cache_ttl
-        end = max(min(now, last_write), start)
-        return IntervalSet([Interval(start, end)])
+        return IntervalSet([Interval(*data_interval(self.accessor, metric, time.time()))])
 
     def fetch(self, startTime, endTime, now=None, requestContext=None) -> GraphiteSeries | None:
         return read_series(self.accessor, [self.name], startTime, endTime, now)[self.name]
