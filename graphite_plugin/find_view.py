@@ -69,7 +69,7 @@ def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[
 def json_content(backend: Backend, leaves: Sequence[str], branches: Sequence[str]) -> list:
     """find_view's json content (json_nodes): path, is_leaf and a leaf's intervals (read
     for all the leaves at once), in path order, a directory before a metric of its name."""
-    metrics = backend.accessor.get_metrics(leaves) if leaves else {}
+    metrics = backend.accessor.peek_metrics(leaves) if leaves else {}  # not kept: bounded memory
     now = time.time()
     nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
     nodes.sort(key=lambda node: node[0])  # stable: the directory first

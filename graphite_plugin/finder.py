@@ -155,7 +155,8 @@ def shared_backend() -> Backend:
                 accessor.tags.max_series = int(options["BG_MAX_TAG_SERIES"])
                 accessor.tags.max_values = int(options["BG_MAX_TAG_VALUES"])
                 globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]),
-                                  accessor.names_token, float(options["BG_FIND_CACHE_CHECK_INTERVAL"]))
+                                  accessor.names_token, float(options["BG_FIND_CACHE_CHECK_INTERVAL"]),
+                                  int(options["BG_FIND_CACHE_NAMES"]))
                 backend = _backends[key] = Backend(accessor, globs)
     return backend
 

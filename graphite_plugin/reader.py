@@ -192,7 +192,7 @@ class MetadataBatch:
     def get(self, name: str) -> Metric | None:
         loaded, now = self._loaded, time.monotonic()
         if loaded is None or now - loaded[0] >= self.accessor.cache_ttl:
-            loaded = self._loaded = (now, self.accessor.get_metrics(self.names))
+            loaded = self._loaded = (now, self.accessor.peek_metrics(self.names))  # kept here, not twice
         return loaded[1].get(name)
 
 
