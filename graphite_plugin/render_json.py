@@ -68,6 +68,21 @@ class _Points:
         self.head, self.values, self.timestamps = head, values, timestamps
 
 
+class GridSeries:
+    """A series as read (graphite_plugin.render_fast), handed to `encode` as its float64
+    array (NaN: no point) instead of a graphite TimeSeries of Python floats: what encode
+    reads of a TimeSeries that maxDataPoints does not consolidate."""
+
+    __slots__ = ("name", "tags", "start", "end", "step", "array")
+    valuesPerPoint = 1
+
+    def __init__(self, name: str, start: int, end: int, step: int, array: np.ndarray):
+        self.name, self.tags, self.start, self.end, self.step, self.array = name, {"name": name}, start, end, step, array
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+
 def float_values(values: list, fetched: tuple[list, np.ndarray] | None = None) -> np.ndarray | None:
     """The values as float64 (NaN for None) when each is a float or None; else None
     (json.dumps writes ints, bools and anything else its own way). `fetched` is the
@@ -122,7 +137,10 @@ def encode(series_list: Sequence, options: dict[str, Any], fetched: dict | None 
         for series in series_list:
             timestamps = range(int(series.start), int(series.end) + 1, int(series.step * series.valuesPerPoint))
             values = list(series) if series.valuesPerPoint > 1 else series
-            floats = float_values(values, fetched.get(series.name)) if timestamps.step > 0 else None
+            if type(series) is GridSeries:
+                floats = series.array
+            else:
+                floats = float_values(values, fetched.get(series.name)) if timestamps.step > 0 else None
             if floats is None:  # json.dumps' own encoding of this series
                 datapoints = list(zip(values, timestamps))
                 if no_nulls:
