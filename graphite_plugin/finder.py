@@ -81,9 +81,6 @@ class Backend:
 
         return self.globs.get("nodes", pattern, compute)
 
-    def cached_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]] | None:
-        """glob_nodes' answer when the glob cache holds it, else None (nothing is computed)."""
-        return self.globs.peek("nodes", pattern)
 
 
 _NODE_ORDER = operator.attrgetter("path", "is_leaf")

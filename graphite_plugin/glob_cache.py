@@ -52,16 +52,6 @@ class GlobCache:
         self.invalidations = 0  # times the names token changed and the cache was emptied
         self.token_errors = 0  # names token reads that failed (logged; the cache was emptied)
 
-    def peek(self, kind: str, pattern: str) -> Answer | None:
-        """The cached answer for (kind, pattern), or None (nothing is computed or counted as a miss)."""
-        if self.ttl <= 0:
-            return None
-        now = time.monotonic()
-        if self._token is not None and now >= self._next_check:
-            self._check_token(now)
-        with self._lock:
-            return self._hit((kind, pattern), now)
-
     def _hit(self, key: tuple[str, str], now: float) -> Answer | None:
         """The live entry's answer, counted as a hit (under the lock)."""
         entry = self._entries.get(key)

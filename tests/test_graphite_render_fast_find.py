@@ -201,19 +201,3 @@ def test_the_middleware_answers_cached_finds(store_url):
     for response in (first, second):
         assert (response.status_code, _headers(response), response.content) == \
                (plain.status_code, _headers(plain), plain.content)
-
-
-def test_glob_cache_peek_answers_only_what_is_cached():
-    from graphite_plugin.glob_cache import GlobCache
-
-    tokens = iter(range(100))
-    cache = GlobCache(600, token=lambda: next(tokens), check_interval=0)
-    assert cache.peek("nodes", "a.*") is None and cache.misses == 0
-    answer = cache.get("nodes", "a.*", lambda p: (("a.b",), ()))
-    assert cache.misses == 1
-    cache.check_interval = 3600
-    cache._next_check = 0  # read the token once more (it changes: the cache empties), then not for an hour
-    assert cache.peek("nodes", "a.*") is None
-    cache.get("nodes", "a.*", lambda p: answer)
-    assert cache.peek("nodes", "a.*") == answer and cache.hits == 1 and cache.misses == 2
-    assert GlobCache(0).peek("nodes", "a.*") is None
