@@ -141,3 +141,21 @@ def test_a_render_past_fetch_timeout_answers_a_one_line_503(store_url):
     assert response.status_code == 503, response.content[:300]
     assert response["Content-Type"].startswith("text/plain") and response.content.count(b"\n") == 1
     assert b"FETCH_TIMEOUT" in response.content and b"Traceback" not in response.content
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7])
+def test_series_laid_out_in_blocks_give_renderViewJson_bytes(store_url, block, monkeypatch):
+    """Many short series are encoded together, BODY_BLOCK points at a time, never splitting a
+    series (one longer than a block goes alone): graphite's bytes whatever the block."""
+    import copy
+
+    from graphite.render.views import renderViewJson
+
+    from graphite_plugin import render_json
+    from tests.test_graphite_render_fast import OPTION_SETS, hand_made
+
+    monkeypatch.setattr(render_json, "BODY_BLOCK", block)
+    for options in OPTION_SETS[:1] + OPTION_SETS[3:5]:
+        data = hand_made()
+        expected = renderViewJson(dict(options), copy.deepcopy(data)).content
+        assert render_json.encode(copy.deepcopy(data), dict(options)).encode() == expected
