@@ -6,12 +6,14 @@ a one-line 503. graphite-web's real app and views on a real SQLite store."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
 from tests.graphite_env import setup_graphite_app, use_finders
+from tests.test_graphite_carbonlink import carbon_and_data  # noqa: F401 - a real carbon-cache holding points
 
 NOW = 1_700_000_000 - 1_700_000_000 % 60
 MINUTE = MetricMetadata.create("60s:1d,600s:30d", "average", 0.5)
@@ -159,3 +161,34 @@ def test_series_laid_out_in_blocks_give_renderViewJson_bytes(store_url, block, m
         data = hand_made()
         expected = renderViewJson(dict(options), copy.deepcopy(data)).content
         assert render_json.encode(copy.deepcopy(data), dict(options)).encode() == expected
+
+
+def test_points_from_carbon_cache_are_merged_as_graphite_merges_them(carbon_and_data, monkeypatch):
+    """With CARBONLINK_HOSTS (a real carbon-cache holding unwritten points), a wide render
+    of a plain pattern or its sum: graphite's objects from the shared read, carbon-cache's
+    points merged in, graphite's renderView bytes; the cached points are in the answer."""
+    import json
+
+    from graphite.render.views import renderView
+
+    import graphite_plugin.render_fast as render_fast
+    from graphite_plugin.carbonlink import cached_points
+    from graphite_plugin.render_view import render_json
+
+    carbon, _, url, now, cached = carbon_and_data
+    built = []
+    build = render_fast._graphite_series
+    monkeypatch.setattr(render_fast, "_graphite_series", lambda *a: built.append(1) or build(*a))
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=[f"127.0.0.1:{carbon.query_port}"]):
+        deadline = time.monotonic() + 30
+        while not all(cached_points(["cl.avg", "cl.max"]).values()):  # carbon-cache has them all
+            assert time.monotonic() < deadline, "carbon-cache never held the points sent"
+            time.sleep(0.2)
+        for target in ("cl.*", "sumSeries(cl.*)"):
+            request = {"target": target, "now": str(now), "from": "-30min"}
+            ours = render_json(_request(request))
+            assert _answer(ours) == _answer(renderView(_request(request)))
+    assert len(built) == 2
+    last = {series["target"]: dict((t, v) for v, t in series["datapoints"]) for series in json.loads(ours.content)}
+    name, timestamp, value = cached[0]
+    assert last["sumSeries(cl.*)"][timestamp - timestamp % 60] is not None, "a cached point is in the sum"
