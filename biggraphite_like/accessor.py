@@ -240,6 +240,19 @@ class Accessor:
             found.update(self._get_normalized(rest))
         return found
 
+    def peek_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
+        """Existing metrics among canonical names (a glob's answer): from the cache where it
+        holds them, else read without being kept. For readers of many names once (a find's
+        intervals), whose metadata would fill the cache (a few hundred bytes a metric) with
+        metrics nothing reads again."""
+        now = time.monotonic()
+        with self._lock:
+            self._cache.rotate(now)
+        found, missing = self._cache.get_many(names if isinstance(names, list) else list(names))
+        if missing:
+            found.update(self.store.get_metrics(missing))
+        return found
+
     def _canonical(self, names: Iterable[str]) -> list[str]:
         """names normalised; a name the metric cache keeps is canonical already (not parsed again)."""
         cache = self._cache

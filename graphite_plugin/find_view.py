@@ -1,26 +1,38 @@
-"""`/metrics/find` in graphite's default format (treejson: Grafana's and the UI's tree)
-answered from the glob cache, without graphite's worker pool and node objects.
+"""`/metrics/find` in graphite's treejson (Grafana's and the UI's tree), json and completer
+formats, answered from the glob cache or the store's glob, without graphite's worker pool
+and node objects.
 
-A dashboard asks the same patterns again and again; when graphite_plugin.Finder is the
-only finder and the process's glob cache holds the pattern's answer, `find_tree` builds
-the answer as graphite's `find_view` does (graphite's profile through
-graphite_plugin.profiles, `tree_json` and `json_response_for`, so the same bytes and headers) from the cached names. Anything else
-goes to graphite's view: another format or parameter, a `seriesByTag(...)` query, an
-answer not cached (graphite then runs the finder in its worker pool, within
-FIND_TIMEOUT, and the answer is cached for the next request), other finders, or a
-parameter graphite would refuse. A name that is a metric and a directory gives one
-entry, the directory's (graphite picks either, at random).
+graphite's find_view runs the finder in its worker pool (a thread hand-off per request),
+builds a node object per match, looks the user's profile up with two database queries
+(treejson) and, for json, reads each leaf's intervals one by one. `find_answer` builds
+the same answer from the glob's names (graphite's profile through
+graphite_plugin.profiles, `tree_json`, `json_response_for`, its log lines: the same bytes
+and headers), in the request's thread: the pattern's answer from the glob cache, else the
+store's glob (then cached for the next request), bounded by BG_MAX_GLOB_RESULTS and
+BG_MAX_GLOB_EXPANSION (a pattern over them answers 400 naming the setting, as graphite's
+view does); the json format's intervals from one metadata read of all the leaves.
+Anything else goes to graphite's view: another format or parameter, a
+`seriesByTag(...)` query, other finders, more leaves than METRICS_FIND_*_THRESHOLD.
+
+Where graphite's answer depends on its random shuffle of the nodes, the shortcut gives
+one of its answers: a name both metric and directory is the directory's entry in
+treejson and both entries, the directory's first, in json and completer; completer
+entries of equal last component are in path order.
 """
 from __future__ import annotations
 
+import time
+from typing import Sequence
+
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from graphite.logger import log
 from graphite.metrics.views import json_response_for, tree_json
 from graphite.storage import STORE
 
-from graphite_plugin.finder import TAG_CALL, Finder, shared_backend
+from graphite_plugin.finder import REFUSED, TAG_CALL, Backend, Finder, refused, shared_backend
 from graphite_plugin.profiles import profile_for
+from graphite_plugin.reader import data_interval
 
 PARAMETERS = frozenset({"query", "format"})  # a request with any other goes to graphite's view
 
@@ -39,29 +51,83 @@ def only_this_finder() -> bool:
     return len(STORE.finders) == 1 and isinstance(STORE.finders[0], Finder)
 
 
-def find_tree(request) -> HttpResponse | None:
-    """find_view's treejson answer for a cached pattern, or None for graphite's view to answer."""
+def completer_query(query: str) -> str:
+    """find_view's pattern for the completer format (without `automatic_variants`)."""
+    query = query.replace("..", "*.")
+    return query if query.endswith("*") else query + "*"
+
+
+def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[str]) -> list:
+    """find_view's treejson content: one entry per last component, the directory's first."""
+    entries = [TreeEntry(path.rpartition(".")[2], False) for path in branches]
+    entries.extend(TreeEntry(path.rpartition(".")[2], True) for path in leaves)
+    entries.sort(key=lambda entry: entry.name)
+    base_path = query.rsplit(".", 1)[0] + "." if "." in query else ""
+    return tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
+
+
+def json_content(backend: Backend, leaves: Sequence[str], branches: Sequence[str]) -> list:
+    """find_view's json content (json_nodes): path, is_leaf and a leaf's intervals (read
+    for all the leaves at once), in path order, a directory before a metric of its name."""
+    metrics = backend.accessor.peek_metrics(leaves) if leaves else {}  # not kept: bounded memory
+    now = time.time()
+    nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
+    nodes.sort(key=lambda node: node[0])  # stable: the directory first
+    content = []
+    for path, is_leaf in nodes:
+        info = {"path": path, "is_leaf": is_leaf}
+        if is_leaf:
+            metric = metrics.get(path)
+            if metric is None:  # deleted since the glob: graphite's reader gives no interval
+                info["intervals"] = []
+            else:
+                start, end = data_interval(backend.accessor, metric, now)
+                info["intervals"] = [{"start": start, "end": end}]
+        content.append(info)
+    return content
+
+
+def completer_content(leaves: Sequence[str], branches: Sequence[str]) -> dict:
+    """find_view's completer content: in order of last component (then path), a directory's
+    path ending with a dot."""
+    nodes = [(path.rpartition(".")[2], path, False) for path in branches]
+    nodes += [(path.rpartition(".")[2], path, True) for path in leaves]
+    nodes.sort(key=lambda node: (node[0], node[1]))
+    return {"metrics": [{"path": path if is_leaf else path + ".", "name": name, "is_leaf": str(int(is_leaf))}
+                        for name, path, is_leaf in nodes]}
+
+
+def find_answer(request) -> HttpResponse | None:
+    """find_view's answer to a plain find in one of the three formats, or None for graphite's view."""
     params = request.GET
-    if request.method != "GET" or not params.keys() <= PARAMETERS or params.get("format", "treejson") != "treejson":
+    if request.method != "GET" or not params.keys() <= PARAMETERS:
         return None
+    form = params.get("format", "treejson")
     query = params.get("query", "")
-    if not query or query.startswith(TAG_CALL) or not only_this_finder():
+    if form not in ("treejson", "json", "completer") or not query or query.startswith(TAG_CALL) \
+            or not only_this_finder():
         return None
-    answer = shared_backend().cached_nodes(query)
-    if answer is None:
-        return None
-    leaves, branches = answer
+    if form == "completer":
+        query = completer_query(query)
+    backend = shared_backend()
+    try:
+        leaves, branches = backend.glob_nodes(query)
+    except REFUSED as exc:  # graphite's view: InputParameterError -> 400 with its text
+        message = str(refused(exc).error)
+        log.warning("%s", message)
+        return HttpResponseBadRequest(message)
     if len(leaves) > settings.METRICS_FIND_WARNING_THRESHOLD or len(leaves) > settings.METRICS_FIND_FAILURE_THRESHOLD:
         return None  # graphite's view warns or fails
     count = len(leaves) + len(branches)
     log.info("find_view query=%s local_only=%s matches=%d" % (query, 0, count))
     log.info("received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
-             % (query, None, None, 0, "treejson", count))
-    entries = [TreeEntry(path.rpartition(".")[2], False) for path in branches]
-    entries.extend(TreeEntry(path.rpartition(".")[2], True) for path in leaves)
-    entries.sort(key=lambda entry: entry.name)
-    base_path = query.rsplit(".", 1)[0] + "." if "." in query else ""
-    content = tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
+             % (query, None, None, 0, form, count))
+    if form == "treejson":
+        content = tree_content(request, query, leaves, branches)
+    elif form == "json":
+        content = json_content(backend, leaves, branches)
+    else:
+        content = completer_content(leaves, branches)
     response = json_response_for(request, content)
     response["Pragma"] = "no-cache"
     response["Cache-Control"] = "no-cache"

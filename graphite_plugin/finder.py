@@ -81,9 +81,6 @@ class Backend:
 
         return self.globs.get("nodes", pattern, compute)
 
-    def cached_nodes(self, pattern: str) -> tuple[Sequence[str], Sequence[str]] | None:
-        """glob_nodes' answer when the glob cache holds it, else None (nothing is computed)."""
-        return self.globs.peek("nodes", pattern)
 
 
 _NODE_ORDER = operator.attrgetter("path", "is_leaf")
@@ -155,7 +152,8 @@ def shared_backend() -> Backend:
                 accessor.tags.max_series = int(options["BG_MAX_TAG_SERIES"])
                 accessor.tags.max_values = int(options["BG_MAX_TAG_VALUES"])
                 globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]),
-                                  accessor.names_token, float(options["BG_FIND_CACHE_CHECK_INTERVAL"]))
+                                  accessor.names_token, float(options["BG_FIND_CACHE_CHECK_INTERVAL"]),
+                                  int(options["BG_FIND_CACHE_NAMES"]))
                 backend = _backends[key] = Backend(accessor, globs)
     return backend
 
@@ -223,19 +221,13 @@ class Finder(BaseFinder):
         Returns [{'pathExpression', 'path', 'name', 'time_info', 'values'}], leaves with
         nothing in range left out (as BaseFinder.fetch does).
         """
-        deadline = time.monotonic() + float(getattr(settings, "FETCH_TIMEOUT", 6.0))
         backend = shared_backend()
         try:
-            matches = [(pattern, backend.glob_metrics(pattern)) for pattern in patterns]
+            matches, names, limits = fetch_plan(backend, patterns, requestContext or {})
+            series = read_series(backend.accessor, names, start_time, end_time, now, limits,
+                                 (requestContext or {}).get(FETCHED_ARRAYS))
         except REFUSED as exc:
             return refused(exc)
-        names = sorted({name for _, found in matches for name in found})
-        max_points = int(getattr(settings, "BG_MAX_RENDER_POINTS", OPTION_DEFAULTS["BG_MAX_RENDER_POINTS"]))
-        try:
-            handed = check_render_budget(requestContext or {}, dict(matches), len(names), max_points)
-            series = read_series(backend.accessor, names, start_time, end_time, now,
-                                 ReadLimits(max_points * len(names) // max(handed, 1), deadline),
-                                 (requestContext or {}).get(FETCHED_ARRAYS))
         except RenderTooLarge as exc:
             return DeferredError(exc)
         results = []
@@ -278,6 +270,19 @@ class Finder(BaseFinder):
         names = [metric.name for page in self.accessor.scan_metrics() for metric in page.items]
         names.sort()
         return names
+
+
+def fetch_plan(backend: Backend, patterns: Sequence[str], context: dict
+               ) -> tuple[list[tuple[str, Sequence[str]]], list[str], ReadLimits]:
+    """What one fetch of these patterns reads: (pattern, its metrics) each, the distinct
+    metrics sorted, and the read's limits (points left by the render budget, FETCH_TIMEOUT
+    from now). Raises the glob's refusal (REFUSED) or RenderTooLarge."""
+    deadline = time.monotonic() + float(getattr(settings, "FETCH_TIMEOUT", 6.0))
+    matches = [(pattern, backend.glob_metrics(pattern)) for pattern in patterns]
+    names = sorted({name for _, found in matches for name in found})
+    max_points = int(getattr(settings, "BG_MAX_RENDER_POINTS", OPTION_DEFAULTS["BG_MAX_RENDER_POINTS"]))
+    handed = check_render_budget(context, dict(matches), len(names), max_points)
+    return matches, names, ReadLimits(max_points * len(names) // max(handed, 1), deadline)
 
 
 def check_render_budget(context: dict, matches: dict[str, Sequence[str]], read: int, max_points: int) -> int:

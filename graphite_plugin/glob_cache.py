@@ -8,8 +8,10 @@ process): at most every `check_interval` seconds a lookup reads the token, and a
 value empties the cache, so a new or deleted metric shows up in every worker within
 about that delay. Entries also live at most `ttl` seconds (0 disables the cache; with a
 store that has no token, the TTL alone bounds how stale an answer gets), and the least
-recently used go first beyond `max_entries`. Errors and empty answers (every part empty)
-are never cached: a dashboard asking for a metric before carbon created it sees it at once.
+recently used go first beyond `max_entries` answers or `max_names` names held in all
+(an answer of more names than that is not kept): the names are most of the cache's
+memory, about 100 bytes each. Errors and empty answers (every part empty) are never
+cached: a dashboard asking for a metric before carbon created it sees it at once.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ _log = logging.getLogger(__name__)
 
 Answer = tuple[tuple[str, ...], ...]  # sorted names, in one or more parts (metrics, directories)
 DEFAULT_CHECK_INTERVAL = 0.5  # seconds between two reads of the names token
+DEFAULT_MAX_NAMES = 500_000  # names held by all the answers kept (about 50 MB)
 _UNKNOWN = object()  # the token before the first read, or after a failed one
 
 
@@ -31,9 +34,11 @@ class GlobCache:
     the store's names token (thread-safe)."""
 
     def __init__(self, ttl: float, max_entries: int = 10_000, token: Callable[[], Hashable] | None = None,
-                 check_interval: float = DEFAULT_CHECK_INTERVAL):
+                 check_interval: float = DEFAULT_CHECK_INTERVAL, max_names: int = DEFAULT_MAX_NAMES):
         self.ttl = ttl
         self.max_entries = max_entries
+        self.max_names = max_names
+        self.names = 0  # names held by the answers kept
         self.check_interval = check_interval
         self._token = token
         self._seen: object = _UNKNOWN
@@ -46,16 +51,6 @@ class GlobCache:
         self.misses = 0
         self.invalidations = 0  # times the names token changed and the cache was emptied
         self.token_errors = 0  # names token reads that failed (logged; the cache was emptied)
-
-    def peek(self, kind: str, pattern: str) -> Answer | None:
-        """The cached answer for (kind, pattern), or None (nothing is computed or counted as a miss)."""
-        if self.ttl <= 0:
-            return None
-        now = time.monotonic()
-        if self._token is not None and now >= self._next_check:
-            self._check_token(now)
-        with self._lock:
-            return self._hit((kind, pattern), now)
 
     def _hit(self, key: tuple[str, str], now: float) -> Answer | None:
         """The live entry's answer, counted as a hit (under the lock)."""
@@ -81,15 +76,20 @@ class GlobCache:
             self.misses += 1
             generation = self._generation
         answer = compute(pattern)
-        if not any(answer):
+        size = sum(map(len, answer))
+        if not size or size > self.max_names:
             return answer
         with self._lock:
             if generation != self._generation:
                 return answer  # names changed while it was computed: it may miss them
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.names -= sum(map(len, old[1]))
             self._entries[key] = (now + self.ttl, answer)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            self.names += size
+            while len(self._entries) > self.max_entries or self.names > self.max_names:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.names -= sum(map(len, dropped))
         return answer
 
     def _check_token(self, now: float) -> None:
@@ -118,6 +118,7 @@ class GlobCache:
             if self._entries:
                 self.invalidations += 1
             self._entries.clear()
+            self.names = 0
             self._generation += 1
 
     def clear(self) -> None:

@@ -20,8 +20,8 @@
   that would build more than the limits allow (graphite_plugin.render_budget), before
   graphite's view (or a shortcut) runs.
 * ViewShortcutMiddleware answers two of graphite's views the way they would, faster:
-  JSON renders (graphite_plugin.render_view) and tree finds of a cached pattern
-  (graphite_plugin.find_view), through Django's `process_view` hook; each shortcut
+  JSON renders (graphite_plugin.render_view) and finds in the treejson, json and completer
+  formats (graphite_plugin.find_view), through Django's `process_view` hook; each shortcut
   returns None for a request it does not answer exactly as graphite, which then does.
 """
 from __future__ import annotations
@@ -139,11 +139,11 @@ class ViewShortcutMiddleware:
         from graphite.metrics.views import find_view
         from graphite.render.views import renderView
 
-        from graphite_plugin.find_view import find_tree
+        from graphite_plugin.find_view import find_answer
         from graphite_plugin.render_view import render_json
 
         self.get_response = get_response
-        self.shortcuts = {renderView: render_json, find_view: find_tree}
+        self.shortcuts = {renderView: render_json, find_view: find_answer}
         # an exception raised here skips the process_exception hooks: log and answer it here
         self.log_exceptions = GRAPHITE_EXCEPTION_LOGGER in settings.MIDDLEWARE
 

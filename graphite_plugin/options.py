@@ -8,6 +8,7 @@ from __future__ import annotations
 from biggraphite_like import glob as _glob
 from biggraphite_like.accessor import DEFAULT_CACHE_TTL, DEFAULT_TOUCH_INTERVAL
 from biggraphite_like.tags import database as _tags
+from graphite_plugin import glob_cache as _glob_cache
 
 # BG_STORE (the store URL) has no fixed default: $BGL_STORE, else bgl's default store.
 OPTION_DEFAULTS: dict[str, float | int] = {
@@ -17,6 +18,7 @@ OPTION_DEFAULTS: dict[str, float | int] = {
     "BG_TOUCH_INTERVAL": DEFAULT_TOUCH_INTERVAL,  # seconds between two read_on updates of a metric
     "BG_FIND_CACHE_TTL": 60,  # seconds a glob's answer is reused at most (0: never)
     "BG_FIND_CACHE_SIZE": 10_000,  # glob answers kept (least recently used dropped first)
+    "BG_FIND_CACHE_NAMES": _glob_cache.DEFAULT_MAX_NAMES,  # names held by the glob answers kept, in all (~100 bytes each)
     "BG_FIND_CACHE_CHECK_INTERVAL": 0.5,  # seconds between two reads of the store's names token by a process
     "BG_MAX_RENDER_SERIES": 20_000,  # series one render (one fetch of its targets) may read
     "BG_MAX_RENDER_POINTS": 10_000_000,  # points one render may read, summed over its series

@@ -12,7 +12,7 @@ from django.conf import settings
 from graphite.intervals import Interval, IntervalSet
 from graphite.readers.utils import BaseReader, merge_with_cache
 
-from biggraphite_like.accessor import Accessor, TimeSeries
+from biggraphite_like.accessor import Accessor, FetchedGrid, TimeSeries
 from biggraphite_like.metric import Metric, per_retention
 from biggraphite_like.urls import redact_url
 from graphite_plugin.carbonlink import cached_points
@@ -120,24 +120,12 @@ def read_series(
     (NaN for None; not for series completed from carbon-cache): the JSON encoder
     (graphite_plugin.render_json) uses the array for a series still holding these values.
     """
-    metrics = accessor.get_metrics(names)
-    present = [n for n in names if n in metrics]  # deleted since the glob: nothing to read
-    now = accessor.now() if now is None else int(now)
-    end = now if end is None else int(end)
-    start = int(start)
-    if limits.max_points is not None:
-        _check_points(metrics, present, start, end, now, limits.max_points)
+    metrics, grids = read_grids(accessor, names, start, end, now, limits)
     fetched: dict[str, tuple[TimeInfo, list, np.ndarray]] = {}
-    for offset in range(0, len(present), FETCH_CHUNK):
-        if limits.deadline is not None and time.monotonic() > limits.deadline:
-            raise FetchAbandoned(
-                f"fetch of {len(present)} series stopped after {offset}: past graphite-web's FETCH_TIMEOUT"
-                f" ({getattr(settings, 'FETCH_TIMEOUT', '?')} s), which has answered the request with an error")
-        grids, _ = accessor.fetch_grids(present[offset:offset + FETCH_CHUNK], start, end, now)
-        for read in grids:
-            time_info = (read.start, read.end, read.step)
-            for name, values, array in zip(read.names, graphite_lists(read.grid), read.grid):
-                fetched[name] = (time_info, values, array)
+    for read in grids:
+        time_info = (read.start, read.end, read.step)
+        for name, values, array in zip(read.names, graphite_lists(read.grid), read.grid):
+            fetched[name] = (time_info, values, array)
     cached = None
     if getattr(settings, "CARBONLINK_HOSTS", None):
         cached = cached_points(list(fetched))
@@ -157,6 +145,30 @@ def read_series(
             arrays[name] = (values, array)
         results[name] = (time_info, values)
     return results
+
+
+def read_grids(
+    accessor: Accessor, names: Sequence[str], start: float, end: float | None, now: float | None = None,
+    limits: ReadLimits = ReadLimits(),
+) -> tuple[dict[str, Metric], list[FetchedGrid]]:
+    """(the metrics among names, the grids read of those with points in range): the
+    accessor's batched read, FETCH_CHUNK series at a time, within the limits (RenderTooLarge
+    past max_points before anything is read, FetchAbandoned past the deadline)."""
+    metrics = accessor.get_metrics(names)
+    present = [n for n in names if n in metrics]  # deleted since the glob: nothing to read
+    now = accessor.now() if now is None else int(now)
+    end = now if end is None else int(end)
+    start = int(start)
+    if limits.max_points is not None:
+        _check_points(metrics, present, start, end, now, limits.max_points)
+    grids: list[FetchedGrid] = []
+    for offset in range(0, len(present), FETCH_CHUNK):
+        if limits.deadline is not None and time.monotonic() > limits.deadline:
+            raise FetchAbandoned(
+                f"fetch of {len(present)} series stopped after {offset}: past graphite-web's FETCH_TIMEOUT"
+                f" ({getattr(settings, 'FETCH_TIMEOUT', '?')} s), which has answered the request with an error")
+        grids += accessor.fetch_grids(present[offset:offset + FETCH_CHUNK], start, end, now)[0]
+    return metrics, grids
 
 
 def _check_points(metrics: dict[str, Metric], names: Sequence[str], start: int, end: int, now: int,
@@ -192,8 +204,17 @@ class MetadataBatch:
     def get(self, name: str) -> Metric | None:
         loaded, now = self._loaded, time.monotonic()
         if loaded is None or now - loaded[0] >= self.accessor.cache_ttl:
-            loaded = self._loaded = (now, self.accessor.get_metrics(self.names))
+            loaded = self._loaded = (now, self.accessor.peek_metrics(self.names))  # kept here, not twice
         return loaded[1].get(name)
+
+
+def data_interval(accessor: Accessor, metric: Metric, now: float) -> tuple[float, float]:
+    """(start, end) of where a metric's data may be at `now`: its retention up to its last
+    write (as whisper's reader, which uses the file's mtime; updated_on is recorded once
+    per touch interval, and known to readers within the metadata cache's TTL)."""
+    start = now - metric.retention.duration
+    last_write = metric.updated_on + accessor.touch_interval + accessor.cache_ttl
+    return start, max(min(now, last_write), start)
 
 
 class Reader(BaseReader):
@@ -212,11 +233,7 @@ class Reader(BaseReader):
         metric = self.metadata.get(self.name)
         if metric is None:
             return IntervalSet([])
-        now = time.time()
-        start = now - metric.retention.duration
-        last_write = metric.updated_on + self.accessor.touch_interval + self.accessor.cache_ttl
-        end = max(min(now, last_write), start)
-        return IntervalSet([Interval(start, end)])
+        return IntervalSet([Interval(*data_interval(self.accessor, metric, time.time()))])
 
     def fetch(self, startTime, endTime, now=None, requestContext=None) -> GraphiteSeries | None:
         return read_series(self.accessor, [self.name], startTime, endTime, now)[self.name]

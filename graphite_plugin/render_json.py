@@ -68,6 +68,21 @@ class _Points:
         self.head, self.values, self.timestamps = head, values, timestamps
 
 
+class GridSeries:
+    """A series as read (graphite_plugin.render_fast), handed to `encode` as its float64
+    array (NaN: no point) instead of a graphite TimeSeries of Python floats: what encode
+    reads of a TimeSeries that maxDataPoints does not consolidate."""
+
+    __slots__ = ("name", "tags", "start", "end", "step", "array")
+    valuesPerPoint = 1
+
+    def __init__(self, name: str, start: int, end: int, step: int, array: np.ndarray):
+        self.name, self.tags, self.start, self.end, self.step, self.array = name, {"name": name}, start, end, step, array
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+
 def float_values(values: list, fetched: tuple[list, np.ndarray] | None = None) -> np.ndarray | None:
     """The values as float64 (NaN for None) when each is a float or None; else None
     (json.dumps writes ints, bools and anything else its own way). `fetched` is the
@@ -104,7 +119,13 @@ def stamp_texts(start: int, step: int, count: int) -> np.ndarray:
 
 
 def _head(series) -> str:
-    """`{"target": ..., "tags": {...}, "datapoints": [` as json.dumps writes it, replaced."""
+    """`{"target": ..., "tags": {...}, "datapoints": [` as json.dumps writes it, replaced. A
+    series tagged with its name only, a name json.dumps writes as it is (printable ASCII
+    without quotes or backslashes: most names), costs no json.dumps."""
+    name = series.name
+    if type(name) is str and name.isascii() and name.isprintable() and '"' not in name and "\\" not in name \
+            and series.tags == {"name": name}:
+        return graphite_replace(f'{{"target": "{name}", "tags": {{"name": "{name}"}}, "datapoints": [')
     text = json.dumps(dict(target=series.name, tags=dict(series.tags), datapoints=[]))
     return graphite_replace(text[:-2])  # without `]}`
 
@@ -122,7 +143,10 @@ def encode(series_list: Sequence, options: dict[str, Any], fetched: dict | None 
         for series in series_list:
             timestamps = range(int(series.start), int(series.end) + 1, int(series.step * series.valuesPerPoint))
             values = list(series) if series.valuesPerPoint > 1 else series
-            floats = float_values(values, fetched.get(series.name)) if timestamps.step > 0 else None
+            if type(series) is GridSeries:
+                floats = series.array
+            else:
+                floats = float_values(values, fetched.get(series.name)) if timestamps.step > 0 else None
             if floats is None:  # json.dumps' own encoding of this series
                 datapoints = list(zip(values, timestamps))
                 if no_nulls:
@@ -158,10 +182,10 @@ def _encode_points(points: list[_Points], pieces: list) -> None:
     index[finite] = inverse.reshape(-1)
     index[values == math.inf] = len(table) - 2
     index[values == -math.inf] = len(table) - 1
-    texts = {id(p): text for p, text in zip(points, _bodies(points, table, index))}
+    texts = iter(_bodies(points, table, index))  # in the order of the _Points in pieces
     for position, piece in enumerate(pieces):
         if isinstance(piece, _Points):
-            pieces[position] = piece.head + texts[id(piece)] + "]}"
+            pieces[position] = piece.head + next(texts) + "]}"
 
 
 TABLE_BLOCK = 1 << 16  # tokens laid out at once (bounds the gather's index array)
@@ -190,26 +214,50 @@ def token_table(distinct: np.ndarray) -> np.ndarray:
     return table
 
 
-def _bodies(points: list[_Points], table: np.ndarray, index: np.ndarray):
-    """`[v, t], [v, t]` of each series: a row of fixed width per point (value token, timestamp
-    digits, separators), zero bytes as padding, dropped at the end."""
-    width = table.shape[1]
-    offset = 0
+BODY_BLOCK = 1 << 16  # points laid out at once (series are not split: a longer one goes alone)
+
+
+def _bodies(points: list[_Points], table: np.ndarray, index: np.ndarray) -> list[str]:
+    """`[v, t], [v, t]` of each series, in order; the series laid out together, a block of
+    up to BODY_BLOCK points at a time (many short series cost a few numpy calls, not a few
+    per series)."""
+    texts: list[str] = []
+    group: list[_Points] = []
+    size = offset = 0
     for p in points:
-        count = len(p.values)
-        if count == 0:
-            yield ""
-            continue
-        stamps = p.timestamps
-        stamp_width = stamps.shape[1]
-        rows = np.zeros((count, width + stamp_width + 6), dtype=np.uint8)
-        rows[:, 0] = _BRACKET
-        rows[:, 1:1 + width] = table[index[offset:offset + count]]
-        rows[:, 1 + width] = _COMMA
-        rows[:, 2 + width] = _SPACE
-        rows[:, 3 + width:3 + width + stamp_width] = stamps
-        rows[:, -3] = _CLOSE
-        rows[:-1, -2] = _COMMA
-        rows[:-1, -1] = _SPACE
-        yield rows[rows != 0].tobytes().decode("ascii")
-        offset += count
+        if group and size + len(p.values) > BODY_BLOCK:
+            texts += _group_bodies(group, table, index[offset:offset + size])
+            offset, group, size = offset + size, [], 0
+        group.append(p)
+        size += len(p.values)
+    if group:
+        texts += _group_bodies(group, table, index[offset:offset + size])
+    return texts
+
+
+def _group_bodies(group: list[_Points], table: np.ndarray, index: np.ndarray) -> list[str]:
+    """The bodies of consecutive series: a row of fixed width per point (value token,
+    timestamp digits, separators), zero bytes as padding, dropped; cut at series ends."""
+    counts = np.array([len(p.values) for p in group], dtype=np.int64)
+    if not counts.sum():
+        return [""] * len(group)
+    width = table.shape[1]
+    stamp_width = max(p.timestamps.shape[1] for p in group)
+    stamps = np.concatenate([p.timestamps if p.timestamps.shape[1] == stamp_width else
+                             np.pad(p.timestamps, ((0, 0), (0, stamp_width - p.timestamps.shape[1])))
+                             for p in group])
+    rows = np.zeros((len(index), width + stamp_width + 6), dtype=np.uint8)
+    rows[:, 0] = _BRACKET
+    rows[:, 1:1 + width] = table[index]
+    rows[:, 1 + width] = _COMMA
+    rows[:, 2 + width] = _SPACE
+    rows[:, 3 + width:3 + width + stamp_width] = stamps
+    rows[:, -3] = _CLOSE
+    rows[:, -2] = _COMMA
+    rows[:, -1] = _SPACE
+    ends = np.cumsum(counts)
+    rows[ends[counts > 0] - 1, -2:] = 0  # no `, ` after a series' last point
+    kept = rows != 0
+    text = rows[kept].tobytes().decode("ascii")
+    after = np.r_[0, np.cumsum(np.count_nonzero(kept, axis=1))][ends].tolist()  # text offset after each series
+    return [text[start:end] for start, end in zip([0] + after[:-1], after)]

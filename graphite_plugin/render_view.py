@@ -5,7 +5,8 @@ graphite_plugin.settings) uses Django's `process_view` hook: when URL routing pi
 graphite-web's `renderView`, it asks `render_json` first, which follows renderView's
 steps for a line graph in JSON with graphite's own functions (parseOptions, hashRequest and hashData with Django's
 cache, evaluateTarget, the cache headers, handleInputParameterError for a 400) and only
-encodes the series differently, to the same bytes. Every other request (another format
+encodes the series differently, to the same bytes; a wide render of one plain pattern or
+its sumSeries is evaluated on the store's arrays (graphite_plugin.render_fast). Every other request (another format
 or graph type, `pretty=1`, options graphite cannot parse: graphite answers its own
 error) goes to graphite's view. graphite-web's files and modules are left as they are.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 from time import time
 
-from django.core.cache import cache
+from django.core.cache import cache, caches
+from django.core.cache.backends.dummy import DummyCache
 from django.http import HttpResponse
 from django.utils.cache import add_never_cache_headers, patch_response_headers
 from graphite.errors import handleInputParameterError
@@ -23,6 +25,7 @@ from graphite.render.hashing import hashData, hashRequest
 from graphite.render.views import parseOptions
 
 from graphite_plugin.reader import FETCHED_ARRAYS
+from graphite_plugin.render_fast import wide_render
 from graphite_plugin.render_json import encode
 
 
@@ -84,7 +87,9 @@ def render_json(request) -> HttpResponse | None:
     if cached_data is not None:
         context["data"] = data = cached_data
     else:
-        data.extend(evaluateTarget(context, options["targets"]))
+        # raw series as arrays only where no data cache hands them to graphite's other views
+        fast = wide_render(context, options["targets"], not use_cache or isinstance(caches["default"], DummyCache))
+        data.extend(evaluateTarget(context, options["targets"]) if fast is None else fast)
         if use_cache:
             cache.add(data_key, data, cache_timeout)
     render_start = time()

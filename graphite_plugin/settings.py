@@ -22,8 +22,9 @@ Importing it:
   and adds `graphite_plugin.middleware`'s ErrorAnswerMiddleware (every error answer a short
   reason), CrossSiteWriteMiddleware (a browser's write from another origin is refused),
   RenderBudgetMiddleware (renders over the budgets refused before anything is built),
-  ViewShortcutMiddleware (`/render?format=json` encoded with numpy, cached tree finds
-  without graphite's worker pool and with the default profile kept 10 s; same bytes) and PatternRefusedMiddleware to MIDDLEWARE, and
+  ViewShortcutMiddleware (`/render?format=json` encoded with numpy, wide ones evaluated on
+  arrays; treejson, json and completer finds without graphite's worker pool, with the
+  default profile kept 10 s; same bytes) and PatternRefusedMiddleware to MIDDLEWARE, and
   `graphite_plugin.self_metrics`' RequestTimingMiddleware first (graphite-web's find and
   render times, written into the store every BG_SELF_METRICS_INTERVAL seconds: default
   $BGL_SELF_METRICS_INTERVAL, else 60; 0 turns them off).

@@ -1,19 +1,19 @@
-"""graphite-web's WSGI application with cached tree finds answered in front of Django.
+"""graphite-web's WSGI application with plain finds answered in front of Django.
 
 Serve `graphite_plugin.wsgi:application` instead of `graphite.wsgi:application` (bgl run
-does). A dashboard asks `/metrics/find?query=...` again and again; once the process's
-glob cache holds a pattern, graphite_plugin.find_view builds graphite's exact answer in
-about a tenth of a millisecond, while Django's request handling and middleware chain
+does). A dashboard asks `/metrics/find?query=...` again and again; graphite_plugin.find_view
+builds graphite's exact answer from the glob cache in about a tenth of a millisecond (from
+the store's glob when not cached), while Django's request handling and middleware chain
 (sessions, authentication, messages, gzip) cost three to four times that. This front
 answers such a request itself when nothing of that chain can change the answer: a GET
 to `/metrics/find` with no cookie (an anonymous user, graphite's default profile), no
-remote user, no gzip wanted, only `query` and `format=treejson` (find_view's checks).
-The answer carries the headers the chain would add for it (Content-Length, `Vary:
-Cookie` from the session the profile lookup reads, `Vary: Accept-Encoding` from gzip on
-a body of 200 bytes or more) and is counted in the self-metrics as a find.
-Anything else, or a pattern not cached, goes to graphite's application unchanged; so
-does a request Django would refuse before any view (a Host header not in ALLOWED_HOSTS:
-DNS rebinding; a User-Agent in DISALLOWED_USER_AGENTS).
+remote user, no gzip wanted, only `query` and `format` (treejson, json or completer:
+find_view's checks), answered 200. The answer carries the headers the chain would add
+for it (Content-Length, `Vary: Cookie` from the session the treejson profile lookup
+reads, `Vary: Accept-Encoding` from gzip on a body of 200 bytes or more) and is counted
+in the self-metrics as a find. Anything else goes to graphite's application unchanged;
+so does a request Django would refuse before any view (a Host header not in
+ALLOWED_HOSTS: DNS rebinding; a User-Agent in DISALLOWED_USER_AGENTS).
 
 Every request first takes one of its client address's BG_MAX_CLIENT_REQUESTS slots in
 this process (ClientSlots); with none left it answers 503 at once, so that one client
@@ -37,22 +37,23 @@ def _eligible(environ: dict) -> bool:
             and not any(key in environ for key in REMOTE_USER_KEYS))
 
 
-def _cached_find(environ: dict):
-    """find_view's HttpResponse with the middleware chain's headers, or None."""
+def _front_find(environ: dict):
+    """find_view's 200 HttpResponse with the middleware chain's headers, or None."""
     from django.contrib.auth.models import AnonymousUser
     from django.core.handlers.wsgi import WSGIRequest
     from django.utils.cache import patch_vary_headers
 
-    from graphite_plugin.find_view import find_tree
+    from graphite_plugin.find_view import find_answer
 
     request = WSGIRequest(environ)
     if not django_would_serve(request):
         return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 403 for a refused agent)
     request.user = AnonymousUser()  # AuthenticationMiddleware's answer for a request without a session
-    response = find_tree(request)
-    if response is None:
-        return None
-    patch_vary_headers(response, ("Cookie",))  # SessionMiddleware: the profile lookup read the session
+    response = find_answer(request)
+    if response is None or response.status_code != 200:
+        return None  # errors get the chain's error answer (graphite_plugin.middleware)
+    if request.GET.get("format", "treejson") == "treejson":
+        patch_vary_headers(response, ("Cookie",))  # SessionMiddleware: the profile lookup read the session
     if len(response.content) >= GZIP_MIN_LENGTH:
         patch_vary_headers(response, ("Accept-Encoding",))  # GZipMiddleware, even when not compressing
     response["Content-Length"] = str(len(response.content))  # CommonMiddleware
@@ -156,7 +157,7 @@ def _serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
     if _eligible(environ):
         started = time.perf_counter()
         try:
-            response = _cached_find(environ)
+            response = _front_find(environ)
         except Exception:  # noqa: BLE001 - graphite's view then fails (or not) and logs as it does
             response = None
         if response is not None:

@@ -111,9 +111,8 @@ def test_cached_finds_read_the_default_profile_from_the_database_once_in_a_while
             assert [node["id"] for node in found] == ["app.web1", "app.web2", "app.web3"]
             return [q["sql"] for q in queries if "auth_user" in q["sql"] or "account_profile" in q["sql"]]
 
-        assert len(profile_queries()) == 2  # not cached yet: graphite's view, its two queries
         profiles.forget()
-        assert len(profile_queries()) == 2  # cached answer: the shortcut reads the profile once
+        assert len(profile_queries()) == 2  # the shortcut reads the profile once
         for _ in range(4):
             assert profile_queries() == []
         profiles.forget()  # as when its PROFILE_TTL has passed

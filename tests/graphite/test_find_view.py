@@ -1,6 +1,7 @@
-"""`/metrics/find` (treejson) through graphite_plugin.find_view: a cached pattern's answer
-has the same bytes and headers as graphite-web's own find_view; anything else is left to
-graphite's view. Both run on the same store through graphite-web's real app."""
+"""`/metrics/find` (treejson, json, completer) through graphite_plugin.find_view: a
+pattern's answer, cached or not, has the same bytes and headers as graphite-web's own
+find_view (one of its answers where it shuffles); anything else is left to graphite's
+view. Both run on the same store through graphite-web's real app."""
 from __future__ import annotations
 
 import json
@@ -42,16 +43,16 @@ def _headers(response) -> dict:
 def test_cached_finds_answer_as_find_view(store_url, pattern):
     from graphite.metrics.views import find_view
 
-    from graphite_plugin.find_view import find_tree
+    from graphite_plugin.find_view import find_answer
 
     with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
         for extra in ({}, {"HTTP_ACCEPT": "*/*"}):  # graphite escapes non-ASCII only for application/json
             # graphite shuffles the nodes: for a name both leaf and branch (srv.*.cpu), either entry
             theirs = {_answer(find_view(_get({"query": pattern}, **extra))) for _ in range(60)}  # cached: 1st
-            ours = find_tree(_get({"query": pattern}, **extra))
+            ours = find_answer(_get({"query": pattern}, **extra))
             assert ours is not None, "a cached pattern is answered"
             assert _answer(ours) in theirs
-            assert _answer(find_tree(_get({"query": pattern, "format": "treejson"}, **extra))) == _answer(ours)
+            assert _answer(find_answer(_get({"query": pattern, "format": "treejson"}, **extra))) == _answer(ours)
     assert json.loads(ours.content), "every pattern matches something"
 
 
@@ -64,7 +65,7 @@ def test_a_name_both_metric_and_directory_gives_one_of_graphites_answers(store_u
     answers either entry for `cpu` (its nodes are shuffled); the shortcut gives the directory."""
     from graphite.metrics.views import find_view
 
-    from graphite_plugin.find_view import find_tree
+    from graphite_plugin.find_view import find_answer
     from graphite_plugin.finder import shared_backend
 
     accessor = Accessor.from_url(store_url)
@@ -73,48 +74,107 @@ def test_a_name_both_metric_and_directory_gives_one_of_graphites_answers(store_u
     with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
         shared_backend().globs.clear()
         answers = {find_view(_get({"query": "srv.db.*"})).content for _ in range(20)}
-        ours = find_tree(_get({"query": "srv.db.*"})).content
+        ours = find_answer(_get({"query": "srv.db.*"})).content
     assert ours in answers
     assert json.loads(ours) == [{"text": "cpu", "id": "srv.db.cpu", "allowChildren": 1, "expandable": 1, "leaf": 0}]
 
 
+@pytest.fixture
+def frozen_clock(monkeypatch):
+    """time.time() fixed: the json format's intervals are computed from it, by both views."""
+    import time
+
+    monkeypatch.setattr(time, "time", lambda: 1_800_000_000.25)
+
+
+def _in_graphite_order(body: bytes, form: str, ensure_ascii: bool) -> bytes:
+    """graphite's answer with the entries its shuffle leaves in any order put in the
+    shortcut's: json by path (a directory first), completer by last component then path."""
+    content = json.loads(body)
+    if form == "json":
+        content.sort(key=lambda node: (node["path"], node["is_leaf"]))
+    else:
+        content["metrics"].sort(key=lambda node: (node["name"], node["path"].rstrip("."), node["is_leaf"]))
+    return json.dumps(content, ensure_ascii=ensure_ascii).encode()
+
+
+@pytest.mark.parametrize("form", ["json", "completer"])
+@pytest.mark.parametrize("pattern", PATTERNS + ["srv.web1.", "srv..cpu", "nothing.*"])
+def test_uncached_json_and_completer_finds_answer_as_find_view(store_url, frozen_clock, pattern, form):
+    from graphite.metrics.views import find_view
+
+    from graphite_plugin.find_view import find_answer
+    from graphite_plugin.finder import shared_backend
+
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
+        for extra in ({}, {"HTTP_ACCEPT": "*/*"}):
+            request = {"query": pattern, "format": form}
+            shared_backend().globs.clear()
+            ours = find_answer(_get(request, **extra))
+            assert ours is not None, "answered without the glob cache"
+            theirs = find_view(_get(request, **extra))
+            assert (ours.status_code, _headers(ours)) == (theirs.status_code, _headers(theirs))
+            assert ours.content == _in_graphite_order(theirs.content, form, not extra)
+            assert _answer(find_answer(_get(request, **extra))) == _answer(ours)  # cached now
+    if pattern != "nothing.*" and (form == "completer" or pattern not in ("srv.web1.", "srv..cpu")):
+        assert json.loads(ours.content), "the pattern matches something"
+
+
+def test_json_intervals_are_the_readers(store_url, frozen_clock):
+    """A leaf's intervals in the json format: its retention up to its last write, as
+    graphite's nodes give them (graphite_plugin.reader.Reader.get_intervals)."""
+    from graphite.metrics.views import find_view
+
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
+        nodes = json.loads(find_view(_get({"query": "srv.web1.cpu", "format": "json"})).content)
+    [node] = nodes
+    assert node["intervals"] == [{"start": 1_800_000_000.25 - 86400, "end": 1_800_000_000.25 - 86400}], \
+        "created long ago, never written: an empty interval at the retention's start"
+
+
 @pytest.mark.parametrize("params", [
-    {"query": "srv.*", "format": "completer"}, {"query": "srv.*", "format": "json"}, {"query": "srv.*", "jsonp": "f"},
+    {"query": "srv.*", "jsonp": "f"}, {"query": "srv.*", "format": "pickle"},
     {"query": "srv.*", "from": "-1h"}, {"query": "srv.*", "leavesOnly": "1"}, {"query": "srv.*", "wildcards": "1"},
     {"query": ""}, {}, {"query": "seriesByTag('name=top')"},
 ], ids=str)
 def test_other_finds_are_left_to_graphite(store_url, params):
     from graphite.metrics.views import find_view
 
-    from graphite_plugin.find_view import find_tree
+    from graphite_plugin.find_view import find_answer
 
     with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
         find_view(_get({"query": "srv.*"}))
-        assert find_tree(_get({"query": "srv.*"})) is not None  # cached
-        assert find_tree(_get(params)) is None
+        assert find_answer(_get({"query": "srv.*"})) is not None  # cached
+        assert find_answer(_get(params)) is None
 
 
-def test_uncached_refused_and_shared_finds_are_left_to_graphite(store_url, tmp_path):
+def test_uncached_refused_and_shared_finds(store_url, tmp_path):
+    """Not cached: answered from the store's glob (then cached); a POST, other finders: graphite's
+    view; a pattern over a glob limit: graphite's 400 with the same text."""
     from django.test import RequestFactory
     from graphite.metrics.views import find_view
 
-    from graphite_plugin.find_view import find_tree
+    from graphite_plugin.find_view import find_answer
+    from graphite_plugin.finder import shared_backend
 
     with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
-        assert find_tree(_get({"query": "srv.web3.*"})) is None  # not asked before: graphite's pool and timeout
-        find_view(_get({"query": "srv.web3.*"}))
-        assert find_tree(_get({"query": "srv.web3.*"})) is not None
-        assert find_tree(RequestFactory().post("/metrics/find", {"query": "srv.web3.*"})) is None
+        globs = shared_backend().globs
+        misses = globs.misses
+        assert _answer(find_answer(_get({"query": "srv.web3.*"}))) == _answer(find_view(_get({"query": "srv.web3.*"})))
+        assert globs.misses == misses + 1, "graphite's view answered from what the shortcut cached"
+        assert find_answer(RequestFactory().post("/metrics/find", {"query": "srv.web3.*"})) is None
     with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, BG_FIND_CACHE_TTL=0):
-        find_view(_get({"query": "srv.*"}))
-        assert find_tree(_get({"query": "srv.*"})) is None  # cache off
+        assert _answer(find_answer(_get({"query": "srv.*"}))) == _answer(find_view(_get({"query": "srv.*"})))
     with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED, BG_MAX_GLOB_RESULTS=2):
-        refused = find_view(_get({"query": "srv.*.*"}))
-        assert refused.status_code == 400 and find_tree(_get({"query": "srv.*.*"})) is None
+        for form in ("treejson", "json", "completer"):
+            request = {"query": "srv.*.*", "format": form}
+            refused, ours = find_view(_get(request)), find_answer(_get(request))
+            assert refused.status_code == 400 and b"BG_MAX_GLOB_RESULTS" in refused.content
+            assert _answer(ours) == _answer(refused)
     with use_finders(["graphite_plugin.Finder", "graphite.finders.standard.StandardFinder"], BG_STORE=store_url,
                      **CACHED, STANDARD_DIRS=[str(tmp_path)]):
         find_view(_get({"query": "srv.*"}))
-        assert find_tree(_get({"query": "srv.*"})) is None  # whisper files may add nodes
+        assert find_answer(_get({"query": "srv.*"})) is None  # whisper files may add nodes
 
 
 def test_the_middleware_answers_cached_finds(store_url):
@@ -141,19 +201,3 @@ def test_the_middleware_answers_cached_finds(store_url):
     for response in (first, second):
         assert (response.status_code, _headers(response), response.content) == \
                (plain.status_code, _headers(plain), plain.content)
-
-
-def test_glob_cache_peek_answers_only_what_is_cached():
-    from graphite_plugin.glob_cache import GlobCache
-
-    tokens = iter(range(100))
-    cache = GlobCache(600, token=lambda: next(tokens), check_interval=0)
-    assert cache.peek("nodes", "a.*") is None and cache.misses == 0
-    answer = cache.get("nodes", "a.*", lambda p: (("a.b",), ()))
-    assert cache.misses == 1
-    cache.check_interval = 3600
-    cache._next_check = 0  # read the token once more (it changes: the cache empties), then not for an hour
-    assert cache.peek("nodes", "a.*") is None
-    cache.get("nodes", "a.*", lambda p: answer)
-    assert cache.peek("nodes", "a.*") == answer and cache.hits == 1 and cache.misses == 2
-    assert GlobCache(0).peek("nodes", "a.*") is None

@@ -1,4 +1,4 @@
-"""graphite_plugin.wsgi: the WSGI front that answers cached tree finds before Django. Its
+"""graphite_plugin.wsgi: the WSGI front that answers plain finds before Django. Its
 answers must be, header for header and byte for byte, what Django's whole stack (with
 graphite_plugin.settings' MIDDLEWARE) answers; everything else goes to Django untouched."""
 from __future__ import annotations
@@ -55,17 +55,13 @@ def call(app, env: dict) -> tuple:
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_a_cached_find_is_answered_by_the_front_as_by_django(stack, pattern):
+def test_a_front_find_is_answered_by_the_front_as_by_django(stack, pattern):
     front, django = stack
     for extra in ({}, {"HTTP_ACCEPT": "*/*"}, {"HTTP_ACCEPT_ENCODING": "identity"}):
         env = environ(params={"query": pattern}, **extra)
         first = call(django, env)  # fills the glob cache (graphite's view and worker pool)
         assert front._eligible(env)
-        served = front._cached_find(dict(env))
-        if pattern == "nothing.*":
-            assert served is None, "an empty answer is not cached: Django answers"
-        else:
-            assert served is not None, "the front answers a cached pattern itself"
+        assert front._front_find(dict(env)) is not None, "the front answers the pattern itself"
         assert call(front.application, env) == first
         assert call(front.application, environ(params={"query": pattern, "format": "treejson"}, **extra)) == first
     status, headers, _ = first
@@ -74,7 +70,7 @@ def test_a_cached_find_is_answered_by_the_front_as_by_django(stack, pattern):
 
 @pytest.mark.parametrize("extra", [
     {"HTTP_COOKIE": "sessionid=abc"}, {"HTTP_ACCEPT_ENCODING": "gzip, deflate"}, {"REMOTE_USER": "alice"},
-    {"params": {"query": "srv.*", "format": "completer"}}, {"params": {"query": "srv.*", "wildcards": "1"}},
+    {"params": {"query": "srv.*", "format": "pickle"}}, {"params": {"query": "srv.*", "wildcards": "1"}},
     {"params": {"query": "srv.*", "jsonp": "cb"}}, {"method": "POST"},
 ], ids=str)
 def test_requests_the_answer_may_differ_for_go_to_django(stack, extra):
@@ -83,8 +79,47 @@ def test_requests_the_answer_may_differ_for_go_to_django(stack, extra):
     method, params = extra.pop("method", "GET"), extra.pop("params", {"query": "srv.*"})
     call(django, environ(params={"query": "srv.*"}))  # cached
     env = environ(method, params, **extra)
-    assert not front._eligible(env) or front._cached_find(dict(env)) is None
+    assert not front._eligible(env) or front._front_find(dict(env)) is None
     assert call(front.application, env) == call(django, env)
+
+
+@pytest.mark.parametrize("form", ["treejson", "json", "completer"])
+@pytest.mark.parametrize("pattern", ["srv.*", "srv.web1?.", "nothing.*"])
+def test_an_uncached_find_is_answered_by_the_front_as_by_django(stack, monkeypatch, pattern, form):
+    """Each format, not cached (the front's glob), then cached: Django's answer, header for
+    header (json's intervals from a fixed clock)."""
+    import time
+
+    from graphite_plugin.finder import shared_backend
+
+    front, django = stack
+    monkeypatch.setattr(time, "time", lambda: 1_800_000_000.5)
+    env = environ(params={"query": pattern, "format": form})
+    shared_backend().globs.clear()
+    served = front._front_find(dict(env))
+    assert served is not None, "the front answers a pattern not cached"
+    shared_backend().globs.clear()
+    expected = call(django, env)
+    shared_backend().globs.clear()
+    assert call(front.application, env) == expected  # computed by the front
+    assert call(front.application, env) == expected  # cached by then
+    assert ("Vary", "Cookie") in expected[1] or form != "treejson" or len(expected[2]) >= 200
+
+
+def test_a_refused_pattern_gets_djangos_short_reason(store_url, monkeypatch):
+    import graphite_plugin.settings as plugin_settings
+    import graphite_plugin.wsgi as front
+    from django.core.handlers.wsgi import WSGIHandler
+
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, MIDDLEWARE=plugin_settings.MIDDLEWARE,
+                     **CACHED, BG_MAX_GLOB_RESULTS=2):
+        django = WSGIHandler()
+        monkeypatch.setattr(front, "graphite_application", django)
+        env = environ(params={"query": "srv.*.*", "format": "json"})
+        assert front._front_find(dict(env)) is None, "an error answer is the middleware chain's"
+        status, headers, body = call(front.application, env)
+        assert (status, headers, body) == call(django, env)
+    assert status.startswith("400") and b"BG_MAX_GLOB_RESULTS" in body
 
 
 def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypatch):
@@ -95,7 +130,7 @@ def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypa
     def broken(request):
         raise RuntimeError("store unreachable")
 
-    monkeypatch.setattr("graphite_plugin.find_view.find_tree", broken)
+    monkeypatch.setattr("graphite_plugin.find_view.find_answer", broken)
     with pytest.raises(RuntimeError):
-        front._cached_find(dict(env))
+        front._front_find(dict(env))
     assert call(front.application, env) == expected  # Django's view (not broken here) answered
