@@ -13,7 +13,6 @@ import pytest
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
 from tests.graphite_env import setup_graphite_app, use_finders
-from tests.test_graphite_carbonlink import carbon_and_data  # noqa: F401 - a real carbon-cache holding points
 
 NOW = 1_700_000_000 - 1_700_000_000 % 60
 MINUTE = MetricMetadata.create("60s:1d,600s:30d", "average", 0.5)
@@ -154,7 +153,7 @@ def test_series_laid_out_in_blocks_give_renderViewJson_bytes(store_url, block, m
     from graphite.render.views import renderViewJson
 
     from graphite_plugin import render_json
-    from tests.test_graphite_render_fast import OPTION_SETS, hand_made
+    from tests.graphite.render_cases import OPTION_SETS, hand_made
 
     monkeypatch.setattr(render_json, "BODY_BLOCK", block)
     for options in OPTION_SETS[:1] + OPTION_SETS[3:5]:
