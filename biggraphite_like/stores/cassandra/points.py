@@ -1,8 +1,9 @@
 """The Cassandra store's points: per-point rows in one partition per metric, stage and block
 of ring slots (BigGraphite's layout, see schema.py), written in unlogged single-partition
 batches; sealed windows as chunks (sealing.py). A read runs, with bounded concurrency, one
-statement per partition of per-point rows and, once `bgl seal` ran, one per series for its
-chunks; Cassandra expires both (TTL)."""
+statement per partition block and group of up to READ_GROUP series reading the same slots
+(`metric IN ?`) and, once `bgl seal` ran, one per series for its chunks; Cassandra expires
+both (TTL)."""
 from __future__ import annotations
 
 import itertools
@@ -20,6 +21,7 @@ from biggraphite_like.stores.cassandra.requests import (
 )
 
 MAX_BATCH = 256  # statements per unlogged (single-partition) batch
+READ_GROUP = 50  # series per `metric IN ?` read of one partition block (one request)
 
 
 def partition_requests(statement: Any, params: list[tuple], level: int) -> list[tuple[Any, Any]]:
@@ -95,21 +97,24 @@ class PointsMixin:
 
     def _read_points(self, table: StageTable, names, starts: np.ndarray, ends: np.ndarray) -> PointReads:
         """Per-point rows of the windows' slots, plus the chunks of sealed windows they overlap
-        (one statement a series, `window_start IN ?`), merged as whisper would read them."""
+        (one statement a series, `window_start IN ?`), merged as whisper would read them.
+
+        Series whose windows cover the same slots of the same partition block (a panel's
+        series, fetched over one window) are read together: `metric IN ?` (at most
+        READ_GROUP of them a request), one request per group instead of one per series."""
         self._check_schema()
         ids = self._metric_ids(names, missing_ok=True)
-        columns = "ts, value, count, writetime(value)" if table.aggregated else "ts, value"
+        columns = "metric, ts, value, count, writetime(value)" if table.aggregated else "metric, ts, value"
         try:
             statement = self._point_statement(
                 table, f"SELECT {columns} FROM {self.keyspace}.{table.name}"
-                " WHERE metric = ? AND slot_start = ? AND offset >= ? AND offset <= ?", "data_read", False)
+                " WHERE metric IN ? AND slot_start = ? AND offset >= ? AND offset <= ?", "data_read", False)
         except SchemaMissing as exc:
             if is_missing_table(exc.__cause__ or exc):
                 return PointReads.empty()  # no metric ever used this stage
             raise
         chunk_statement = self._chunk_read_statement(table)
-        requests: list[tuple[Any, Any]] = []
-        owners: list[int] = []
+        groups: dict[tuple[int, int, int], dict] = {}  # (block, low, high) -> {metric id: [request indexes]}
         chunk_requests: list[tuple[Any, Any]] = []
         chunk_owners: list[int] = []
         span = schema.window_steps(table.stage, self._chunk_width) * table.stage.precision
@@ -118,13 +123,20 @@ class PointsMixin:
             if key is None:
                 continue
             for block, low, high in schema.slot_ranges(table.stage, start, end):
-                requests.append((statement, (key, block, low, high)))
-                owners.append(index)
+                groups.setdefault((block, low, high), {}).setdefault(key, []).append(index)
             if chunk_statement is not None:
                 windows = list(range(start - start % span, min(end, self._sealed_horizon - span + 1), span))
                 if windows:
                     chunk_requests.append((chunk_statement, (key, windows)))
                     chunk_owners.append(index)
+        requests: list[tuple[Any, Any]] = []
+        owners: list[dict] = []  # per request: metric id -> request indexes
+        for (block, low, high), members in groups.items():
+            keys = list(members)
+            for first in range(0, len(keys), READ_GROUP):
+                part = keys[first:first + READ_GROUP]
+                requests.append((statement, (part, block, low, high)))
+                owners.append({k: members[k] for k in part})
         results = self._run(requests + chunk_requests,
                             f"read points of {len(names)} metrics from {self.keyspace}.{table.name}")
         rows = _flat(results[:len(requests)], owners, 4 if table.aggregated else 2)
@@ -171,12 +183,20 @@ class PointsMixin:
 
 
 
-def _flat(results: list[list[tuple]], owners: list[int], width: int) -> tuple[np.ndarray, ...]:
-    """(request, ts, value[, count, write time]) arrays of per-point rows, one result per owner."""
-    sizes = [len(rows) for rows in results]
-    request = np.repeat(np.array(owners, dtype=np.int64), sizes)
-    columns = list(zip(*(r for rows in results for r in rows))) or [()] * width
-    out = [request, np.array(columns[0], dtype=np.int64), np.array(columns[1], dtype=np.float64)]
+def _flat(results: list[list[tuple]], owners: list[dict], width: int) -> tuple[np.ndarray, ...]:
+    """(request, ts, value[, count, write time]) arrays of per-point rows; each result's rows
+    start with their metric id, which `owners` maps to the request indexes that asked for it
+    (a series asked for twice over the same window gets the rows twice)."""
+    flat: list[tuple] = []
+    request_of: list[int] = []
+    for rows, owner in zip(results, owners):
+        for row in rows:
+            for index in owner[row[0]]:
+                flat.append(row)
+                request_of.append(index)
+    columns = list(zip(*flat))[1:] if flat else [()] * width
+    out = [np.array(request_of, dtype=np.int64), np.array(columns[0], dtype=np.int64),
+           np.array(columns[1], dtype=np.float64)]
     if width == 4:
         out.append(np.array([c or 0 for c in columns[2]], dtype=np.int64))
         out.append(np.array([w or 0 for w in columns[3]], dtype=np.int64))
