@@ -101,6 +101,8 @@ class ConnectionMixin:
         self._chunk_tables: set[str] = set()  # chunk tables this process made sure exist (sealing.py)
         self._ids: dict[str, uuid.UUID] = {}
         self._deletions_seen: str | None = None
+        self._directory_deletions_seen: str | None = None
+        self._directories_written: set[str] = set()  # directories this process wrote (metadata.py)
         # store_settings `sealed` and `chunk_window`, read with the deletion marker (points.py)
         self._sealed_horizon: int | None = None
         self._chunk_width = 0

@@ -25,22 +25,46 @@ from biggraphite_like.stores.cassandra.requests import (
 _METRIC_SELECT = "name, " + ", ".join(schema.METRIC_COLUMNS)
 
 
-_MARKERS = ("deletions", "sealed", "chunk_window")  # store_settings rows read once a batch or snapshot
+# store_settings rows read once a batch or snapshot
+_MARKERS = ("deletions", "sealed", "chunk_window", "directory_deletions")
+IN_CHUNK = 100  # names per `WHERE name IN ?` read: one request, few enough for one coordinator
+DIRECTORY_CACHE = 200_000  # directories a process remembers having written (emptied when full)
 
 
 class MetadataMixin:
     """Metrics and directories: create, read, touch, delete, scan, count."""
 
     def create_metrics(self, metrics: Sequence[Metric]) -> None:
+        """Directories first, then metric rows, with no read of a row before writing it but one
+        `IN` read a chunk of names (which exist already: their created_on is kept) and, only
+        once a metric was ever deleted, one of their generations.
+
+        Each row is idempotent: the data id is a function of the name and its generation;
+        created_on is written only for names not found, read_on only when the metric has one.
+        Directories this process wrote are not written again (a bounded cache, forgotten when
+        any process deletes directories). A crash (kill -9) between the steps leaves
+        directories without metrics, which cleanup removes, never a metric without its
+        directories."""
         if not metrics:
             return
-        self._check_schema()
+        with self._deletions_checked():  # one read of the markers: deletions of metrics and of directories
+            self._create_metrics(list({m.name: m for m in metrics}.values()))
+
+    def _create_metrics(self, metrics: list[Metric]) -> None:
         for metric in metrics:
             for index in range(len(metric.retention.stages)):
                 self._ensure_table(StageTable.of(metric, index))
         meta = self.metadata_keyspace
-        existing = self._read_rows([m.name for m in metrics])
-        generations = self._generations([m.name for m in metrics if m.name not in existing])
+        names = [m.name for m in metrics]
+        directories = [d for d in sorted({d for m in metrics for d in names_mod.ancestors(m.name)})
+                       if d not in self._directories_written]
+        reads = self._row_reads(names)
+        results = self._run(reads + self._directory_inserts(directories),
+                            f"read which of {len(names)} metrics exist and write {len(directories)} directories")
+        self._remember_directories(directories)
+        existing = {name: row[1] for name, row in _rows(results[:len(reads)], False).items()}
+        new = [n for n in names if n not in existing]
+        generations = self._generations(new) if self._deletions_seen is not None else {}
         insert = self._prepare(
             f"INSERT INTO {meta}.metrics (name, parent, {', '.join(schema.COMPONENT_COLUMNS)}, "
             f"{', '.join(schema.METRIC_COLUMNS)}) VALUES ({', '.join(['?'] * (schema.COMPONENTS + 9))})",
@@ -52,21 +76,18 @@ class MetadataMixin:
         ids: dict[str, uuid.UUID] = {}
         for metric in metrics:
             md = metric.metadata
-            row = existing.get(metric.name)
-            if row is not None:
-                ids[metric.name] = row[1]
+            if metric.name in existing:
+                ids[metric.name] = existing[metric.name]
                 requests.append((update, (str(md.retention), md.aggregator.value, md.xfilesfactor,
                                           metric.updated_on, metric.name)))
             else:
                 ids[metric.name] = data_id(metric.name, generations.get(metric.name))
                 requests.append((insert, (metric.name, _parent(metric.name), *_components(metric.name),
                                           ids[metric.name], str(md.retention), md.aggregator.value, md.xfilesfactor,
-                                          metric.created_on, metric.updated_on, metric.read_on)))
-        directories = sorted({d for m in metrics for d in names_mod.ancestors(m.name)})
-        requests += self._directory_inserts(directories)
-        self._run(requests, f"create {len(metrics)} metrics and {len(directories)} directories")
+                                          metric.created_on, metric.updated_on, metric.read_on or UNSET_VALUE)))
+        self._run(requests, f"create {len(new)} metrics and update {len(existing)}")
         self._ids.update(ids)
-        if len(existing) < len(metrics):
+        if new:
             self._names_changed()
 
     def _read_rows(self, names: Sequence[str], partial: bool = False) -> dict[str, tuple]:
@@ -74,20 +95,23 @@ class MetadataMixin:
 
         Rows without a data id or retention are left by a touch racing a deletion: they are
         not metrics, and are only returned with `partial` (to delete them)."""
-        names = list(dict.fromkeys(names))
-        select = self._prepare(f"SELECT {_METRIC_SELECT} FROM {self.metadata_keyspace}.metrics WHERE name = ?",
+        return _rows(self._run(self._row_reads(names), f"read {len(names)} metrics"), partial)
+
+    def _row_reads(self, names: Sequence[str]) -> list[tuple[Any, Any]]:
+        """The requests reading the metric rows of names: one `IN` read of each IN_CHUNK of them."""
+        select = self._prepare(f"SELECT {_METRIC_SELECT} FROM {self.metadata_keyspace}.metrics WHERE name IN ?",
                                "metadata_read")
-        results = self._run([(select, (n,)) for n in names], f"read {len(names)} metrics")
-        return {rows[0][0]: rows[0] for rows in results
-                if rows and (partial or (rows[0][2] is not None and rows[0][1] is not None))}
+        return [(select, (chunk,)) for chunk in _chunks(names)]
 
     def _generations(self, names: Sequence[str]) -> dict[str, int]:
         if not names:
             return {}
-        select = self._prepare(f"SELECT generation FROM {self.metadata_keyspace}.metric_generations WHERE name = ?",
-                               "metadata_read")
-        results = self._run([(select, (n,)) for n in names], f"read the generations of {len(names)} metric names")
-        return {n: rows[0][0] for n, rows in zip(names, results) if rows and rows[0][0]}
+        select = self._prepare(
+            f"SELECT name, generation FROM {self.metadata_keyspace}.metric_generations WHERE name IN ?",
+            "metadata_read")
+        results = self._run([(select, (chunk,)) for chunk in _chunks(names)],
+                            f"read the generations of {len(names)} metric names")
+        return {name: generation for rows in results for name, generation in rows if generation}
 
     def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
         self._check_schema()
@@ -143,9 +167,21 @@ class MetadataMixin:
 
     def _names_changed(self) -> None:
         """Set a new `names` marker in store_settings, after creating or deleting names."""
+        self._set_marker("names")
+
+    def _set_marker(self, name: str) -> None:
+        """A new value of a store_settings marker (`names`, `directory_deletions`) that other processes read."""
         marker = self._prepare(f"INSERT INTO {self.metadata_keyspace}.{schema.SETTINGS_TABLE} (name, value)"
                                " VALUES (?, ?)", "metadata_write")
-        self._run([(marker, ("names", f"{time.time_ns()}-{uuid.uuid4().hex}"))], "record that names changed")
+        self._run([(marker, (name, f"{time.time_ns()}-{uuid.uuid4().hex}"))], f"record a new {name} marker")
+
+    def _remember_directories(self, directories: Sequence[str]) -> None:
+        """Directories this process wrote: not written again until the cache is full or any
+        process deletes directories (the `directory_deletions` marker, read with the others)."""
+        written = self._directories_written
+        if len(written) + len(directories) > DIRECTORY_CACHE:
+            written.clear()
+        written.update(directories)
 
     def names_token(self) -> str | None:
         """The `names` marker of store_settings: a new value after each creation or deletion
@@ -204,6 +240,10 @@ class MetadataMixin:
         if marker != self._deletions_seen:
             self._ids.clear()
             self._deletions_seen = marker
+        directory_marker = rows.get("directory_deletions")
+        if directory_marker != self._directory_deletions_seen:
+            self._directories_written.clear()
+            self._directory_deletions_seen = directory_marker
 
     def _metric_ids(self, names: Iterable[str], missing_ok: bool) -> dict[str, uuid.UUID]:
         unique = list(dict.fromkeys(names))
@@ -229,20 +269,23 @@ class MetadataMixin:
         self._check_schema()
         wanted = sorted({a for n in names for a in (*names_mod.ancestors(n), n)})
         self._run(self._directory_inserts(wanted), f"create {len(wanted)} directories")
+        self._remember_directories(wanted)
         self._names_changed()
 
     def delete_directories(self, names: Sequence[str]) -> None:
         self._check_schema()
         delete = self._prepare(f"DELETE FROM {self.metadata_keyspace}.directories WHERE name = ?", "metadata_write")
+        self._directories_written.clear()
         self._run([(delete, (n,)) for n in dict.fromkeys(names)], f"delete {len(names)} directories")
+        self._set_marker("directory_deletions")
         self._names_changed()
 
     def existing_directories(self, names: Sequence[str]) -> set[str]:
         self._check_schema()
-        select = self._prepare(f"SELECT name FROM {self.metadata_keyspace}.directories WHERE name = ?",
+        select = self._prepare(f"SELECT name FROM {self.metadata_keyspace}.directories WHERE name IN ?",
                                "metadata_read")
-        results = self._run([(select, (n,)) for n in dict.fromkeys(names)], f"read {len(names)} directories")
-        return {rows[0][0] for rows in results if rows}
+        results = self._run([(select, (chunk,)) for chunk in _chunks(names)], f"read {len(names)} directories")
+        return {row[0] for rows in results for row in rows}
 
     def directories_with_children(self, names: Sequence[str]) -> set[str]:
         self._check_schema()
@@ -350,6 +393,17 @@ class MetadataMixin:
         facts.update({f"disk_bytes.table.{name}": size for name, size in sorted(sizes.items())})
         return facts
 
+
+
+def _rows(results: list[list[tuple]], partial: bool) -> dict[str, tuple]:
+    """Metric rows by name from the results of _row_reads (see _read_rows for `partial`)."""
+    return {row[0]: row for rows in results for row in rows if partial or (row[2] is not None and row[1] is not None)}
+
+
+def _chunks(names: Sequence[str]) -> list[list[str]]:
+    """Distinct names in lists of at most IN_CHUNK (the bound values of `name IN ?` reads)."""
+    unique = list(dict.fromkeys(names))
+    return [unique[i:i + IN_CHUNK] for i in range(0, len(unique), IN_CHUNK)]
 
 
 def _parent(name: str):

@@ -1,12 +1,13 @@
 """The Cassandra store's points: per-point rows in one partition per metric, stage and block
 of ring slots (BigGraphite's layout, see schema.py), written in unlogged single-partition
 batches; sealed windows as chunks (sealing.py). A read runs, with bounded concurrency, one
-statement per partition of per-point rows and, once `bgl seal` ran, one per series for its
-chunks; Cassandra expires both (TTL)."""
+statement per partition block and group of up to READ_GROUP series reading the same slots
+(`metric IN ?`) and, once `bgl seal` ran, one per series for its chunks; Cassandra expires
+both (TTL)."""
 from __future__ import annotations
 
-import itertools
-from typing import Any
+import struct
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from cassandra.query import BatchStatement, BatchType
@@ -20,20 +21,28 @@ from biggraphite_like.stores.cassandra.requests import (
 )
 
 MAX_BATCH = 256  # statements per unlogged (single-partition) batch
+READ_GROUP = 50  # series per `metric IN ?` read of one partition block (one request)
 
 
-def partition_requests(statement: Any, params: list[tuple], level: int) -> list[tuple[Any, Any]]:
-    """Requests running statement with each of params, all of one partition: unlogged
-    batches of up to MAX_BATCH (one partition: a batch is one mutation), a lone one alone."""
+def partition_requests(statement: Any, group: Sequence[int], params_of: Callable[[int], tuple],
+                       encoded_of: Callable[[int], tuple], level: int) -> list[tuple[Any, Any]]:
+    """Requests writing the rows `group` (point indexes) of one partition: unlogged batches of
+    up to MAX_BATCH (one partition: a batch is one mutation), a lone row alone.
+
+    The first row of a batch is bound by the driver (which checks it and gives the batch its
+    routing key); the others go in as the values `encoded_of` serialized in bulk, as bind would
+    have (the driver's per-row bind was most of a write's client CPU)."""
     requests: list[tuple[Any, Any]] = []
-    for first in range(0, len(params), MAX_BATCH):
-        part = params[first:first + MAX_BATCH]
+    query_id = statement.query_id
+    for first in range(0, len(group), MAX_BATCH):
+        part = group[first:first + MAX_BATCH]
         if len(part) == 1:
-            requests.append((statement, part[0]))
+            requests.append((statement, params_of(part[0])))
             continue
         batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=level)
-        for p in part:
-            batch.add(statement, p)
+        batch.add(statement, params_of(part[0]))
+        rows = batch._statements_and_parameters  # what BatchStatement.add appends for a bound statement
+        rows.extend((True, query_id, encoded_of(i)) for i in part[1:])
         requests.append((batch, None))
     return requests
 
@@ -67,23 +76,33 @@ class PointsMixin:
                 table, f"INSERT INTO {self.keyspace}.{table.name} (metric, slot_start, offset, ts, value)"
                 " VALUES (?, ?, ?, ?, ?)", "data_write", True)
         timestamps = np.asarray(timestamps, dtype=np.int64)
+        values = np.asarray(values, dtype=np.float64)
         slots = (timestamps // stage.precision) % stage.points
         offsets = slots % schema.ROW_POINTS
-        blocks = (slots - offsets).tolist()
-        owners = [ids[n] for n in names]
-        order = sorted(range(len(timestamps)), key=lambda i: (owners[i].bytes, blocks[i]))
+        blocks = slots - offsets
+        keys: dict[str, int] = {}
+        owner = np.fromiter((keys.setdefault(n, len(keys)) for n in names), np.int64, len(timestamps))
+        uuids = [ids[n] for n in keys]
+        order = np.lexsort((blocks, owner))  # stable: the points of a slot stay in the order given
+        starts = np.flatnonzero(np.r_[True, (np.diff(owner[order]) != 0) | (np.diff(blocks[order]) != 0)])
         shard = self.options.shard
-        offsets_l, ts_l, values_l = offsets.tolist(), timestamps.tolist(), np.asarray(values).tolist()
-        counts_l = np.asarray(counts).tolist() if table.aggregated else None
+        owner_l, blocks_l, offsets_l = owner.tolist(), blocks.tolist(), offsets.tolist()
+        ts_l, values_l = timestamps.tolist(), values.tolist()
+        columns = _Serialized(uuids, owner_l, blocks, offsets, timestamps, values,
+                              shard if table.aggregated else None, counts)
+        if table.aggregated:
+            counts_l = np.asarray(counts).tolist()
+            params_of = lambda i: (uuids[owner_l[i]], blocks_l[i], offsets_l[i], shard, ts_l[i],  # noqa: E731
+                                   values_l[i], counts_l[i])
+        else:
+            params_of = lambda i: (uuids[owner_l[i]], blocks_l[i], offsets_l[i], ts_l[i], values_l[i])  # noqa: E731
         requests: list[tuple[Any, Any]] = []
-        for _, group in itertools.groupby(order, key=lambda i: (owners[i], blocks[i])):
+        level = self._levels["data_write"]
+        for group in np.split(order, starts[1:]):
             # two points of one slot (turns of the ring apart): the last given wins, as in a whisper file;
             # in one batch both would get the same write time and Cassandra would keep the larger value
-            group = list({offsets_l[i]: i for i in group}.values())
-            requests += partition_requests(statement, [
-                (owners[i], blocks[i], offsets_l[i], shard, ts_l[i], values_l[i], counts_l[i])
-                if counts_l is not None else (owners[i], blocks[i], offsets_l[i], ts_l[i], values_l[i])
-                for i in group], self._levels["data_write"])
+            group = list({offsets_l[i]: i for i in group.tolist()}.values())
+            requests += partition_requests(statement, group, params_of, columns.row, level)
         kind = "aggregated" if table.aggregated else "raw"
         self._run(requests, f"write {len(timestamps)} {kind} points to {self.keyspace}.{table.name}")
 
@@ -95,21 +114,24 @@ class PointsMixin:
 
     def _read_points(self, table: StageTable, names, starts: np.ndarray, ends: np.ndarray) -> PointReads:
         """Per-point rows of the windows' slots, plus the chunks of sealed windows they overlap
-        (one statement a series, `window_start IN ?`), merged as whisper would read them."""
+        (one statement a series, `window_start IN ?`), merged as whisper would read them.
+
+        Series whose windows cover the same slots of the same partition block (a panel's
+        series, fetched over one window) are read together: `metric IN ?` (at most
+        READ_GROUP of them a request), one request per group instead of one per series."""
         self._check_schema()
         ids = self._metric_ids(names, missing_ok=True)
-        columns = "ts, value, count, writetime(value)" if table.aggregated else "ts, value"
+        columns = "metric, ts, value, count, writetime(value)" if table.aggregated else "metric, ts, value"
         try:
             statement = self._point_statement(
                 table, f"SELECT {columns} FROM {self.keyspace}.{table.name}"
-                " WHERE metric = ? AND slot_start = ? AND offset >= ? AND offset <= ?", "data_read", False)
+                " WHERE metric IN ? AND slot_start = ? AND offset >= ? AND offset <= ?", "data_read", False)
         except SchemaMissing as exc:
             if is_missing_table(exc.__cause__ or exc):
                 return PointReads.empty()  # no metric ever used this stage
             raise
         chunk_statement = self._chunk_read_statement(table)
-        requests: list[tuple[Any, Any]] = []
-        owners: list[int] = []
+        groups: dict[tuple[int, int, int], dict] = {}  # (block, low, high) -> {metric id: [request indexes]}
         chunk_requests: list[tuple[Any, Any]] = []
         chunk_owners: list[int] = []
         span = schema.window_steps(table.stage, self._chunk_width) * table.stage.precision
@@ -118,13 +140,20 @@ class PointsMixin:
             if key is None:
                 continue
             for block, low, high in schema.slot_ranges(table.stage, start, end):
-                requests.append((statement, (key, block, low, high)))
-                owners.append(index)
+                groups.setdefault((block, low, high), {}).setdefault(key, []).append(index)
             if chunk_statement is not None:
                 windows = list(range(start - start % span, min(end, self._sealed_horizon - span + 1), span))
                 if windows:
                     chunk_requests.append((chunk_statement, (key, windows)))
                     chunk_owners.append(index)
+        requests: list[tuple[Any, Any]] = []
+        owners: list[dict] = []  # per request: metric id -> request indexes
+        for (block, low, high), members in groups.items():
+            keys = list(members)
+            for first in range(0, len(keys), READ_GROUP):
+                part = keys[first:first + READ_GROUP]
+                requests.append((statement, (part, block, low, high)))
+                owners.append({k: members[k] for k in part})
         results = self._run(requests + chunk_requests,
                             f"read points of {len(names)} metrics from {self.keyspace}.{table.name}")
         rows = _flat(results[:len(requests)], owners, 4 if table.aggregated else 2)
@@ -171,12 +200,43 @@ class PointsMixin:
 
 
 
-def _flat(results: list[list[tuple]], owners: list[int], width: int) -> tuple[np.ndarray, ...]:
-    """(request, ts, value[, count, write time]) arrays of per-point rows, one result per owner."""
-    sizes = [len(rows) for rows in results]
-    request = np.repeat(np.array(owners, dtype=np.int64), sizes)
-    columns = list(zip(*(r for rows in results for r in rows))) or [()] * width
-    out = [request, np.array(columns[0], dtype=np.int64), np.array(columns[1], dtype=np.float64)]
+class _Serialized:
+    """The columns of many point rows serialized at once (numpy, big-endian, as the protocol
+    wants them): `row(i)` is the values of row i as BoundStatement.bind would give them."""
+
+    def __init__(self, uuids: list, owner: list[int], blocks: np.ndarray, offsets: np.ndarray,
+                 timestamps: np.ndarray, values: np.ndarray, shard: int | None, counts: np.ndarray | None):
+        self.uuids = [u.bytes for u in uuids]
+        self.owner = owner
+        self.blocks = blocks.astype(">i4").tobytes()  # slot_start int
+        self.offsets = offsets.astype(">i2").tobytes()  # offset smallint
+        self.timestamps = timestamps.astype(">i8").tobytes()  # ts bigint
+        self.values = values.astype(">f8").tobytes()  # value double
+        self.shard = None if shard is None else struct.pack(">h", shard)  # shard smallint
+        self.counts = None if shard is None else np.asarray(counts).astype(">i4").tobytes()  # count int
+
+    def row(self, i: int) -> tuple:
+        key, block, offset = self.uuids[self.owner[i]], self.blocks[4 * i:4 * i + 4], self.offsets[2 * i:2 * i + 2]
+        ts, value = self.timestamps[8 * i:8 * i + 8], self.values[8 * i:8 * i + 8]
+        if self.shard is None:
+            return (key, block, offset, ts, value)
+        return (key, block, offset, self.shard, ts, value, self.counts[4 * i:4 * i + 4])
+
+
+def _flat(results: list[list[tuple]], owners: list[dict], width: int) -> tuple[np.ndarray, ...]:
+    """(request, ts, value[, count, write time]) arrays of per-point rows; each result's rows
+    start with their metric id, which `owners` maps to the request indexes that asked for it
+    (a series asked for twice over the same window gets the rows twice)."""
+    flat: list[tuple] = []
+    request_of: list[int] = []
+    for rows, owner in zip(results, owners):
+        for row in rows:
+            for index in owner[row[0]]:
+                flat.append(row)
+                request_of.append(index)
+    columns = list(zip(*flat))[1:] if flat else [()] * width
+    out = [np.array(request_of, dtype=np.int64), np.array(columns[0], dtype=np.int64),
+           np.array(columns[1], dtype=np.float64)]
     if width == 4:
         out.append(np.array([c or 0 for c in columns[2]], dtype=np.int64))
         out.append(np.array([w or 0 for w in columns[3]], dtype=np.int64))

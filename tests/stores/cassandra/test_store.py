@@ -233,14 +233,16 @@ def test_statement_counts_per_operation(url_server, cassandra_url):
         print(counts)
         assert counts["find svc.host1*.cpu"] == {"EXECUTE": 1}
         assert counts["find svc.*"] == {"EXECUTE": 1}
-        assert counts["fetch 40 series"] == {"EXECUTE": 1 + 40}  # the deletion marker, one query a series
-        # the deletion marker (once a batch), stage 0, then the propagation: read the minute back,
-        # write the 60s stage
-        assert counts["write 40 metrics x 1 point"] == {"EXECUTE": 1 + 40 + 40 + 40}
-        assert counts["write 40 metrics x 5 points"] == {"BATCH": 40, "batch_statements": 200, "EXECUTE": 1 + 40 + 40}
-        # (the store's part) read the rows, read the generations of the new names, insert them and
-        # their 11 directories, then set the names marker (finds' caches in other processes)
-        assert counts["create 10 metrics"] == {"EXECUTE": 10 + 10 + 10 + 11 + 1}
+        # the deletion marker, one `metric IN ?` query for the 40 series (same window, same partition block)
+        assert counts["fetch 40 series"] == {"EXECUTE": 1 + 1}
+        # the deletion marker (once a batch), stage 0, then the propagation: read the minute back
+        # (one query for the 40 series), write the 60s stage
+        assert counts["write 40 metrics x 1 point"] == {"EXECUTE": 1 + 40 + 1 + 40}
+        assert counts["write 40 metrics x 5 points"] == {"BATCH": 40, "batch_statements": 200, "EXECUTE": 1 + 1 + 40}
+        # (the store's part) the markers, one `name IN ?` read of the rows (no generations: nothing was
+        # ever deleted), the 10 new directories (`svc` was written before: not again), the 10 rows,
+        # then the names marker (finds' caches in other processes)
+        assert counts["create 10 metrics"] == {"EXECUTE": 1 + 1 + 10 + 10 + 1}
         assert accessor.glob_metrics("svc.host1*.cpu") == [f"svc.host{i}.cpu" for i in range(10, 20)]
     finally:
         accessor.close()
@@ -695,21 +697,23 @@ def test_the_timeout_bounds_a_whole_write_and_the_error_says_what_was_stored(slo
     """timeout=5 gave up after 41 s: each request had the timeout, and one insert runs several
     batches of requests in a row (raw points, aggregated stages, updated_on). With every
     request answered 10 ms late, 150 metrics take ~1.5 s a batch: the raw points fit in
-    the 2 s timeout, the rest does not. The insert fails at the deadline, naming the raw
+    the 2 s timeout, the rest (the read-back, a few requests, and the 300 s stage's writes) does not. The insert fails at the deadline, naming the raw
     points as written, and they are stored."""
     url = f"cassandra://127.0.0.1:{slow_server.port}/slow?timeout=2"
     accessor, names, now = _two_stage_metrics(url, "slow")
     slow_server.slow_down(0.01)
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as info:
-        accessor.insert_points({n: [(now - 60, float(i))] for i, n in enumerate(names)}, now=now)
+        # three of the interval's five minutes: enough (xfilesfactor 0.5) for the 300 s stage to be written
+        accessor.insert_points({n: [(now - 150 + 60 * k, float(i)) for k in range(3)] for i, n in enumerate(names)},
+                               now=now)
     elapsed = time.monotonic() - started
     slow_server.slow_down(0)
     message = str(info.value)
     print(f"\nfailed after {elapsed:.1f}s: {message}")
     assert elapsed < 2 + 1.5, f"gave up after {elapsed:.1f}s with timeout=2"
     assert "within the timeout of 2s, which bounds the whole operation" in message
-    assert "completed before: " in message and "write 150 raw points to slow.datapoints_1440p_60s_0" in message
+    assert "completed before: " in message and "write 450 raw points to slow.datapoints_1440p_60s_0" in message
     reader = Accessor.from_url(url)
     series = reader.fetch(names, now - 600, now, now)
     assert all(series[n] is not None and float(i) in series[n].values_list() for i, n in enumerate(names))
@@ -725,12 +729,13 @@ def test_a_server_stopped_mid_write_fails_within_the_timeout_saying_what_was_sto
     stopper.start()
     try:
         with pytest.raises(StoreUnavailable) as info:
-            accessor.insert_points({n: [(now - 60, float(i))] for i, n in enumerate(names)}, now=now)
+            accessor.insert_points({n: [(now - 150 + 60 * k, float(i)) for k in range(3)]
+                                    for i, n in enumerate(names)}, now=now)  # the 300 s stage written too
     finally:
         stopper.join()
     elapsed = time.monotonic() - started
     message = str(info.value)
     print(f"\nfailed after {elapsed:.1f}s: {message}")
     assert elapsed < 3 + 1.5
-    assert "completed before: " in message and "write 150 raw points to stopped.datapoints_1440p_60s_0" in message
+    assert "completed before: " in message and "write 450 raw points to stopped.datapoints_1440p_60s_0" in message
     accessor.close()
