@@ -9,7 +9,10 @@ tests/data/make_name_tree_store.py) and before_name_tree.json what that code rea
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -237,3 +240,47 @@ def test_names_take_less_than_74_bytes_each(tmp_path):
     assert stats["metrics"] == 30_000
     per_name = int(stats["disk_bytes.metadata"]) / len(names)
     assert per_name < 74, stats
+
+
+# -- 6. kill -9 during a bulk creation ---------------------------------------------------
+
+_CREATOR = """
+import sys
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.metric import MetricMetadata
+accessor = Accessor.from_url(sys.argv[1])
+metadata = MetricMetadata.create("60s:1d")
+for batch in range(1000):
+    accessor.create_metrics([(f"bulk.dc{batch % 7}.h{batch}.m{i}", metadata) for i in range(2000)], now=1)
+    print(batch, flush=True)  # acknowledged: committed
+"""
+
+
+def test_kill_9_during_bulk_creation_loses_no_acknowledged_name_and_leaves_no_orphan(tmp_path):
+    """A process creating 2,000 names a batch is killed (SIGKILL) after some batches: every
+    acknowledged batch is there whole, a batch is there whole or not at all, and every
+    metric and directory hangs from an existing directory (the tree has no orphan)."""
+    path = tmp_path / "bgl.db"
+    _store(path).close()
+    process = subprocess.Popen([sys.executable, "-c", _CREATOR, f"sqlite://{path}"], stdout=subprocess.PIPE, text=True)
+    acknowledged = []
+    try:
+        while len(acknowledged) < 5:
+            line = process.stdout.readline()
+            assert line, "the creator ended early"
+            acknowledged.append(int(line))
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    accessor = Accessor.from_url(f"sqlite://{path}")
+    names = accessor.glob_metrics("bulk.*.*.*")
+    batches = {int(n.split(".")[2][1:]) for n in names}
+    assert set(acknowledged) <= batches and batches == set(range(len(batches)))  # no gap: batches in order
+    assert len(names) == 2000 * len(batches)  # whole batches only
+    assert accessor.glob_directories("bulk.*.*") == sorted({f"bulk.dc{b % 7}.h{b}" for b in batches})
+    accessor.close()
+    assert _rows(path, "SELECT count(*) FROM metrics WHERE parent NOT IN (SELECT key FROM directories)") == [(0,)]
+    assert _rows(path, "SELECT count(*) FROM directories WHERE parent != 0"
+                       " AND parent NOT IN (SELECT key FROM directories)") == [(0,)]
+    assert _rows(path, "PRAGMA integrity_check") == [("ok",)]
