@@ -211,6 +211,25 @@ def test_a_directory_made_again_by_another_store_object_is_found_under_its_new_k
     b.close()
 
 
+def test_a_creation_never_uses_a_cached_directory_key_whose_row_is_gone(tmp_path):
+    """A read in another thread may cache a key from a snapshot older than a deletion after
+    this process last checked the deletion counter: a creation checks the keys it would use
+    (here the cache is made stale by hand, the counter unchanged)."""
+    path = tmp_path / "bgl.db"
+    accessor = _store(path, ["s.t.m"])
+    store = accessor.store
+    accessor.delete_metrics(["s.t.m"])
+    store.delete_directories(["s.t"])
+    with store.write_batch():
+        pass  # this process has seen the deletion counter move
+    store._tree._keys["s.t"] = 10_000  # as if cached before the deletion
+    store._tree._keys["s"] = _rows(path, "SELECT key FROM named_directories WHERE name = 's'")[0][0]
+    accessor.create_metrics([("s.t.n", _meta())], now=NOW)
+    assert _rows(path, "SELECT name FROM named_metrics") == [("s.t.n",)]
+    assert _rows(path, "SELECT count(*) FROM metrics WHERE parent NOT IN (SELECT key FROM directories)") == [(0,)]
+    accessor.close()
+
+
 def test_a_rolled_back_creation_forgets_the_directory_keys_it_made(tmp_path):
     path = tmp_path / "bgl.db"
     accessor = _store(path)

@@ -26,7 +26,7 @@ from typing import Iterable
 from biggraphite_like.stores.sqlite.name_strings import NameStrings
 
 ROOT = 0  # the parent key of top-level names
-CACHE_LIMIT = 2_000_000  # paths cached (each way); past it the cache starts again
+CACHE_LIMIT = 1_000_000  # paths cached (each way; ~200 bytes each); past it the cache starts again
 _LOOKUPS = 20_000  # (parent, component) pairs per json_each() lookup
 
 SCHEMA_SQL = [
@@ -117,6 +117,10 @@ class NameTree:
         transaction), the missing ones and their ancestors are inserted, visible. Without,
         paths with no directory are left out. The cache itself is returned: read it only."""
         known = self._keys
+        paths = paths if isinstance(paths, set) else set(paths)
+        if create and not self._cached_keys_exist(conn, paths):
+            self.forget_keys()  # a read in another thread cached a key from before a deletion
+            known = self._keys
         todo = {p for p in paths if p not in known}
         if not todo:
             return known
@@ -140,6 +144,22 @@ class NameTree:
             if create:
                 self._insert(conn, [w for w in wanted if w[0] not in known])
         return known
+
+    def _cached_keys_exist(self, conn: sqlite3.Connection, paths: set[str]) -> bool:
+        """Whether every cached key a creation under paths would use (theirs and their
+        ancestors') still has its row: one indexed query before inserting under them."""
+        known, keys, seen = self._keys, set(), set()
+        for path in paths:
+            while path and path not in seen:
+                seen.add(path)
+                if path in known:
+                    keys.add(known[path])
+                path = path.rpartition(".")[0]
+        if not keys:
+            return True
+        found = conn.execute("SELECT count(*) FROM directories WHERE key IN (SELECT value FROM json_each(?))",
+                             (json.dumps(sorted(keys)),)).fetchone()[0]
+        return found == len(keys)
 
     def _lookup(self, conn: sqlite3.Connection, wanted: list[tuple[str, int, int]]) -> None:
         for start in range(0, len(wanted), _LOOKUPS):
