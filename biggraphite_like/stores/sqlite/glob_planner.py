@@ -16,7 +16,7 @@ the glob engine then filters the candidates (every match is among them).
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from biggraphite_like.glob import ComponentPattern, GlobPattern
 from biggraphite_like.stores.sqlite.name_tree import ROOT, join
@@ -89,10 +89,20 @@ class GlobMixin:
         yield from self._every_name(table)
 
     # -- steps of the walk ------------------------------------------------------------
-    def _walk(self, components: Iterable[ComponentPattern]) -> Nodes:
-        """The directories (hidden ones too) matching the fixed components, from the root."""
+    def _walk(self, components: tuple[ComponentPattern, ...]) -> Nodes:
+        """The directories (hidden ones too) matching the fixed components, from the root;
+        the leading single literals are one path, its key from the cache of the name tree."""
+        head = 0
+        while head < len(components) and components[head].literals is not None and len(components[head].literals) == 1:
+            head += 1
         nodes: Nodes = {ROOT: ""}
-        for component in components:
+        if head:
+            path = ".".join(next(iter(c.literals)) for c in components[:head])
+            keys = self._tree.keys(self._conn, self._strings, [path])
+            if path not in keys:
+                return {}
+            nodes = {keys[path]: path}
+        for component in components[head:]:
             nodes = dict(self._child_rows("directories", nodes, component, visible=False))
             if not nodes:
                 break
@@ -131,7 +141,7 @@ class GlobMixin:
                     yield key, join(nodes[parent], string)
             return
         keys = list(nodes)
-        matches = None if component is None else component.matches
+        matches = None if component is None or component.alternatives == ("*",) else component.matches
         for start in range(0, len(keys), _PAGE):
             rows = conn.execute(
                 f"SELECT t.key, t.parent, s.value FROM json_each(?) AS j CROSS JOIN {table} AS t ON t.parent = j.value"
