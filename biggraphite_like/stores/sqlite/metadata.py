@@ -32,13 +32,13 @@ class MetadataMixin:
         parent directories and strings first; an existing metric gets the new metadata and
         updated_on. Returns (name, key) of the rows written, the caller's strings."""
         conn, tree = self._conn, self._tree
-        parents = tree.keys(conn, self._strings, {split(row[0])[0] for row in rows}, create=True)
-        leaves = self._strings.ids(conn, {split(row[0])[1] for row in rows})
+        parts = [row[0].rpartition(".") for row in rows]  # (parent, '.', leaf): each name split once
+        parents = tree.keys(conn, self._strings, {part[0] for part in parts}, create=True)
+        leaves = self._strings.ids(conn, {part[2] for part in parts})
         metadatas = tree.metadata_ids(conn, {row[1] for row in rows})
         by_pair: dict[tuple[int, int], str] = {}
         records = []
-        for index, (name, fields, created_on, updated_on, read_on) in enumerate(rows):
-            parent, leaf = split(name)
+        for index, ((name, fields, created_on, updated_on, read_on), (parent, _, leaf)) in enumerate(zip(rows, parts)):
             pair = (parents[parent], leaves[leaf])
             by_pair[pair] = name
             records.append((*pair, metadatas[fields], created_on, updated_on, read_on)
@@ -60,9 +60,10 @@ class MetadataMixin:
         names that are metrics, keyed by the caller's strings."""
         conn, tree = self._conn, self._tree
         names = list(dict.fromkeys(names))
-        parents = tree.keys(conn, self._strings, {split(n)[0] for n in names})
-        leaves = self._strings.lookup(conn, {split(n)[1] for n in names})
-        wanted = [(name, parents[parent], leaves[leaf]) for name in names for parent, leaf in (split(name),)
+        parts = [name.rpartition(".") for name in names]
+        parents = tree.keys(conn, self._strings, {part[0] for part in parts})
+        leaves = self._strings.lookup(conn, {part[2] for part in parts})
+        wanted = [(name, parents[parent], leaves[leaf]) for name, (parent, _, leaf) in zip(names, parts)
                   if parent in parents and leaf in leaves]
         found: dict[str, tuple] = {}
         for start in range(0, len(wanted), _LOOKUPS):
@@ -155,7 +156,7 @@ class MetadataMixin:
             # (a rollback forgets them, see write_batch)
             self._keys.update(self._insert_metrics(
                 [(m.name, fields[id(m.metadata)], m.created_on, m.updated_on, m.read_on) for m in metrics]))
-            self._show({split(m.name)[0] for m in metrics} - {""})
+            self._show({m.name.rpartition(".")[0] for m in metrics} - {""})
             absent.difference_update(new)
         return new
 
