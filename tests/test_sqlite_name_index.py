@@ -56,6 +56,8 @@ def test_bgl_syncdb_moves_a_store_of_the_last_release_into_the_name_tree_and_kee
     assert _rows(path, "SELECT name FROM sqlite_master WHERE name LIKE 'old%'") == []
     assert _rows(path, "PRAGMA integrity_check") == [("ok",)]
     assert "name" not in {r[1] for r in _rows(path, "PRAGMA table_info(metrics)")}
+    assert _rows(path, "SELECT count(*) FROM name_strings WHERE value = 'a.b'") == [(0,)]  # a parent path, gone
+    assert _rows(path, "SELECT count(*) FROM name_strings WHERE value = 'cpu'") == [(1,)]  # a component, kept
 
     accessor = Accessor.from_url(f"sqlite://{path}")
     store = accessor.store

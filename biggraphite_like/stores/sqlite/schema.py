@@ -264,6 +264,11 @@ class SchemaMixin:
         for table in _NAME_TABLES:
             conn.execute(f"DROP TABLE old_{table}")
             conn.execute("DELETE FROM sqlite_sequence WHERE name = ?", (f"old_{table}",))
+        # the parent paths the layout before interned (the tree refers to components only);
+        # writers are stopped during syncdb, and any cache of ids is forgotten
+        conn.execute("DELETE FROM name_strings WHERE id != 0 AND id NOT IN (SELECT component FROM directories)"
+                     " AND id NOT IN (SELECT leaf FROM metrics)")
+        self._strings.forget()
 
     def _ensure_table(self, table: StageTable) -> None:
         if table.name in self._tables:
