@@ -9,10 +9,13 @@ tests/data/make_name_tree_store.py) and before_name_tree.json what that code rea
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from biggraphite_like.metric import Metric, MetricMetadata
 from tests.test_sqlite_upgrade import rows as _rows, syncdb
 
 DATA = Path(__file__).resolve().parent / "data"
+BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 NOW = 1_700_000_000
 
 
@@ -305,3 +309,49 @@ def test_kill_9_during_bulk_creation_loses_no_acknowledged_name_and_leaves_no_or
     assert _rows(path, "SELECT count(*) FROM directories WHERE parent != 0"
                        " AND parent NOT IN (SELECT key FROM directories)") == [(0,)]
     assert _rows(path, "PRAGMA integrity_check") == [("ok",)]
+
+
+# -- 7. kill -9 during `bgl clean` --------------------------------------------------------
+
+def test_kill_9_during_clean_leaves_the_live_names_whole_and_no_orphan_then_clean_finishes(tmp_path, env):
+    """`bgl clean` of 20,000 stale metrics (of 24,000) is killed (SIGKILL) once it has
+    deleted some: every live metric and its directories are there, no row of the tree
+    hangs from a missing directory, and a second clean removes the rest."""
+    path = tmp_path / "bgl.db"
+    now = int(time.time())
+    accessor = _store(path)
+    stale = [f"stale.h{i // 100:03d}.m{i % 100:02d}" for i in range(20_000)]
+    live = [f"live.h{i // 100:03d}.m{i % 100:02d}" for i in range(2_000)] + [f"stale.h{i:03d}.live" for i in range(20)]
+    accessor.create_metrics([(n, _meta()) for n in stale], now=now - 40 * 86400)
+    accessor.create_metrics([(n, _meta()) for n in live], now=now)
+    accessor.close()
+    clean = subprocess.Popen([BGL, "--store", f"sqlite://{path}", "clean", "--max-age", "30d"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while _rows(path, "SELECT count(*) FROM metrics")[0][0] == len(stale) + len(live):
+            assert clean.poll() is None and time.monotonic() < deadline, "clean ended or stalled before deleting"
+            time.sleep(0.05)
+    finally:
+        clean.send_signal(signal.SIGKILL)
+        clean.wait(timeout=60)
+    left = _rows(path, "SELECT count(*) FROM metrics")[0][0]
+    assert len(live) <= left < len(stale) + len(live)
+    checker = Accessor.from_url(f"sqlite://{path}")
+    assert checker.glob_metrics("live.*.*") == sorted(n for n in live if n.startswith("live."))
+    assert checker.glob_metrics("stale.*.live") == sorted(n for n in live if n.endswith(".live"))
+    assert checker.store.existing_directories([f"stale.h{i:03d}" for i in range(20)] + ["live", "stale"]) == {
+        *(f"stale.h{i:03d}" for i in range(20)), "live", "stale"}
+    checker.close()
+    assert _rows(path, "SELECT count(*) FROM metrics WHERE parent NOT IN (SELECT key FROM directories)") == [(0,)]
+    assert _rows(path, "SELECT count(*) FROM directories WHERE parent != 0"
+                       " AND parent NOT IN (SELECT key FROM directories)") == [(0,)]
+    assert _rows(path, "PRAGMA integrity_check") == [("ok",)]
+    finish = subprocess.run([BGL, "--store", f"sqlite://{path}", "clean", "--max-age", "30d"], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert finish.returncode == 0, finish.stderr
+    assert _rows(path, "SELECT count(*) FROM metrics") == [(len(live),)]
+    checker = Accessor.from_url(f"sqlite://{path}")
+    assert checker.glob_metrics("**") == sorted(live)
+    assert checker.glob_directories("stale.*") == [f"stale.h{i:03d}" for i in range(20)]
+    checker.close()
