@@ -4,169 +4,65 @@
 -- Free pages go back to the file system as writes free them (stores.sqlite.free_pages);
 -- only takes effect before the first table is created (or with a VACUUM).
 PRAGMA auto_vacuum = INCREMENTAL;
--- Interned strings of names (biggraphite_like.stores.sqlite.name_strings): every component and
--- parent path once; the parent and component_N columns of metrics and directories hold their ids.
+-- Interned strings of names (biggraphite_like.stores.sqlite.name_strings): every component once;
+-- directories.component and metrics.leaf hold their ids.
 CREATE TABLE IF NOT EXISTS name_strings (
   id INTEGER PRIMARY KEY,
   value TEXT NOT NULL UNIQUE
 );
 INSERT OR IGNORE INTO name_strings (id, value) VALUES (0, '__END__');
-CREATE TABLE IF NOT EXISTS metrics (
-  key INTEGER PRIMARY KEY AUTOINCREMENT,
-  name TEXT NOT NULL UNIQUE,
-  parent INTEGER NOT NULL,
-  component_0 INTEGER,
-  component_1 INTEGER,
-  component_2 INTEGER,
-  component_3 INTEGER,
-  component_4 INTEGER,
-  component_5 INTEGER,
-  component_6 INTEGER,
-  component_7 INTEGER,
-  component_8 INTEGER,
-  component_9 INTEGER,
-  component_10 INTEGER,
-  component_11 INTEGER,
-  component_12 INTEGER,
-  component_13 INTEGER,
-  component_14 INTEGER,
-  component_15 INTEGER,
-  component_16 INTEGER,
-  component_17 INTEGER,
-  component_18 INTEGER,
-  component_19 INTEGER,
-  component_20 INTEGER,
-  component_21 INTEGER,
-  component_22 INTEGER,
-  component_23 INTEGER,
-  component_24 INTEGER,
-  component_25 INTEGER,
-  component_26 INTEGER,
-  component_27 INTEGER,
-  component_28 INTEGER,
-  component_29 INTEGER,
-  component_30 INTEGER,
-  component_31 INTEGER,
-  component_32 INTEGER,
-  component_33 INTEGER,
-  component_34 INTEGER,
-  component_35 INTEGER,
-  component_36 INTEGER,
-  component_37 INTEGER,
-  component_38 INTEGER,
-  component_39 INTEGER,
-  component_40 INTEGER,
-  component_41 INTEGER,
-  component_42 INTEGER,
-  component_43 INTEGER,
-  component_44 INTEGER,
-  component_45 INTEGER,
-  component_46 INTEGER,
-  component_47 INTEGER,
-  component_48 INTEGER,
-  component_49 INTEGER,
-  component_50 INTEGER,
-  component_51 INTEGER,
-  component_52 INTEGER,
-  component_53 INTEGER,
-  component_54 INTEGER,
-  component_55 INTEGER,
-  component_56 INTEGER,
-  component_57 INTEGER,
-  component_58 INTEGER,
-  component_59 INTEGER,
-  component_60 INTEGER,
-  component_61 INTEGER,
-  component_62 INTEGER,
-  component_63 INTEGER,
+-- Metric metadata, interned: metrics.metadata is the id of its (retention, aggregator,
+-- xfilesfactor) row; rows are never deleted nor changed.
+CREATE TABLE IF NOT EXISTS metadatas (
+  id INTEGER PRIMARY KEY,
   retention TEXT NOT NULL,
   aggregator TEXT NOT NULL,
   xfilesfactor REAL NOT NULL,
+  UNIQUE (retention, aggregator, xfilesfactor)
+);
+-- The name tree (biggraphite_like.stores.sqlite.name_tree): a directory is a node under its
+-- parent directory (key 0: the root), named by one interned component; hidden = 1: deleted
+-- while it still had children (skipped by directory globs and reads). No full name is stored.
+CREATE TABLE IF NOT EXISTS directories (
+  key INTEGER PRIMARY KEY AUTOINCREMENT,
+  parent INTEGER NOT NULL,
+  component INTEGER NOT NULL,
+  hidden INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX IF NOT EXISTS directories_child ON directories (parent, component);
+-- the inverted index of components: globs with `**` or leading wildcards start from a literal
+CREATE INDEX IF NOT EXISTS directories_component ON directories (component);
+CREATE INDEX IF NOT EXISTS directories_hidden ON directories (key) WHERE hidden;
+-- A metric is a leaf of the tree: its parent directory's key and its last component's id.
+CREATE TABLE IF NOT EXISTS metrics (
+  key INTEGER PRIMARY KEY AUTOINCREMENT,
+  parent INTEGER NOT NULL,
+  leaf INTEGER NOT NULL,
+  metadata INTEGER NOT NULL,
   created_on INTEGER NOT NULL DEFAULT 0,
   updated_on INTEGER NOT NULL DEFAULT 0,
   read_on INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS metrics_parent ON metrics (parent);
-CREATE TABLE IF NOT EXISTS directories (
-  key INTEGER PRIMARY KEY,
-  name TEXT NOT NULL UNIQUE,
-  parent INTEGER NOT NULL,
-  component_0 INTEGER,
-  component_1 INTEGER,
-  component_2 INTEGER,
-  component_3 INTEGER,
-  component_4 INTEGER,
-  component_5 INTEGER,
-  component_6 INTEGER,
-  component_7 INTEGER,
-  component_8 INTEGER,
-  component_9 INTEGER,
-  component_10 INTEGER,
-  component_11 INTEGER,
-  component_12 INTEGER,
-  component_13 INTEGER,
-  component_14 INTEGER,
-  component_15 INTEGER,
-  component_16 INTEGER,
-  component_17 INTEGER,
-  component_18 INTEGER,
-  component_19 INTEGER,
-  component_20 INTEGER,
-  component_21 INTEGER,
-  component_22 INTEGER,
-  component_23 INTEGER,
-  component_24 INTEGER,
-  component_25 INTEGER,
-  component_26 INTEGER,
-  component_27 INTEGER,
-  component_28 INTEGER,
-  component_29 INTEGER,
-  component_30 INTEGER,
-  component_31 INTEGER,
-  component_32 INTEGER,
-  component_33 INTEGER,
-  component_34 INTEGER,
-  component_35 INTEGER,
-  component_36 INTEGER,
-  component_37 INTEGER,
-  component_38 INTEGER,
-  component_39 INTEGER,
-  component_40 INTEGER,
-  component_41 INTEGER,
-  component_42 INTEGER,
-  component_43 INTEGER,
-  component_44 INTEGER,
-  component_45 INTEGER,
-  component_46 INTEGER,
-  component_47 INTEGER,
-  component_48 INTEGER,
-  component_49 INTEGER,
-  component_50 INTEGER,
-  component_51 INTEGER,
-  component_52 INTEGER,
-  component_53 INTEGER,
-  component_54 INTEGER,
-  component_55 INTEGER,
-  component_56 INTEGER,
-  component_57 INTEGER,
-  component_58 INTEGER,
-  component_59 INTEGER,
-  component_60 INTEGER,
-  component_61 INTEGER,
-  component_62 INTEGER,
-  component_63 INTEGER
-);
-CREATE INDEX IF NOT EXISTS directories_parent ON directories (parent);
--- The index of component_N of metrics (and of directories) is created with the first name of
--- the table that has that column (N parts or more: `__END__` follows the last one), in the same
--- transaction: an empty index would still take a page, and 120 of them were most of a small
--- store. No such index: no name of the table is that deep (the glob planner relies on it).
--- Stores made before keep all 64 of each. For N = 0 .. 63:
--- CREATE INDEX IF NOT EXISTS metrics_component_N ON metrics (component_N) WHERE component_N IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS metrics_child ON metrics (parent, leaf);
+CREATE INDEX IF NOT EXISTS metrics_leaf ON metrics (leaf);
+-- Full names for people and scripts (sqlite3 FILE.db 'SELECT name FROM named_metrics'): views,
+-- no bytes; each query rebuilds the whole tree (the store itself caches paths instead).
+CREATE VIEW IF NOT EXISTS named_directories (key, name, hidden) AS
+  WITH RECURSIVE tree (key, name, hidden) AS (
+    SELECT d.key, s.value, d.hidden FROM directories AS d JOIN name_strings AS s ON s.id = d.component WHERE d.parent = 0
+    UNION ALL
+    SELECT d.key, tree.name || '.' || s.value, d.hidden FROM tree JOIN directories AS d ON d.parent = tree.key
+    JOIN name_strings AS s ON s.id = d.component)
+  SELECT key, name, hidden FROM tree;
+CREATE VIEW IF NOT EXISTS named_metrics (key, name, retention, aggregator, xfilesfactor, created_on, updated_on, read_on) AS
+  SELECT m.key, CASE WHEN m.parent = 0 THEN s.value ELSE p.name || '.' || s.value END, d.retention, d.aggregator,
+    d.xfilesfactor, m.created_on, m.updated_on, m.read_on FROM metrics AS m
+    JOIN name_strings AS s ON s.id = m.leaf LEFT JOIN named_directories AS p ON p.key = m.parent
+    LEFT JOIN metadatas AS d ON d.id = m.metadata;
 -- Shared by every process using the file: deletions counts metric deletions (see
 -- SQLiteStore._check_deletions); points changes with every transaction that changes points
--- (see SQLiteStore.change_token); directory_deletions counts directory deletions (see
--- SQLiteStore.names_token).
+-- (see SQLiteStore.change_token); directory_deletions counts directory deletions, hidings and
+-- showings (see SQLiteStore.names_token and name_tree).
 CREATE TABLE IF NOT EXISTS store_state (
   name TEXT PRIMARY KEY,
   value INTEGER NOT NULL

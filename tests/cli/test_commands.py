@@ -490,7 +490,7 @@ def test_default_store_in_data_dir(env, tmp_path):
     ok(bgl(env, "write", "default.metric", "1"))  # creates the data directory and the file
     assert default_db.exists()
     with sqlite3.connect(default_db) as conn:
-        assert conn.execute("SELECT name FROM metrics").fetchall() == [("default.metric",)]
+        assert conn.execute("SELECT name FROM named_metrics").fetchall() == [("default.metric",)]
     assert ok(bgl(env, "list", "default.*")).stdout == "default.metric\n"
     assert not (tmp_path / "home").exists()
 

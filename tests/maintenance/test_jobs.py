@@ -483,7 +483,11 @@ def _corrupt(accessor, request, name: str, retention: str | None) -> None:
     store = accessor.store
     if isinstance(store, SQLiteStore):
         with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
-            assert conn.execute("UPDATE metrics SET retention = ? WHERE name = ?", (retention, name)).rowcount == 1
+            # a metric's retention is its metadatas row's (name_tree): point the metric at a bad one
+            conn.execute("INSERT OR IGNORE INTO metadatas (retention, aggregator, xfilesfactor) VALUES (?, 'average', 0.5)",
+                         (retention,))
+            assert conn.execute("UPDATE metrics SET metadata = (SELECT id FROM metadatas WHERE retention = ?)"
+                                " WHERE key = (SELECT key FROM named_metrics WHERE name = ?)", (retention, name)).rowcount == 1
         return
     admin = store._conn.session  # the store's own cluster: the test server or the real node
     table = f"{store.metadata_keyspace}.metrics"

@@ -122,7 +122,7 @@ def _store(tmp_path: Path, metrics: int = 3) -> str:
 def _metadata(url: str) -> dict[str, tuple]:
     conn = sqlite3.connect(url.removeprefix("sqlite://"))
     try:
-        return {row[0]: row[1:] for row in conn.execute("SELECT name, retention, aggregator, xfilesfactor FROM metrics")}
+        return {row[0]: row[1:] for row in conn.execute("SELECT name, retention, aggregator, xfilesfactor FROM named_metrics")}
     finally:
         conn.close()
 

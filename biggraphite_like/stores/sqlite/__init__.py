@@ -2,16 +2,15 @@
 
 Modules: connection (connections, transactions, change marks), schema (tables, syncdb),
 free_pages (free pages given back as writes free them; VACUUM of older files),
-metadata (metrics and directories rows), name_strings (interned components and parents),
-glob_planner, points (reads and writes of windows), windows (a window's rows: ids, decoding),
+metadata (metrics and directories rows), name_tree (names as a trie of directories, with
+their caches), name_strings (interned components), glob_planner (globs as walks of the tree), points (reads and writes of windows), windows (a window's rows: ids, decoding),
 tags.
 
 Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it):
-- `metrics` and `directories`: name, parent, component_0..component_63 with `__END__`
-  after the last component, each component column with a partial index (created with the
-  first name that has that column: schema.component_index_sql), so a glob turns
-  into indexed lookups (parent, name prefix, component equality) before client filtering.
-  Parent and components are ids of `name_strings` rows (see name_strings).
+- `directories` and `metrics`: the name tree (see name_tree): a directory is a node (parent
+  directory key, component id), a metric a leaf (parent directory key, leaf id, interned
+  metadata id, times); no row holds a full name. Indexes on (parent, component) and on the
+  component alone (the inverted index for `**`); a glob walks the tree level by level.
 - one `datapoints_<points>p_<precision>s_0|aggr` table per stage, created with the first
   metric that uses it, holding whisper's ring of `points` slots per metric with
   slot = (timestamp / precision) mod points: a point replaces whatever its slot held, so a

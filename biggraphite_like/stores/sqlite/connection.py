@@ -22,6 +22,7 @@ from biggraphite_like.errors import (
 )
 from biggraphite_like.stores.sqlite.checkpointer import BackgroundCheckpoint
 from biggraphite_like.stores.sqlite.name_strings import NameStrings
+from biggraphite_like.stores.sqlite.name_tree import NameTree
 from biggraphite_like.stores.sqlite.schema import DEFAULT_TIMEOUT, WAL_LIMIT_BYTES
 
 
@@ -43,13 +44,15 @@ class ConnectionMixin:
         self._keys: dict[str, int] = {}  # metric name -> integer key used by datapoint tables
         self._tables: set[str] = set()
         self._strings = NameStrings()  # ids of the components and parents of names
-        self._id_caches: list[NameStrings] = [self._strings]  # forgotten on a rollback (the tag index adds its own)
+        self._tree = NameTree()  # directory keys and paths, metadata ids
+        self._id_caches: list[NameStrings | NameTree] = [self._strings, self._tree]  # forgotten on a rollback
+        # (the tag index adds its own)
         self._tag_index = None  # made by tag_index() (schema), once
         self._windows: dict[str, int] = {}  # stage table -> slots per window (its point_windows row)
-        self._component_indexes: dict[str, int] = {}  # metrics/directories -> component columns indexed (0 ..)
         self._schema_checked = False
         self._may_create = False  # only syncdb creates the file: reads never leave an empty one
         self._deletions_seen: int | None = None
+        self._directory_changes_seen: int | None = None
         self.wal_limit = WAL_LIMIT_BYTES  # set before the first connection to change it
         self._bulk_checkpoint = BackgroundCheckpoint(self.path)  # deferring (bulk tag) batches' checkpoint
 
@@ -191,7 +194,6 @@ class ConnectionMixin:
             for cache in self._id_caches:
                 cache.forget()
             self._windows.clear()
-            self._component_indexes.clear()
             local.points_marked = False
             if conn.in_transaction:  # also after a failed COMMIT (disk full, I/O error)
                 conn.execute("ROLLBACK")
@@ -331,19 +333,35 @@ class ConnectionMixin:
                 conn.execute("COMMIT")
 
     def _check_deletions(self) -> None:
-        """Forget cached metric keys when any process deleted metrics since we cached them.
+        """Forget cached metric keys when any process deleted metrics since we cached them,
+        and cached directory keys when any process deleted or hid directories.
 
         A metric deleted and created again gets a new key: writing under the old one would
-        lose the points. Deletions bump a counter in `store_state`, read once a transaction.
+        lose the points (a directory likewise). Deletions bump counters in `store_state`,
+        read once a transaction.
         """
         try:
-            row = self._conn.execute("SELECT value FROM store_state WHERE name = 'deletions'").fetchone()
+            deletions, directories = self._conn.execute(
+                "SELECT (SELECT value FROM store_state WHERE name = 'deletions'),"
+                " (SELECT value FROM store_state WHERE name = 'directory_deletions')").fetchone()
         except sqlite3.OperationalError:
             return  # no schema yet: nothing cached either
-        deletions = row[0] if row else 0
         if deletions != self._deletions_seen:
             self._keys.clear()
             self._deletions_seen = deletions
+        self._directories_seen(directories)
+
+    def _check_directories(self) -> None:
+        """_check_deletions for the directory keys alone, before a read resolves paths."""
+        if getattr(self._local, "depth", 0):
+            return  # the write batch checked
+        row = self._conn.execute("SELECT value FROM store_state WHERE name = 'directory_deletions'").fetchone()
+        self._directories_seen(row[0] if row else None)
+
+    def _directories_seen(self, changes: int | None) -> None:
+        if changes != self._directory_changes_seen:
+            self._tree.forget_keys()
+            self._directory_changes_seen = changes
 
     def change_token(self) -> tuple[int, int] | None:
         """(this thread's connection, the `points` mark of store_state).

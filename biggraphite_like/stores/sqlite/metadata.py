@@ -1,8 +1,8 @@
-"""The SQLite store's metadata: metrics and directories rows (64 component columns a name),
-scans, and the store's statistics."""
+"""The SQLite store's metadata: metrics and directories as a tree of interned components
+(name_tree), scans, and the store's statistics."""
 from __future__ import annotations
 
-import functools
+import json
 import os
 import sqlite3
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -16,64 +16,119 @@ from biggraphite_like.errors import (
 from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.retention import Retention
 from biggraphite_like.stores.base import ScanPage, StageTable, check_shard, metrics_page
-from biggraphite_like.stores.sqlite.name_strings import END_ID
-from biggraphite_like.stores.sqlite.schema import (
-    _CHUNK,
-    _COMPONENT_COLUMNS,
-    _METADATA_COLUMNS,
-    _METRIC_FIELDS,
-    COMPONENTS,
-)
+from biggraphite_like.stores.sqlite.name_tree import METRIC_SELECT, ROOT, join, split
 
-
-_ROWS_PER_INSERT = 500  # rows of one INSERT ... VALUES (bound parameters: at most the connection's limit)
-
-
-@functools.lru_cache(maxsize=64)
-def _named_insert_sql(verb: str, table: str, columns: tuple[str, ...], depth: int, rows: int, conflict: str,
-                      returning: str) -> str:
-    names = [*columns, "name", "parent", *_COMPONENT_COLUMNS[:depth]]
-    row = f"({', '.join(['?'] * len(names))})"
-    tail = f" RETURNING {returning}" if returning else ""
-    return f"{verb} {table} ({', '.join(names)}) VALUES {', '.join([row] * rows)}{conflict}{tail}"
+_ROWS_PER_INSERT = 500  # rows of one INSERT ... VALUES (6 bound parameters each)
+_LOOKUPS = 20_000  # names per json_each() lookup
+_METRIC_COLUMNS = "parent, leaf, metadata, created_on, updated_on, read_on"
+MetricRow = tuple[str, tuple[str, str, float], int, int, int]  # name, (retention, aggregator, xff), created, updated, read
 
 
 class MetadataMixin:
     """Metrics and directories: create, read, touch, delete, scan, count."""
 
-    def _insert_named(self, verb: str, table: str, rows: Iterable[tuple[str, Sequence]],
-                      columns: tuple[str, ...] = (), conflict: str = "", returning: str = "") -> list[tuple]:
-        """Insert rows (name, values of columns) into a metrics or directories table with
-        their parent and component ids (name_strings), hundreds of rows a statement: each
-        statement opens the cursors of the 66 indexes again, and executemany runs one
-        statement a row (it made creation three times slower). Returns the `returning`
-        columns of the rows written (none without it)."""
-        conn = self._conn
-        split = [(values, name, name.rpartition(".")[0], name.split(".")) for name, values in rows]
-        if not split:
-            return []
-        strings = {parent for _, _, parent, _ in split}
-        for _, _, _, parts in split:
-            strings.update(parts)
-        ids = self._strings.ids(conn, strings)
+    def _insert_metrics(self, rows: Sequence[MetricRow], keys: Sequence[int] | None = None) -> list[tuple[str, int]]:
+        """Insert metrics rows (with `keys`: under these keys, no conflict expected), their
+        parent directories and strings first; an existing metric gets the new metadata and
+        updated_on. Returns (name, key) of the rows written, the caller's strings."""
+        conn, tree = self._conn, self._tree
+        parts = [row[0].rpartition(".") for row in rows]  # (parent, '.', leaf): each name split once
+        parents = tree.keys(conn, self._strings, {part[0] for part in parts}, create=True)
+        leaves = self._strings.ids(conn, {part[2] for part in parts})
+        metadatas = tree.metadata_ids(conn, {row[1] for row in rows})
+        by_pair: dict[tuple[int, int], str] = {}
         records = []
-        depth = 0
-        for values, name, parent, parts in split:
-            components = [ids[part] for part in parts]
-            if len(components) < COMPONENTS:
-                components.append(END_ID)
-            depth = max(depth, len(components))
-            records.append((*values, name, ids[parent], *components))
-        self._ensure_component_indexes(table, depth)
-        width = len(columns) + 2 + depth
-        per_statement = min(_ROWS_PER_INSERT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width)
-        padding = {size: (None,) * (width - size) for size in {len(r) for r in records}}
-        written: list[tuple] = []
-        for start in range(0, len(records), per_statement):
-            chunk = records[start:start + per_statement]
-            written += conn.execute(_named_insert_sql(verb, table, columns, depth, len(chunk), conflict, returning),
-                                    [value for record in chunk for value in record + padding[len(record)]]).fetchall()
-        return written
+        for index, ((name, fields, created_on, updated_on, read_on), (parent, _, leaf)) in enumerate(zip(rows, parts)):
+            pair = (parents[parent], leaves[leaf])
+            by_pair[pair] = name
+            records.append((*pair, metadatas[fields], created_on, updated_on, read_on)
+                           + ((keys[index],) if keys is not None else ()))
+        width = len(records[0]) if records else 0
+        columns = _METRIC_COLUMNS + (", key" if keys is not None else "")
+        conflict = ("" if keys is not None else " ON CONFLICT (parent, leaf) DO UPDATE SET metadata = excluded.metadata,"
+                    " updated_on = excluded.updated_on")
+        written = []
+        for start in range(0, len(records), _ROWS_PER_INSERT):
+            chunk = records[start:start + _ROWS_PER_INSERT]
+            row = f"({', '.join(['?'] * width)})"
+            written += conn.execute(f"INSERT INTO metrics ({columns}) VALUES {', '.join([row] * len(chunk))}{conflict}"
+                                    " RETURNING parent, leaf, key", [v for r in chunk for v in r]).fetchall()
+        return [(by_pair[parent, leaf], key) for parent, leaf, key in written]
+
+    def _metric_rows(self, names: Sequence[str]) -> dict[str, tuple]:
+        """(key, retention, aggregator, xfilesfactor, created_on, updated_on, read_on) of the
+        names that are metrics, keyed by the caller's strings."""
+        conn, tree = self._conn, self._tree
+        names = list(dict.fromkeys(names))
+        parts = [name.rpartition(".") for name in names]
+        parents = tree.keys(conn, self._strings, {part[0] for part in parts})
+        leaves = self._strings.lookup(conn, {part[2] for part in parts})
+        wanted = [(name, parents[parent], leaves[leaf]) for name, (parent, _, leaf) in zip(names, parts)
+                  if parent in parents and leaf in leaves]
+        found: dict[str, tuple] = {}
+        for start in range(0, len(wanted), _LOOKUPS):
+            chunk = wanted[start:start + _LOOKUPS]
+            for index, *row in conn.execute(
+                    "SELECT j.key, m.key, d.retention, d.aggregator, d.xfilesfactor, m.created_on, m.updated_on,"
+                    " m.read_on FROM json_each(?) AS j CROSS JOIN metrics AS m ON m.parent = j.value ->> 0"
+                    " AND m.leaf = j.value ->> 1 LEFT JOIN metadatas AS d ON d.id = m.metadata",
+                    (json.dumps([[parent, leaf] for _, parent, leaf in chunk]),)):
+                found[chunk[index][0]] = tuple(row)
+        return found
+
+    def _directory_keys(self, names: Sequence[str], visible: bool = True) -> dict[str, int]:
+        """Keys of the names that are directories (visible: not hidden ones)."""
+        keys = self._tree.keys(self._conn, self._strings, names)
+        found = {name: keys[name] for name in names if name in keys and name}
+        if visible and found:
+            hidden = self._hidden_keys()
+            found = {name: key for name, key in found.items() if key not in hidden}
+        return found
+
+    def _hidden_keys(self) -> set[int]:
+        """Keys of the hidden directories (deleted while they had children): few or none."""
+        return {r[0] for r in self._conn.execute("SELECT key FROM directories WHERE hidden")}
+
+    def _show(self, paths: Iterable[str]) -> None:
+        """Make the hidden directories among paths and their ancestors visible again (they
+        are created anew: the names token changes)."""
+        hidden = self._hidden_keys()
+        if not hidden:
+            return
+        wanted = names_mod.all_ancestors(paths) | set(paths)
+        keys = self._tree.keys(self._conn, self._strings, wanted)
+        shown = list({keys[p] for p in wanted if p in keys} & hidden)
+        if shown:
+            self._conn.execute("UPDATE directories SET hidden = 0 WHERE key IN (SELECT value FROM json_each(?))",
+                               (json.dumps(shown),))
+            self._directories_changed()
+
+    def _directories_changed(self) -> None:
+        """Bump the directory counter of store_state: every process's names token changes and
+        its path -> key cache goes (see name_tree)."""
+        self._conn.execute("UPDATE store_state SET value = value + 1 WHERE name = 'directory_deletions'")
+        self._tree.forget_keys()
+
+    def _has_children(self, key: int) -> bool:
+        return bool(self._conn.execute("SELECT EXISTS (SELECT 1 FROM metrics WHERE parent = ?)"
+                                       " OR EXISTS (SELECT 1 FROM directories WHERE parent = ?)", (key, key)).fetchone()[0])
+
+    def _remove_directories(self, keys: Iterable[int], hidden_only: bool) -> None:
+        """Delete the directories with keys, or hide those that still have children; then
+        their hidden ancestors left without children. hidden_only: only hidden ones go."""
+        conn = self._conn
+        todo = [(k, hidden_only) for k in keys if k != ROOT]
+        while todo:
+            key, only_hidden = todo.pop()
+            row = conn.execute("SELECT parent, hidden FROM directories WHERE key = ?", (key,)).fetchone()
+            if row is None or (only_hidden and not row[1]):
+                continue
+            if self._has_children(key):
+                conn.execute("UPDATE directories SET hidden = 1 WHERE key = ?", (key,))
+                continue
+            conn.execute("DELETE FROM directories WHERE key = ?", (key,))
+            if row[0] != ROOT:
+                todo.append((row[0], True))
 
     def create_metrics(self, metrics: Sequence[Metric]) -> set[str]:
         """Store.create_metrics; returns the names that had no row (new keys: no point).
@@ -81,7 +136,6 @@ class MetadataMixin:
         if not metrics:
             return set()
         self._check_schema()
-        directories = sorted(names_mod.all_ancestors(m.name for m in metrics))
         # metadata by object: a batch shares a few, and hashing or formatting one per metric cost more
         # than the rest of its row
         metadatas = {id(m.metadata): m.metadata for m in metrics}
@@ -100,16 +154,9 @@ class MetadataMixin:
                     self._drop_points(name, old.retention, keep=wanted[name])
             # the keys come back with the rows: the first write of each new metric needs no lookup
             # (a rollback forgets them, see write_batch)
-            same = {m.name: m.name for m in metrics}  # the key cache keeps the caller's strings, not copies
-            self._keys.update((same.get(name, name), key) for name, key in self._insert_named(
-                "INSERT INTO", "metrics",
-                ((m.name, (*fields[id(m.metadata)], m.created_on, m.updated_on, m.read_on)) for m in metrics),
-                _METADATA_COLUMNS,
-                " ON CONFLICT(name) DO UPDATE SET retention = excluded.retention, aggregator = excluded.aggregator,"
-                " xfilesfactor = excluded.xfilesfactor, updated_on = excluded.updated_on",
-                returning="name, key",
-            ))
-            self._insert_named("INSERT OR IGNORE INTO", "directories", ((d, ()) for d in directories))
+            self._keys.update(self._insert_metrics(
+                [(m.name, fields[id(m.metadata)], m.created_on, m.updated_on, m.read_on) for m in metrics]))
+            self._show({m.name.rpartition(".")[0] for m in metrics} - {""})
             absent.difference_update(new)
         return new
 
@@ -123,24 +170,15 @@ class MetadataMixin:
     def get_metrics(self, names: Sequence[str]) -> dict[str, Metric]:
         self._check_schema()
         absent = self._absent_names()
-        found: dict[str, Metric] = {}
         names = list(dict.fromkeys(names))
         with self._errors("read metrics"):
-            for start in range(0, len(names), _CHUNK):
-                chunk = names[start:start + _CHUNK]
-                rows = self._conn.execute(
-                    f"SELECT key, {_METRIC_FIELDS} FROM metrics WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk
-                ).fetchall()
-                # rows name metrics with the caller's strings, not SQLite's copies: the key
-                # cache and the Metric objects then share one string a name with the caller
-                same = {name: name for name in chunk}
-                rows = [(key, same[name], *rest) for key, name, *rest in rows]
-                for row in rows:
-                    self._keys[row[1]] = row[0]
-                if len(rows) < len(chunk):
-                    absent.update(same.keys() - {row[1] for row in rows})
-                found.update(self.readable_metrics(row[1:] for row in rows))
-        return found
+            self._check_directories()
+            rows = self._metric_rows(names)
+        for name, row in rows.items():
+            self._keys[name] = row[0]
+        if len(rows) < len(names):
+            absent.update(set(names).difference(rows))
+        return self.readable_metrics((name, *row[1:]) for name, row in rows.items())
 
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
         existing = self.get_metrics([name]).get(name)
@@ -151,16 +189,18 @@ class MetadataMixin:
                 for index in range(len(metadata.retention.stages)):
                     self._ensure_table(StageTable(metadata.retention.stages[index], index > 0))
                 self._drop_points(name, existing.retention, keep=metadata.retention)
-            self._conn.execute(
-                "UPDATE metrics SET retention = ?, aggregator = ?, xfilesfactor = ? WHERE name = ?",
-                (str(metadata.retention), metadata.aggregator.value, metadata.xfilesfactor, name),
-            )
+            ids = self._tree.metadata_ids(self._conn, [(str(metadata.retention), metadata.aggregator.value,
+                                                        metadata.xfilesfactor)])
+            self._conn.execute("UPDATE metrics SET metadata = ? WHERE key = ?",
+                               (ids[str(metadata.retention), metadata.aggregator.value, metadata.xfilesfactor],
+                                self._key(name)))
 
     def touch_metrics(self, names: Sequence[str], field: str, timestamp: int) -> None:
         if field not in ("updated_on", "read_on"):
             raise ValueError(f"cannot touch {field!r}: use updated_on or read_on")
         with self.write_batch(), self._errors(f"set {field}"):
-            self._conn.executemany(f"UPDATE metrics SET {field} = ? WHERE name = ?", ((timestamp, n) for n in names))
+            keys = [row[0] for row in self._metric_rows(names).values()]
+            self._conn.executemany(f"UPDATE metrics SET {field} = ? WHERE key = ?", ((timestamp, k) for k in keys))
 
     def record_reads(self, reads: Mapping[str, int]) -> bool:
         """read_on without waiting: the writer lock is tried once (busy timeout 0); False
@@ -172,8 +212,9 @@ class MetadataMixin:
             conn.execute("PRAGMA busy_timeout = 0")
         try:
             with self.write_batch(), self._errors("record reads (read_on)"):
-                conn.executemany("UPDATE metrics SET read_on = max(read_on, ?) WHERE name = ?",
-                                 ((timestamp, name) for name, timestamp in reads.items()))
+                rows = self._metric_rows(list(reads))
+                conn.executemany("UPDATE metrics SET read_on = max(read_on, ?) WHERE key = ?",
+                                 ((reads[name], row[0]) for name, row in rows.items()))
         except StoreUnavailable as exc:
             if not isinstance(exc.__cause__, sqlite3.OperationalError) or "locked" not in str(exc.__cause__):
                 raise
@@ -185,30 +226,29 @@ class MetadataMixin:
 
     def delete_metrics(self, names: Sequence[str]) -> None:
         self._check_schema()
-        names = list(dict.fromkeys(names))
         with self.write_batch(), self._errors("delete metrics"):
-            deleted = 0
-            for start in range(0, len(names), _CHUNK):
-                chunk = names[start:start + _CHUNK]
-                rows = self._conn.execute(
-                    f"SELECT name, retention FROM metrics WHERE name IN ({', '.join(['?'] * len(chunk))})", chunk
-                ).fetchall()
-                for name, retention_text in rows:
-                    try:
-                        retention: Retention | None = Retention.parse(retention_text)
-                    except (BglError, ValueError, TypeError):
-                        retention = None  # an unreadable row (see `bgl repair`): its points may be anywhere
-                    self._drop_points(name, retention)
-                    self._conn.execute("DELETE FROM metrics WHERE name = ?", (name,))
-                    self._keys.pop(name, None)
-                deleted += len(rows)
-            if deleted:
+            rows = self._metric_rows(names)
+            parents = set()
+            for name, (key, retention_text, *_) in rows.items():
+                try:
+                    retention: Retention | None = Retention.parse(retention_text)
+                except (BglError, ValueError, TypeError):
+                    retention = None  # an unreadable row (see `bgl repair`): its points may be anywhere
+                self._keys[name] = key
+                self._drop_points(name, retention)
+                self._conn.execute("DELETE FROM metrics WHERE key = ?", (key,))
+                self._keys.pop(name, None)
+                parents.add(split(name)[0])
+            if rows:
                 self._conn.execute("UPDATE store_state SET value = value + 1 WHERE name = 'deletions'")
+                if self._hidden_keys():
+                    keys = self._tree.keys(self._conn, self._strings, parents)
+                    self._remove_directories([keys[p] for p in parents if p in keys], hidden_only=True)
 
     def _key(self, name: str) -> int:
         key = self._keys.get(name)
         if key is None:
-            row = self._conn.execute("SELECT key FROM metrics WHERE name = ?", (name,)).fetchone()
+            row = self._metric_rows([name]).get(name)
             if row is None:
                 raise MetricNotFound(f"metric {name!r} does not exist: create it before writing points")
             key = self._keys[name] = row[0]
@@ -217,51 +257,50 @@ class MetadataMixin:
     # -- directories and full scans ------------------------------------------------------
     def create_directories(self, names: Sequence[str]) -> None:
         self._check_schema()
-        wanted = sorted({a for n in names for a in (*names_mod.ancestors(n), n)})
+        wanted = {a for n in names for a in (*names_mod.ancestors(n), n)}
         with self.write_batch(), self._errors("create directories"):
-            self._insert_named("INSERT OR IGNORE INTO", "directories", ((d, ()) for d in wanted))
+            self._tree.keys(self._conn, self._strings, wanted, create=True)
+            self._show(wanted)
 
     def delete_directories(self, names: Sequence[str]) -> None:
         self._check_schema()
         with self.write_batch(), self._errors("delete directories"):
-            self._conn.executemany("DELETE FROM directories WHERE name = ?", ((n,) for n in names))
-            self._conn.execute("UPDATE store_state SET value = value + 1 WHERE name = 'directory_deletions'")
+            keys = self._directory_keys(list(dict.fromkeys(names)), visible=False)
+            self._remove_directories(keys.values(), hidden_only=False)
+            self._directories_changed()
 
     def existing_directories(self, names: Sequence[str]) -> set[str]:
-        return self._names_in("SELECT name FROM directories WHERE name IN ({})", names, "read directories")
+        self._check_schema()
+        with self._errors("read directories"):
+            self._check_directories()
+            return set(self._directory_keys(names))
 
     def directories_with_children(self, names: Sequence[str]) -> set[str]:
-        return self._names_in(
-            "SELECT value FROM name_strings AS s WHERE value IN ({})"
-            " AND (EXISTS (SELECT 1 FROM metrics WHERE parent = s.id) OR EXISTS (SELECT 1 FROM directories WHERE parent = s.id))",
-            names, "find children",
-        )
-
-    def _names_in(self, sql: str, names: Sequence[str], what: str) -> set[str]:
         self._check_schema()
-        found: set[str] = set()
-        names = list(dict.fromkeys(names))
-        with self._errors(what):
-            for start in range(0, len(names), _CHUNK):
-                chunk = names[start:start + _CHUNK]
-                marks = ", ".join(["?"] * len(chunk))
-                found.update(r[0] for r in self._conn.execute(sql.format(marks), chunk))
-        return found
+        with self._errors("find children"):
+            self._check_directories()
+            keys = self._directory_keys(names, visible=False)
+            return {name for name, key in keys.items() if self._conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM metrics WHERE parent = ?)"
+                " OR EXISTS (SELECT 1 FROM directories WHERE parent = ? AND NOT hidden)", (key, key)).fetchone()[0]}
 
     def scan_metrics(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[Metric]]:
-        for rows, next_cursor in self._scan("metrics", f"key, {_METRIC_FIELDS}", shard, nshards, cursor, page_size):
-            yield metrics_page((r[1:] for r in rows), next_cursor)
+        sql = f"{METRIC_SELECT} WHERE m.key > ? AND m.key % ? = ? ORDER BY m.key LIMIT ?"
+        for rows, next_cursor in self._scan("metrics", sql, shard, nshards, cursor, page_size):
+            paths = self._tree.paths(self._conn, {r[1] for r in rows})
+            yield metrics_page(((join(paths[r[1]], r[2]), *r[3:]) for r in rows if r[1] in paths), next_cursor)
 
     def scan_directories(self, shard=0, nshards=1, cursor=None, page_size=1000) -> Iterator[ScanPage[str]]:
-        for rows, next_cursor in self._scan("directories", "key, name", shard, nshards, cursor, page_size):
-            yield ScanPage([r[1] for r in rows], next_cursor)
+        sql = "SELECT key FROM directories WHERE key > ? AND key % ? = ? AND NOT hidden ORDER BY key LIMIT ?"
+        for rows, next_cursor in self._scan("directories", sql, shard, nshards, cursor, page_size):
+            paths = self._tree.paths(self._conn, [r[0] for r in rows])
+            yield ScanPage([paths[r[0]] for r in rows if r[0] in paths], next_cursor)
 
-    def _scan(self, table: str, fields: str, shard: int, nshards: int, cursor: str | None, page_size: int):
+    def _scan(self, table: str, sql: str, shard: int, nshards: int, cursor: str | None, page_size: int):
         """Pages of rows in key order; shard k of n holds the keys equal to k modulo n."""
         check_shard(shard, nshards)
         self._check_schema()
         after = int(cursor) if cursor else 0
-        sql = f"SELECT {fields} FROM {table} WHERE key > ? AND key % ? = ? ORDER BY key LIMIT ?"
         while True:
             with self._errors(f"scan {table}"):
                 rows = self._conn.execute(sql, (after, nshards, shard, page_size)).fetchall()
@@ -282,7 +321,7 @@ class MetadataMixin:
                 "path": self.path,
                 "file_bytes": sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p)),
                 "metrics": conn.execute("SELECT count(*) FROM metrics").fetchone()[0],
-                "directories": conn.execute("SELECT count(*) FROM directories").fetchone()[0],
+                "directories": conn.execute("SELECT count(*) FROM directories WHERE NOT hidden").fetchone()[0],
             }
             for name in self.stage_tables():
                 facts[f"blocks.{name}"] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]

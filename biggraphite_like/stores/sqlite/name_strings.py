@@ -1,16 +1,11 @@
-"""Interned name strings: the components and parent paths of metric and directory names,
-each stored once in `name_strings` and referred to by its integer id (seed 001's string ids).
+"""Interned name strings: the components of metric and directory names, each stored once
+in `name_strings` and referred to by its integer id (seed 001's string ids): the name
+tree's `directories.component` and `metrics.leaf` (see name_tree).
 
-The `metrics` and `directories` rows keep one column per component and a parent column,
-as the glob design wants, but they hold these ids: a row and each of its indexes store
-one- to three-byte integers instead of the strings, and `__END__` is id 0, which SQLite
-stores in no byte at all. Ids never change and are never reused (rows are never deleted),
-so a process may cache them for as long as it likes; only a rolled-back transaction can
-take back ids it handed out (`NameStrings.forget`, which write_batch calls on every cache of ids
-the store has).
-
-Queries turn strings into ids inside SQL (`ids_in`, `ids_in_range`), so every string still
-reaches SQLite as a bound parameter.
+Ids never change and are never reused (rows are never deleted), so a process may cache
+them for as long as it likes; only a rolled-back transaction can take back ids it handed
+out (`NameStrings.forget`, which write_batch calls on every cache of ids the store has).
+Strings reach SQLite as bound parameters (a JSON list of them, read with json_each).
 """
 from __future__ import annotations
 
@@ -18,30 +13,14 @@ import json
 import sqlite3
 from typing import Iterable
 
-END_ID = 0  # id of biggraphite_like.names.END_MARKER, inserted by syncdb
 CACHE_LIMIT = 1_000_000  # ids kept in memory per store and cache; past it the cache starts again
 
 SCHEMA_SQL = [
-    "-- Interned strings of names (biggraphite_like.stores.sqlite.name_strings): every component and",
-    "-- parent path once; the parent and component_N columns of metrics and directories hold their ids.",
+    "-- Interned strings of names (biggraphite_like.stores.sqlite.name_strings): every component once;",
+    "-- directories.component and metrics.leaf hold their ids.",
     "CREATE TABLE IF NOT EXISTS name_strings (\n  id INTEGER PRIMARY KEY,\n  value TEXT NOT NULL UNIQUE\n);",
     "INSERT OR IGNORE INTO name_strings (id, value) VALUES (0, '__END__');",
 ]
-
-
-def ids_in(column: str, count: int) -> str:
-    """SQL: column holds the id of one of `count` strings bound after it."""
-    return f"{column} IN (SELECT id FROM name_strings WHERE value IN ({', '.join(['?'] * count)}))"
-
-
-def ids_in_range(column: str) -> str:
-    """SQL: column holds the id of a string in [?, ?) (bound after it: low, high)."""
-    return f"{column} IN (SELECT id FROM name_strings WHERE value >= ? AND value < ?)"
-
-
-def id_of(column: str) -> str:
-    """SQL: column holds the id of the string bound after it (one lookup, a constant)."""
-    return f"{column} = (SELECT id FROM name_strings WHERE value = ?)"
 
 
 class NameStrings:
@@ -66,6 +45,18 @@ class NameStrings:
                 known.clear()
                 missing = list(wanted)
             known.update(self._intern(conn, missing))
+        return known
+
+    def lookup(self, conn: sqlite3.Connection, strings: Iterable[str]) -> dict[str, int]:
+        """Ids of those of strings that are interned, interning nothing (reads). The cache
+        itself is returned: read it, never change it."""
+        known = self._ids
+        missing = [s for s in set(strings) if s not in known]
+        if missing:
+            if len(known) + len(missing) > self.limit:
+                known.clear()
+            known.update(conn.execute("SELECT value, id FROM name_strings WHERE value IN"
+                                      " (SELECT value FROM json_each(?))", (json.dumps(missing),)).fetchall())
         return known
 
     def _intern(self, conn: sqlite3.Connection, missing: list[str]) -> Iterable[tuple[str, int]]:

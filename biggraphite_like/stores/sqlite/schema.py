@@ -2,71 +2,30 @@
 schema methods of the store (syncdb, table checks, conversion of the one-row-per-point layout)."""
 from __future__ import annotations
 
+import json
 from typing import Iterator
 
 import numpy as np
 
-from biggraphite_like import names as names_mod
 from biggraphite_like.errors import (
     SchemaMissing,
     StoreError,
 )
+from biggraphite_like import names as names_mod
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
-from biggraphite_like.stores.sqlite import name_strings
+from biggraphite_like.stores.sqlite import name_strings, name_tree
 from biggraphite_like.stores.sqlite import tags as sqlite_tags
 from biggraphite_like.stores.sqlite.windows import decode_rows, record_dtype
 
-COMPONENTS = names_mod.MAX_COMPONENTS
-END = names_mod.END_MARKER
-_COMPONENT_COLUMNS = [f"component_{i}" for i in range(COMPONENTS)]
 _NAME_TABLES = ("metrics", "directories")
-_METADATA_COLUMNS = ("retention", "aggregator", "xfilesfactor", "created_on", "updated_on", "read_on")
-_METRIC_FIELDS = "name, retention, aggregator, xfilesfactor, created_on, updated_on, read_on"
-_CHUNK = 500  # bound parameters per IN (...) chunk
+_CONVERT_ROWS = 50_000  # rows of an older metrics table converted at a time
 _REQUESTS_PER_QUERY = 5000  # row id ranges per VALUES list (3 parameters each)
 _IDS_PER_QUERY = 100_000  # row ids per json_each() list
-_PROBE_LIMIT = 1000  # rows read to estimate how selective a candidate index is
-_MAX_WALK = 5000  # directories one level of a glob walk may expand before the indexes take over
 DEFAULT_TIMEOUT = 30.0
 WAL_LIMIT_BYTES = 16 << 20  # past this after a commit, the WAL is checkpointed and truncated (journal_size_limit)
 _MAX_TIMESTAMP = 2**32 - 1  # timestamps are whisper's unsigned 32-bit integers
 INCREMENTAL_VACUUM = 2  # PRAGMA auto_vacuum's value for incremental (see free_pages.py)
-
-
-def _metadata_table_sql(table: str, metrics: bool) -> list[str]:
-    columns = ["  key INTEGER PRIMARY KEY AUTOINCREMENT" if metrics else "  key INTEGER PRIMARY KEY",
-               "  name TEXT NOT NULL UNIQUE", "  parent INTEGER NOT NULL"]
-    columns += [f"  {c} INTEGER" for c in _COMPONENT_COLUMNS]
-    if metrics:
-        columns += [
-            "  retention TEXT NOT NULL",
-            "  aggregator TEXT NOT NULL",
-            "  xfilesfactor REAL NOT NULL",
-            "  created_on INTEGER NOT NULL DEFAULT 0",
-            "  updated_on INTEGER NOT NULL DEFAULT 0",
-            "  read_on INTEGER NOT NULL DEFAULT 0",
-        ]
-    statements = [f"CREATE TABLE IF NOT EXISTS {table} (\n" + ",\n".join(columns) + "\n);"]
-    statements.append(f"CREATE INDEX IF NOT EXISTS {table}_parent ON {table} (parent);")
-    return statements
-
-
-def component_index_sql(table: str, position: int) -> str:
-    """DDL of the index of component_<position> of metrics or directories, created with the
-    first name that has that column (see _COMPONENT_INDEXES_SQL)."""
-    column = _COMPONENT_COLUMNS[position]
-    return f"CREATE INDEX IF NOT EXISTS {table}_{column} ON {table} ({column}) WHERE {column} IS NOT NULL;"
-
-
-_COMPONENT_INDEXES_SQL = [
-    "-- The index of component_N of metrics (and of directories) is created with the first name of\n"
-    "-- the table that has that column (N parts or more: `__END__` follows the last one), in the same\n"
-    "-- transaction: an empty index would still take a page, and 120 of them were most of a small\n"
-    "-- store. No such index: no name of the table is that deep (the glob planner relies on it).\n"
-    "-- Stores made before keep all 64 of each. For N = 0 .. 63:\n"
-    "-- " + component_index_sql("metrics", 0).replace("component_0", "component_N"),
-]
 
 
 WINDOW_SLOTS = 720  # a new stage table's windows hold at most this many slots of the ring
@@ -139,8 +98,8 @@ def _stage_table_comment() -> str:
 _STATE_SQL = [
     "-- Shared by every process using the file: deletions counts metric deletions (see",
     "-- SQLiteStore._check_deletions); points changes with every transaction that changes points",
-    "-- (see SQLiteStore.change_token); directory_deletions counts directory deletions (see",
-    "-- SQLiteStore.names_token).",
+    "-- (see SQLiteStore.change_token); directory_deletions counts directory deletions, hidings and",
+    "-- showings (see SQLiteStore.names_token and name_tree).",
     "CREATE TABLE IF NOT EXISTS store_state (\n  name TEXT PRIMARY KEY,\n  value INTEGER NOT NULL\n);",
     "INSERT OR IGNORE INTO store_state (name, value) VALUES ('deletions', 0);",
     "INSERT OR IGNORE INTO store_state (name, value) VALUES ('points', 0);",
@@ -154,9 +113,7 @@ def schema_statements() -> list[str]:
         [_SCHEMA_HEADER]
         + _VACUUM_SQL
         + name_strings.SCHEMA_SQL
-        + _metadata_table_sql("metrics", True)
-        + _metadata_table_sql("directories", False)
-        + _COMPONENT_INDEXES_SQL
+        + name_tree.SCHEMA_SQL
         + _STATE_SQL
         + sqlite_tags.SCHEMA_SQL
         + WINDOWS_SQL
@@ -223,7 +180,6 @@ class SchemaMixin:
 
     def syncdb(self) -> None:
         self._may_create = True
-        self._component_indexes.clear()  # set aside tables lose theirs
         conn = self._conn
         with self._errors("create the schema"):
             # a new file only (and outside a transaction, before the WAL mode writes its header)
@@ -231,13 +187,14 @@ class SchemaMixin:
             self._local.incremental = None
             conn.execute("PRAGMA journal_mode = WAL")
             with self.write_batch():
-                text_names = [t for t in _NAME_TABLES if self._holds_text_names(t)]
-                for table in text_names:
-                    self._set_aside(table)
+                named = self._holds_full_names()
+                if named:
+                    for table in _NAME_TABLES:
+                        self._set_aside(table)
                 for statement in schema_statements():
                     conn.execute(statement)
-                for table in text_names:
-                    self._convert_names(table)
+                if named:
+                    self._convert_names()
                 self._convert_point_tables()
                 sqlite_tags.upgrade(conn)
         self._schema_checked = True
@@ -255,13 +212,16 @@ class SchemaMixin:
             raise SchemaMissing(f"the metrics and directories of {self.path} hold their components as text (the"
                                 f" layout before interned name strings): run `bgl --store {self.url} syncdb`"
                                 " to convert them in place")
+        if self._holds_full_names():
+            raise SchemaMissing(f"the metrics and directories of {self.path} hold full names (a layout before the"
+                                f" name tree): run `bgl --store {self.url} syncdb` to convert them in place")
         self._schema_checked = True
 
-    # -- conversion of the metadata tables written before interned name strings -----------------
-    def _holds_text_names(self, table: str) -> bool:
-        """Whether table (metrics or directories) has the text parent and component columns."""
-        columns = {r[1]: r[2] for r in self._conn.execute(f"PRAGMA table_info({table})")}
-        return columns.get("parent", "").upper() == "TEXT"
+    # -- conversion of the metadata tables written before the name tree -------------------
+    def _holds_full_names(self) -> bool:
+        """Whether the metrics table is of a layout before the name tree (a `name` column:
+        component columns of text, or of interned ids)."""
+        return any(r[1] == "name" for r in self._conn.execute("PRAGMA table_info(metrics)"))
 
     def _set_aside(self, table: str) -> None:
         """Rename table to old_<table> without its indexes, whose names the new table takes."""
@@ -272,46 +232,43 @@ class SchemaMixin:
             conn.execute(f"DROP INDEX {index}")
         conn.execute(f"ALTER TABLE {table} RENAME TO old_{table}")
 
-    def _convert_names(self, table: str) -> None:
-        """Copy old_<table> into the new table, keys and metadata as they were, then drop it;
-        metrics keep the AUTOINCREMENT sequence, so no key of a deleted metric comes back."""
-        conn = self._conn
-        fields = ("key", *_METADATA_COLUMNS) if table == "metrics" else ("key",)
-        cursor = conn.execute(f"SELECT name, {', '.join(fields)} FROM old_{table} ORDER BY key")
-        while rows := cursor.fetchmany(50_000):
-            self._insert_named("INSERT INTO", table, ((row[0], row[1:]) for row in rows), fields)
-        if table == "metrics":
-            old = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'old_metrics'").fetchone()
-            if old is not None:
-                conn.execute("DELETE FROM sqlite_sequence WHERE name = 'metrics'")
-                conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('metrics',"
-                             " max(?, (SELECT coalesce(max(key), 0) FROM metrics)))", (old[0],))
-        conn.execute(f"DROP TABLE old_{table}")
-
-    def _ensure_component_indexes(self, table: str, columns: int) -> None:
-        """Create the indexes of component_0 .. component_<columns - 1> of table (metrics or
-        directories) that a name about to be inserted needs (call inside write_batch)."""
-        if columns <= self._component_indexes.get(table, 0):
-            return
-        for position in range(self._component_indexes.get(table, 0), columns):
-            self._conn.execute(component_index_sql(table, position))
-        self._component_indexes[table] = columns
-
-    def _deepest_name(self, table: str, wanted: int) -> int:
-        """The most parts a name of table (metrics or directories) may have, from the
-        component indexes it has (see _COMPONENT_INDEXES_SQL); read from the schema again
-        only when what is known is below `wanted` (indexes are never dropped)."""
-        columns = self._component_indexes.get(table, 0)
-        known = columns if columns >= COMPONENTS else columns - 1
-        if known >= wanted:
-            return known
-        names = {r[0] for r in self._conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,))}
-        columns = 0
-        while columns < COMPONENTS and f"{table}_{_COMPONENT_COLUMNS[columns]}" in names:
-            columns += 1
-        self._component_indexes[table] = max(columns, self._component_indexes.get(table, 0))
-        return columns if columns >= COMPONENTS else columns - 1
+    def _convert_names(self) -> None:
+        """Copy old_metrics and old_directories into the name tree, then drop them: metrics
+        keep their keys (points and tag postings refer to them), metadata and times; every
+        directory row becomes a visible node, the other ancestors of metrics hidden ones (as
+        before: no directory row). Metrics keep the AUTOINCREMENT sequence, so no key of a
+        deleted metric comes back."""
+        conn, tree = self._conn, self._tree
+        tree.forget()
+        visible = [r[0] for r in conn.execute("SELECT name FROM old_directories ORDER BY key")]
+        for start in range(0, len(visible), _CONVERT_ROWS):
+            tree.keys(conn, self._strings, visible[start:start + _CONVERT_ROWS], create=True)
+        parents: set[str] = set()
+        cursor = conn.execute("SELECT key, name, retention, aggregator, xfilesfactor, created_on, updated_on, read_on"
+                              " FROM old_metrics ORDER BY key")
+        while rows := cursor.fetchmany(_CONVERT_ROWS):
+            self._insert_metrics([(name, (retention, aggregator, xff), created, updated, read)
+                                  for _, name, retention, aggregator, xff, created, updated, read in rows],
+                                 keys=[row[0] for row in rows])
+            parents.update(row[1].rpartition(".")[0] for row in rows)
+        keys = tree.keys(conn, self._strings, parents)
+        hidden = {keys[a] for p in parents for a in (*names_mod.ancestors(p), p) if p} - \
+            {keys[name] for name in visible}
+        conn.execute("UPDATE directories SET hidden = 1 WHERE key IN (SELECT value FROM json_each(?))",
+                     (json.dumps(sorted(hidden)),))
+        old = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'old_metrics'").fetchone()
+        if old is not None:
+            conn.execute("DELETE FROM sqlite_sequence WHERE name = 'metrics'")
+            conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('metrics',"
+                         " max(?, (SELECT coalesce(max(key), 0) FROM metrics)))", (old[0],))
+        for table in _NAME_TABLES:
+            conn.execute(f"DROP TABLE old_{table}")
+            conn.execute("DELETE FROM sqlite_sequence WHERE name = ?", (f"old_{table}",))
+        # the parent paths the layout before interned (the tree refers to components only);
+        # writers are stopped during syncdb, and any cache of ids is forgotten
+        conn.execute("DELETE FROM name_strings WHERE id != 0 AND id NOT IN (SELECT component FROM directories)"
+                     " AND id NOT IN (SELECT leaf FROM metrics)")
+        self._strings.forget()
 
     def _ensure_table(self, table: StageTable) -> None:
         if table.name in self._tables:
