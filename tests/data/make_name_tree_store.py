@@ -2,7 +2,7 @@
 of a store written by commit 9cc4e88, the last release whose metrics and directories rows
 hold full names and 64 interned component columns, and what that code read back from it
 (every metric with its key, metadata and times, every directory, every point, the tag
-index's answers, globs). The upgrade test (tests/test_sqlite_name_index.py) runs today's
+index's answers, globs). The upgrade test (tests/stores/sqlite/test_name_tree.py) runs today's
 `bgl syncdb` on it and asks the same questions.
 
 Run with that commit's code, never today's:

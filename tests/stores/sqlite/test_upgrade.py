@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +32,9 @@ from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.sqlite import SQLiteStore
 from tests.paths import DATA
+from tests.stores.sqlite.upgrade_env import BGL, rows, syncdb
 
 FIXTURE = DATA / "store_before_interning.sql"
-BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 NOW = 1_700_000_000  # the `now` the fixture was written with
 DEEP = "a.deep." + ".".join(f"p{i}" for i in range(60))
 # the old layouts' metrics rows; the name tree's, as its view rebuilds them
@@ -53,20 +50,6 @@ def old_store(tmp_path) -> Path:
     conn.executescript(FIXTURE.read_text())
     conn.close()
     return path
-
-
-def rows(path: Path, sql: str) -> list[tuple]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
-def syncdb(path: Path, env: dict) -> None:
-    process = subprocess.run([BGL, "--store", f"sqlite://{path}", "syncdb"], env=env, capture_output=True,
-                             text=True, timeout=120)
-    assert process.returncode == 0, process.stderr
 
 
 def test_the_fixture_holds_the_old_layout(old_store):

@@ -24,9 +24,9 @@ from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import SchemaMissing
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
-from tests.test_sqlite_upgrade import rows as _rows, syncdb
+from tests.paths import DATA
+from tests.stores.sqlite.upgrade_env import rows as _rows, syncdb
 
-DATA = Path(__file__).resolve().parent / "data"
 BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 NOW = 1_700_000_000
 
