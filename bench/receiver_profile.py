@@ -465,8 +465,10 @@ def _profiled_stages(profiled: dict, index: int, plain: dict | None) -> dict:
             if plain is not None and total:
                 kept = plain[plain_key] * total / (total + probe)  # the thread's plain CPU less the probe's share
                 scaled_us[stage] = scaled_us.get(stage, 0.0) + 1e6 * kept * seconds / total / points
-    basis = scaled_us or profiled_us
-    entry["stages_share"] = {stage: us / sum(basis.values())
+    # at a tiny size the plain runs' CPU less the idle cost can round to 0: shares from the profile then
+    basis = scaled_us if sum(scaled_us.values()) > 0 else profiled_us
+    whole = sum(basis.values())
+    entry["stages_share"] = {stage: us / whole if whole else 0.0
                              for stage, us in sorted(basis.items(), key=lambda item: -item[1])}
     entry["stages_profiled_us_per_point"] = profiled_us
     if scaled_us:
