@@ -1,5 +1,5 @@
 """A small file system of its own for full-disk tests: a tmpfs mounted for the test (as
-root), grown with `mount -o remount` to give space back."""
+root), resized with `mount -o remount` (grown to give space back)."""
 from __future__ import annotations
 
 import os
@@ -18,8 +18,9 @@ class SmallDisk:
         path.mkdir()
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m,mode=0700", "tmpfs", str(path)], check=True)
 
-    def grow(self, size_mib: int) -> None:
-        """Give space back: the operator freed some."""
+    def resize(self, size_mib: int) -> None:
+        """Remount at another size: larger gives space back (the operator freed some), smaller
+        makes an emptier disk full sooner."""
         subprocess.run(["mount", "-o", f"remount,size={size_mib}m", str(self.path)], check=True)
         self.size_mib = size_mib
 
