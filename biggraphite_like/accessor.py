@@ -40,7 +40,7 @@ from biggraphite_like.metric_cache import MetricCache
 from biggraphite_like.point_check import MAX_TIMESTAMP, WriteResult, check_columns, check_pairs, check_point
 from biggraphite_like.stores.base import ScanPage, StageTable, Store
 from biggraphite_like.stores.registry import open_store
-from biggraphite_like.tags.database import TagDatabase
+from biggraphite_like.tags.queries import TagQueries
 from biggraphite_like.tags.series import is_tagged
 
 _log = logging.getLogger(__name__)
@@ -295,9 +295,9 @@ class Accessor:
         self._forget(normalized)
 
     @functools.cached_property
-    def tags(self) -> TagDatabase:
+    def tags(self) -> TagQueries:
         """Tagged series of the store: graphite's TagDB operations, planned over its index."""
-        return TagDatabase(self.store.tag_index())
+        return TagQueries(self.store.tag_index())
 
     def _forget(self, names: Iterable[str]) -> None:
         with self._lock:

@@ -42,7 +42,7 @@ REFUSED = (GlobTooComplex, TooManyResults, InvalidGlob, InvalidTagExpression)
 TAG_CALL = "seriesByTag("
 _SETTING_OF = {GlobTooComplex: "BG_MAX_GLOB_EXPANSION", TooManyResults: "BG_MAX_GLOB_RESULTS"}
 
-_backends: dict[tuple, "Backend"] = {}
+backends: dict[tuple, "Backend"] = {}
 _backends_lock = threading.Lock()
 
 
@@ -142,10 +142,10 @@ def shared_backend() -> Backend:
     (created once, lazily, under a lock)."""
     options = {k: getattr(settings, k, default) for k, default in OPTION_DEFAULTS.items()}
     key = (store_url(), *sorted(options.items()))
-    backend = _backends.get(key)
+    backend = backends.get(key)
     if backend is None:
         with _backends_lock:
-            backend = _backends.get(key)
+            backend = backends.get(key)
             if backend is None:
                 accessor = Accessor.from_url(key[0], **{ACCESSOR_ARGUMENTS[k]: v for k, v in options.items()
                                                         if k in ACCESSOR_ARGUMENTS})
@@ -154,7 +154,7 @@ def shared_backend() -> Backend:
                 globs = GlobCache(float(options["BG_FIND_CACHE_TTL"]), int(options["BG_FIND_CACHE_SIZE"]),
                                   accessor.names_token, float(options["BG_FIND_CACHE_CHECK_INTERVAL"]),
                                   int(options["BG_FIND_CACHE_NAMES"]))
-                backend = _backends[key] = Backend(accessor, globs)
+                backend = backends[key] = Backend(accessor, globs)
     return backend
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from biggraphite_like import glob as _glob
 from biggraphite_like.accessor import DEFAULT_CACHE_TTL, DEFAULT_TOUCH_INTERVAL
-from biggraphite_like.tags import database as _tags
+from biggraphite_like.tags import queries as _tags
 from graphite_plugin import glob_cache as _glob_cache
 
 # BG_STORE (the store URL) has no fixed default: $BGL_STORE, else bgl's default store.

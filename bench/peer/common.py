@@ -315,7 +315,7 @@ class Systems:
 
 
 
-def _renamed(result: dict) -> dict:
+def renamed(result: dict) -> dict:
     """side_by_side's `standard_*` keys are VictoriaMetrics here."""
     return {key.replace("standard", "vm"): value for key, value in result.items()}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.carbon_bench import Checker
 from bench.graphite_bench import side_by_side
 from bench.peer import renders
-from bench.peer.common import (Systems, _renamed, compare, expected_points, log, ours_disk_parts, plaintext,
+from bench.peer.common import (Systems, renamed, compare, expected_points, log, ours_disk_parts, plaintext,
                                run_round, vm_points)
 
 WIDE_MINUTES = 60
@@ -83,7 +83,7 @@ def part_day(root: Path, series: int, wide_series: int, runs: int, budget: float
                                   vm_export=compare(expected, vm_points(systems.vm, match, start, end)))
         export = {"match[]": match, "start": start, "end": end}
         export_url = systems.vm.url + "/api/v1/export?" + urllib.parse.urlencode(export)
-        figures["export"] = _renamed(side_by_side(lambda: renders.http_get(cases[0].ours_url),
+        figures["export"] = renamed(side_by_side(lambda: renders.http_get(cases[0].ours_url),
                                                   lambda: renders.http_get(export_url), runs, budget=budget))
         log(f"  export {figures['export']['vm_s'] * 1e3:,.0f} ms")
         hosts = [f"{prefix}.host{h:04d}.*" for prefix, count in (("wide", wide_series), ("day", series))

@@ -19,7 +19,7 @@ import threading
 import urllib.parse
 
 from bench.graphite_bench import percentile, side_by_side
-from bench.peer.common import Points, Systems, _renamed, compare, log, timed_get
+from bench.peer.common import Points, Systems, renamed, compare, log, timed_get
 from bench.victoria import http_get
 
 CONCURRENT_RENDERS = 4
@@ -78,7 +78,7 @@ def measure(cases: list[Case], runs: int, budget: float) -> list[dict]:
     rows = []
     for case in cases:
         row = {"target": case.label, "series": case.series, "points": case.points, "answers": case.answers(),
-               **_renamed(side_by_side(lambda: http_get(case.ours_url), lambda: http_get(case.vm_url), runs,
+               **renamed(side_by_side(lambda: http_get(case.ours_url), lambda: http_get(case.vm_url), runs,
                                        budget=budget))}
         log(f"  {case.label} over {case.series:,} series: ours {row['ours_s'] * 1e3:,.0f} ms,"
             f" VM {row['vm_s'] * 1e3:,.0f} ms; mismatches {row['answers']['ours']['mismatches']} /"

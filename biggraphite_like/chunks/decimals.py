@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 _MAX_EXPONENT = 15
-_MAX_EXACT = 2.0**53  # |m| below this: m is an exact float64
+MAX_EXACT = 2.0**53  # |m| below this: m is an exact float64
 _EXCEPTION_SHARE = 8  # DECIMAL is kept while fewer than 1 value in this many is an exception
 _SCALES = np.array([10.0**e for e in range(_MAX_EXPONENT + 1)])[:, None, None]  # 10**e of every exponent
 
@@ -18,13 +18,13 @@ def _exact(values: np.ndarray, e: int | np.ndarray) -> tuple[np.ndarray, np.ndar
         m = np.multiply(values, scale)
         np.rint(m, out=m)
         back = np.abs(m)
-        ok = back < _MAX_EXACT
+        ok = back < MAX_EXACT
         np.divide(m, scale, out=back)  # in place: every fresh array of a batch costs page faults
         ok &= back.view(np.uint64) == values.view(np.uint64)
         return m, ok
 
 
-def _decimals(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decimal_parts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(e, m, regular) of k windows' values (k, n): e, the smallest exponent for which
     all values of a row but a few are m / 10**e exactly (-1: none does; NaN, inf and -0.0
     are always exceptions and do not count against the few); for the rows of an

@@ -8,21 +8,21 @@ import deflate
 import numpy as np
 
 from biggraphite_like.chunks.format import (
-    _BASED,
-    _HEADER,
-    _HEADER_BASED,
-    _KINDS,
-    _LAYOUT,
-    _MASK,
-    _MODE_DECIMAL,
-    _MODE_XOR,
+    BASED,
+    HEADER,
+    HEADER_BASED,
+    KINDS,
+    LAYOUT,
+    MASK,
+    MODE_DECIMAL,
+    MODE_XOR,
     VERSION,
     VERSION_RAW,
     VERSIONS,
     Points,
 )
-from biggraphite_like.chunks.planes import _ITEMSIZE, _unplanes, _unzigzag
-from biggraphite_like.chunks.streams import _locator
+from biggraphite_like.chunks.planes import ITEMSIZE, unplanes, unzigzag
+from biggraphite_like.chunks.streams import locator
 from biggraphite_like.errors import CorruptChunk
 
 _INFLATE_BOUND = 1 << 16  # bytes libdeflate may inflate a chunk to (at least; 16 times its size if more)
@@ -86,7 +86,7 @@ def _layouts(blobs: Sequence[bytes]) -> dict[tuple, tuple[list[int], list]]:
     what it keeps alive meanwhile is what Python's garbage collector keeps scanning."""
     groups: dict[tuple, tuple[list[int], list]] = {}
     inflate, bound, error = deflate.deflate_decompress, _INFLATE_BOUND, deflate.DeflateError
-    kinds, layout, mask = _KINDS, _LAYOUT.unpack_from, _MASK.unpack_from
+    kinds, layout, mask = KINDS, LAYOUT.unpack_from, MASK.unpack_from
     for index, chunk in enumerate(blobs):
         kind = kinds.get(chunk[0]) if chunk else None
         if kind is None:
@@ -100,9 +100,9 @@ def _layouts(blobs: Sequence[bytes]) -> dict[tuple, tuple[list[int], list]]:
             except error:  # larger than the bound (zlib needs none), or damaged (zlib says how)
                 data = _inflate_zlib(chunk)
         size = len(data)
-        if size < header_size + packed * _MASK.size:
+        if size < header_size + packed * MASK.size:
             raise CorruptChunk(f"a chunk of format {chunk[0]} shorter than its header: the row is damaged")
-        key = (size, layout(data), header_size, mask(data, size - _MASK.size)[0] if packed else None)
+        key = (size, layout(data), header_size, mask(data, size - MASK.size)[0] if packed else None)
         group = groups.get(key)
         if group is None:
             group = groups[key] = ([], [])
@@ -142,8 +142,8 @@ def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndar
     data = np.frombuffer(b"".join(payloads), np.uint8).reshape(k, size)
     at = None
     if mask is not None:
-        size -= _MASK.size
-        at = _locator(header_size, n, [n * ts_width] + [n] * v_width * (n > 0) + [12 * n_exceptions] * (n_exceptions > 0)
+        size -= MASK.size
+        at = locator(header_size, n, [n * ts_width] + [n] * v_width * (n > 0) + [12 * n_exceptions] * (n_exceptions > 0)
                       + [n] * (c_width * (n > 0) if c_order & 0x80 else 0), mask)
     base = np.ascontiguousarray(data[:, 4:12]).view("<i8").astype(np.int64)
     unit = np.ascontiguousarray(data[:, 12:16]).view("<u4").astype(np.int64)
@@ -165,18 +165,18 @@ def _decode_planes(shape: tuple, payloads: list, ts: np.ndarray, values: np.ndar
         ts += base
         if through_timestamps is not None:
             ts //= through_timestamps
-    if mode == _MODE_DECIMAL:
+    if mode == MODE_DECIMAL:
         v_base = None
-        if v_order & _BASED:
-            if header_size != _HEADER_BASED.size:
+        if v_order & BASED:
+            if header_size != HEADER_BASED.size:
                 raise CorruptChunk(f"a chunk of format {VERSION} or {VERSION_RAW} with values less a base:"
                                    " the row is damaged")
-            v_base = np.ascontiguousarray(data[:, _HEADER.size:_HEADER_BASED.size]).view("<i8").astype(np.int64)
-        m, offset = _unpack_ints(data, offset, n, v_order & ~_BASED, v_width, v_base, at=at)
+            v_base = np.ascontiguousarray(data[:, HEADER.size:HEADER_BASED.size]).view("<i8").astype(np.int64)
+        m, offset = _unpack_ints(data, offset, n, v_order & ~BASED, v_width, v_base, at=at)
         np.divide(m, 10.0**e, out=values)
-    elif mode == _MODE_XOR:
+    elif mode == MODE_XOR:
         bits = values.view(np.uint64)
-        _, offset = _unplanes(data, offset, n, v_width, out=bits, at=at)
+        _, offset = unplanes(data, offset, n, v_width, out=bits, at=at)
         np.bitwise_xor.accumulate(bits, axis=1, out=bits)
     else:
         raise CorruptChunk(f"a chunk with value mode {mode}: not one this code writes")
@@ -202,8 +202,8 @@ def _unpack_ints(data: np.ndarray, offset: int, n: int, order: int, width: int, 
     stored less `base` (k, 1) when given (unsigned: zero-extended from the plane width);
     into `out` when given. The first sum widens to int64 as it adds (no copy of its own)."""
     k = len(data)
-    z, offset = _unplanes(data, offset, n, width, _ITEMSIZE[width], at=at)
-    x = _unzigzag(z) if base is None else z
+    z, offset = unplanes(data, offset, n, width, ITEMSIZE[width], at=at)
+    x = unzigzag(z) if base is None else z
     if out is None:
         out = np.empty((k, n), np.int64)
     if order:
@@ -234,8 +234,8 @@ def _unpack_times(data: np.ndarray, offset: int, n: int, order: int, width: int,
     if not width:  # every slot of the span: 0, 1, 2, ... units
         np.add(np.arange(n, dtype=np.int64), start, out=out)
         return offset
-    z, offset = _unplanes(data, offset, n, width, _ITEMSIZE[width], at=at)
-    out[...] = _unzigzag(z)
+    z, offset = unplanes(data, offset, n, width, ITEMSIZE[width], at=at)
+    out[...] = unzigzag(z)
     if order == 1:
         out += 1
         out[:, :1] += start - 1

@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from biggraphite_like.chunks.decimals import _MAX_EXACT
-from biggraphite_like.chunks.planes import _zigzag
+from biggraphite_like.chunks.decimals import MAX_EXACT
+from biggraphite_like.chunks.planes import zigzag
 
 _LOG2 = np.log2(np.arange(1, (1 << 16) + 1, dtype=np.float64))  # log2(z + 1) of z < 1 << 16
 
 
-def _steps(offsets: np.ndarray, unit: np.ndarray) -> np.ndarray:
+def steps(offsets: np.ndarray, unit: np.ndarray) -> np.ndarray:
     """offsets (k, n) // unit (k,): each row's offsets are multiples of its unit, so below
     2**53 a float division is exact, and several times faster than numpy's integer one."""
-    if offsets.size and offsets.max() < _MAX_EXACT and offsets.min() >= 0:
+    if offsets.size and offsets.max() < MAX_EXACT and offsets.min() >= 0:
         return (offsets / unit[:, None].astype(np.float64)).astype(np.int64)
     return offsets // unit[:, None]
 
@@ -24,7 +24,7 @@ def _delta(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pack_rows(x: np.ndarray, orders: tuple[int, ...], based: bool = False
+def pack_rows(x: np.ndarray, orders: tuple[int, ...], based: bool = False
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(order, based, base, z) of each row of int64 x (k, n): among the delta orders in
     `orders`, the one of the fewest significant bits in all (a cheap estimate of what the
@@ -49,7 +49,7 @@ def _pack_rows(x: np.ndarray, orders: tuple[int, ...], based: bool = False
         if is_based.all():
             z = (deltas - low[:, None]).view(np.uint64)
         else:
-            z = _zigzag(deltas, spare)
+            z = zigzag(deltas, spare)
             if is_based.any():
                 z[is_based] = (deltas[is_based] - low[is_based, None]).view(np.uint64)
         new = (np.full(len(rows), order), is_based, low, z, _bits(z, spare.view(np.float64)))

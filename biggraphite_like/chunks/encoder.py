@@ -14,20 +14,20 @@ from typing import Sequence
 
 import numpy as np
 
-from biggraphite_like.chunks.decimals import _decimals
-from biggraphite_like.chunks.deltas import _pack_rows, _steps
+from biggraphite_like.chunks.decimals import decimal_parts
+from biggraphite_like.chunks.deltas import pack_rows, steps
 from biggraphite_like.chunks.format import (
-    _BASED,
-    _BASED_VERSIONS,
-    _HEADER,
-    _HEADER_ROW,
-    _MODE_DECIMAL,
-    _MODE_XOR,
-    _PLAIN_VERSIONS,
+    BASED,
+    BASED_VERSIONS,
+    HEADER,
+    HEADER_ROW,
+    MODE_DECIMAL,
+    MODE_XOR,
+    PLAIN_VERSIONS,
     Points,
 )
-from biggraphite_like.chunks.planes import _planes
-from biggraphite_like.chunks.streams import _finish
+from biggraphite_like.chunks.planes import bit_planes
+from biggraphite_like.chunks.streams import finish
 from biggraphite_like.errors import InvalidPoint
 
 _BATCH_POINTS = 1 << 15  # points encode_many encodes together: numpy's calls spread over ~45 windows, arrays
@@ -69,7 +69,7 @@ def _stack(arrays: list, dtype: type, n: int) -> np.ndarray:
 def _encode_rows(ts: np.ndarray, values: np.ndarray, counts: np.ndarray | None) -> list[bytes]:
     """The chunks of k windows of n points: timestamps and values (k, n), counts (k, n) or None."""
     k, n = ts.shape
-    head = np.zeros(k, _HEADER_ROW)
+    head = np.zeros(k, HEADER_ROW)
     head["n"] = n
     base = ts[:, 0] if n else np.zeros(k, np.int64)
     offsets = ts - base[:, None]
@@ -79,20 +79,20 @@ def _encode_rows(ts: np.ndarray, values: np.ndarray, counts: np.ndarray | None) 
                            " common step in 32 bits; write windows of timestamps at most 2**32 - 1 s apart")
     head["base"], head["unit"] = base, unit
     # a full window is 0, 1, 2, ... units: kept as the distance from that, nothing at all
-    order, _, _, z = _pack_rows(_steps(offsets, unit) - np.arange(n, dtype=np.int64), (0, 1))
-    head["ts_order"], head["ts_width"], ts_planes = order, *_planes(z)
+    order, _, _, z = pack_rows(steps(offsets, unit) - np.arange(n, dtype=np.int64), (0, 1))
+    head["ts_order"], head["ts_width"], ts_planes = order, *bit_planes(z)
     parts: list[list] = [[b"".join(planes)] for planes in ts_planes]  # what the deflate stream may end a block after
-    exponent, m, regular = _decimals(values)
+    exponent, m, regular = decimal_parts(values)
     decimal = np.flatnonzero(exponent >= 0)
     based = np.zeros(k, bool)
-    head["mode"] = np.where(exponent >= 0, _MODE_DECIMAL, _MODE_XOR)
+    head["mode"] = np.where(exponent >= 0, MODE_DECIMAL, MODE_XOR)
     head["e"] = np.maximum(exponent, 0)
     if len(decimal):
-        order, is_based, v_base, z = _pack_rows(m, (0, 1, 2), based=True)
+        order, is_based, v_base, z = pack_rows(m, (0, 1, 2), based=True)
         based[decimal] = is_based
-        head["v_order"][decimal] = order | np.where(is_based, _BASED, 0)
+        head["v_order"][decimal] = order | np.where(is_based, BASED, 0)
         head["v_base"][decimal] = v_base
-        head["v_width"][decimal], planes = _planes(z)
+        head["v_width"][decimal], planes = bit_planes(z)
         for row, own in zip(decimal.tolist(), planes):
             parts[row] += own
         exceptions = n - regular.sum(axis=1)
@@ -105,18 +105,18 @@ def _encode_rows(ts: np.ndarray, values: np.ndarray, counts: np.ndarray | None) 
         bits = values[xor].view(np.uint64)
         z = bits.copy()
         z[:, 1:] ^= bits[:, :-1]
-        head["v_width"][xor], planes = _planes(z)
+        head["v_width"][xor], planes = bit_planes(z)
         for row, own in zip(xor.tolist(), planes):
             parts[row] += own
     if counts is not None:
-        order, _, _, z = _pack_rows(counts, (0, 1))
+        order, _, _, z = pack_rows(counts, (0, 1))
         head["c_order"] = order | 0x80  # counts present
-        head["c_width"], planes = _planes(z)
+        head["c_width"], planes = bit_planes(z)
         for row, own in zip(parts, planes):
             row += own
-    headers, size = head.tobytes(), _HEADER_ROW.itemsize
+    headers, size = head.tobytes(), HEADER_ROW.itemsize
     out = []
     for row, (own, is_based) in enumerate(zip(parts, based.tolist())):
-        own[0] = headers[row * size:(row + 1) * size if is_based else row * size + _HEADER.size] + own[0]
-        out.append(_finish(own, n, _BASED_VERSIONS if is_based else _PLAIN_VERSIONS))
+        own[0] = headers[row * size:(row + 1) * size if is_based else row * size + HEADER.size] + own[0]
+        out.append(finish(own, n, BASED_VERSIONS if is_based else PLAIN_VERSIONS))
     return out

@@ -6,24 +6,24 @@ from typing import Callable
 
 import numpy as np
 
-_ITEMSIZE = [1, 1, 2, 4, 4, 8, 8, 8, 8]  # the smallest integer size of each plane width 0..8
+ITEMSIZE = [1, 1, 2, 4, 4, 8, 8, 8, 8]  # the smallest integer size of each plane width 0..8
 _WIDTH_FLOORS = np.array([1 << 8 * b for b in range(8)], np.uint64)  # an integer needs byte b from 1 << 8b
 
 
-def _zigzag(x: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
+def zigzag(x: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """x zigzagged (uint64); work: an int64 array of x's shape for the sign mask."""
     z = x << 1
     z ^= np.right_shift(x, 63, out=work)
     return z.view(np.uint64)
 
 
-def _unzigzag(z: np.ndarray) -> np.ndarray:
+def unzigzag(z: np.ndarray) -> np.ndarray:
     """The signed integers of zigzagged unsigned z, in z's width (int8 for uint8, ...)."""
     signed = np.dtype(f"i{z.dtype.itemsize}")
     return (z >> 1).view(signed) ^ -(z & 1).view(signed)
 
 
-def _planes(z: np.ndarray) -> tuple[np.ndarray, list[list[bytes]]]:
+def bit_planes(z: np.ndarray) -> tuple[np.ndarray, list[list[bytes]]]:
     """(width, planes) of each row of uint64 z (k, n): the fewest low bytes that hold its
     values (0: all zero), and byte b of each of its values for b < width, a bytes object
     a plane."""
@@ -40,7 +40,7 @@ def _planes(z: np.ndarray) -> tuple[np.ndarray, list[list[bytes]]]:
     return width, planes
 
 
-def _unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int = 8,
+def unplanes(data: np.ndarray, offset: int, n: int, width: int, itemsize: int = 8,
               out: np.ndarray | None = None, at: Callable[[int], int] | None = None) -> tuple[np.ndarray, int]:
     """Unsigned integers (k, n) of `itemsize` bytes (at least width) from the byte planes
     at offset of each row of data (k, payload bytes): the smallest itemsize that holds

@@ -9,7 +9,7 @@ import struct
 import zlib
 from typing import Callable
 
-from biggraphite_like.chunks.format import _MASK
+from biggraphite_like.chunks.format import MASK
 from biggraphite_like.errors import CorruptChunk
 
 _RAW_SLACK = 1.05
@@ -19,7 +19,7 @@ _LEVEL = 6
 _BLOCKS_FROM = 64  # points from which each plane gets a deflate block of its own
 
 
-def _finish(parts: list[bytes], n: int, versions: tuple[int, int, int]) -> bytes:
+def finish(parts: list[bytes], n: int, versions: tuple[int, int, int]) -> bytes:
     """The chunk of a window's parts (header and timestamps, value planes, exceptions,
     count planes): as they are, packed or deflated, whichever is kept (see
     docs/format/chunks.md); versions: (deflated, as they are, packed) of the window's header."""
@@ -40,11 +40,11 @@ def _pack_parts(parts: list[bytes], sizes: list[int]) -> bytes:
     blocks the parts deflate cannot shrink (as they are) and the mask naming them. Reading
     then builds one Huffman table a chunk, not one a part."""
     stored = [i > 0 and size >= _STORED_SHARE * len(part) for i, (part, size) in enumerate(zip(parts, sizes))]
-    mask = _MASK.pack(sum(1 << i for i, moved in enumerate(stored) if moved))
+    mask = MASK.pack(sum(1 << i for i, moved in enumerate(stored) if moved))
     tail = b"".join(part for part, moved in zip(parts, stored) if moved) + mask
     blocks = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_RLE)
     head = blocks.compress(b"".join(part for part, moved in zip(parts, stored) if not moved))
-    if len(tail) == _MASK.size:
+    if len(tail) == MASK.size:
         return head + blocks.compress(tail) + blocks.flush()
     out = [head, blocks.flush(zlib.Z_SYNC_FLUSH)]  # byte-aligned: stored blocks follow
     for start in range(0, len(tail), 0xFFFF):
@@ -76,7 +76,7 @@ def _deflate(parts: list[bytes], n: int) -> tuple[bytes, list[int] | None]:
     return b"".join(out), sizes
 
 
-def _locator(header_size: int, n: int, lengths: list[int], mask: int) -> Callable[[int], int]:
+def locator(header_size: int, n: int, lengths: list[int], mask: int) -> Callable[[int], int]:
     """Where a logical offset of a packed chunk's payload is: its parts (lengths, in the
     order encode makes them: timestamps, value planes, exceptions, count planes) come
     after the header, those of the mask's bits after the others."""

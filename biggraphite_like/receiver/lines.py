@@ -29,7 +29,7 @@ def decode_lines(data: bytes, refusals: Refusals) -> ReceivedPoints:
     line counts as complete). Blank lines are ignored."""
     if not data:
         return ReceivedPoints.empty()
-    bad_lines = _lines_without_three_fields(data)
+    bad_lines = lines_without_three_fields(data)
     if bad_lines is not None:
         return _decode_line_by_line(data, bad_lines, refusals)
     tokens = data.split()
@@ -54,7 +54,7 @@ def _floats(tokens: list[bytes]) -> np.ndarray:
 _OTHER_WHITESPACE = (b"\t", b"\r", b"\x0b", b"\x0c")  # not in carbon's usual spelling
 
 
-def _lines_without_three_fields(data: bytes) -> set[int] | None:
+def lines_without_three_fields(data: bytes) -> set[int] | None:
     """Indexes (in data.split(b'\\n')) of the non-blank lines that do not have exactly
     three fields, or None when every line is well formed."""
     array = np.frombuffer(data, dtype=np.uint8)

@@ -46,7 +46,7 @@ _SIOCGIFADDR = 0x8915
 SETTINGS_MODULE = "local_settings"
 _MAX_UNIX_SOCKET_PATH = 107  # bytes in sockaddr_un.sun_path, less its final NUL (Linux)
 
-_SCHEMAS = f"""\
+SCHEMAS = f"""\
 # Retentions of new metrics, first matching pattern wins (carbon's storage-schemas.conf).
 # Written once by `bgl run`: edit freely, it is kept. A metric keeps the retention it was
 # created with.
@@ -231,7 +231,7 @@ def write_configuration(config: StackConfig) -> list[Path]:
         folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         folder.chmod(DIR_MODE)
     written = []
-    for name, text in (("storage-schemas.conf", _SCHEMAS), ("storage-aggregation.conf", _AGGREGATION)):
+    for name, text in (("storage-schemas.conf", SCHEMAS), ("storage-aggregation.conf", _AGGREGATION)):
         path = config.conf_dir / name
         if not path.exists():
             write_private(path, text)

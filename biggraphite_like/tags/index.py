@@ -2,7 +2,7 @@
 tag=value, values per tag with their series counts.
 
 Stores keep only these primitives; the expression language, the planner and graphite's
-operations live once above them (biggraphite_like.tags.database). Values and tags are
+operations live once above them (biggraphite_like.tags.queries). Values and tags are
 returned sorted by their code points (SQLite's and Python's order of strings).
 """
 from __future__ import annotations

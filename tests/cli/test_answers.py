@@ -201,9 +201,9 @@ def test_receive_write_and_run_give_new_metrics_one_default_retention(tmp_path):
     retentions = {name: json.loads(bgl("--store", url, "info", name).stdout)["retention"]
                   for name in ("by.write", "by.receive")}
     assert retentions == {"by.write": "60s:8d,1h:2y", "by.receive": "60s:8d,1h:2y"}
-    from biggraphite_like.stack.config import _SCHEMAS  # what `bgl run` writes in conf/storage-schemas.conf
+    from biggraphite_like.stack.config import SCHEMAS  # what `bgl run` writes in conf/storage-schemas.conf
 
-    assert "[default]\npattern = .*\nretentions = 60s:8d,1h:2y" in _SCHEMAS
+    assert "[default]\npattern = .*\nretentions = 60s:8d,1h:2y" in SCHEMAS
     assert "60s:8d,1h:2y" in bgl("receive", "--help").stdout.replace("\n", " ").replace("  ", " ")
 
 

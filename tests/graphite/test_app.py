@@ -364,7 +364,7 @@ def test_reader_matches_whisper(store_url, tmp_path):
 
 def test_one_accessor_per_process_under_threads(store_url):
     from graphite_plugin import Finder
-    from graphite_plugin.finder import _backends, shared_accessor
+    from graphite_plugin.finder import backends, shared_accessor
 
     with use_finders(PLUGIN, BG_STORE=store_url, BG_CACHE_TTL=17):  # a key no other test used
         seen, answers, errors = [], [], []
@@ -384,7 +384,7 @@ def test_one_accessor_per_process_under_threads(store_url):
         assert not errors
         assert len({id(a) for a in seen}) == 1 and seen[0].cache_ttl == 17
         assert all(a == answers[0] for a in answers) and len(answers[0]) == 6
-    assert sum(1 for key in _backends if key[0].split("?")[0] == store_url) >= 2  # (mmap_size added)
+    assert sum(1 for key in backends if key[0].split("?")[0] == store_url) >= 2  # (mmap_size added)
 
 
 @pytest.fixture

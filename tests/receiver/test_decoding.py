@@ -32,7 +32,7 @@ def test_fields_per_line_found_as_line_by_line_splitting_finds_them():
     a last line without newline."""
     import random
 
-    from biggraphite_like.receiver.lines import _lines_without_three_fields
+    from biggraphite_like.receiver.lines import lines_without_three_fields
 
     rng = random.Random(21)
     fast = 0
@@ -46,7 +46,7 @@ def test_fields_per_line_found_as_line_by_line_splitting_finds_them():
                 lambda line: line + b"\r", lambda line: b"", lambda line: line.replace(b" ", b"", 1)])(lines[k])
         data = b"\n".join(lines) + rng.choice([b"\n", b""])
         expected = {i for i, line in enumerate(data.split(b"\n")) if line.split() and len(line.split()) != 3}
-        assert (_lines_without_three_fields(data) or set()) == expected, data
+        assert (lines_without_three_fields(data) or set()) == expected, data
         fast += not expected and b"  " not in data and b"\t" not in data
     assert fast > 1000  # the usual spelling was tried, not only damage
 

@@ -3,7 +3,7 @@
 Modules: connection (connections, transactions, change marks), schema (tables, syncdb),
 free_pages (free pages given back as writes free them; VACUUM of older files),
 metadata (metrics and directories rows), name_tree (names as a trie of directories, with
-their caches), name_strings (interned components), glob_planner (globs as walks of the tree), points (reads and writes of windows), windows (a window's rows: ids, decoding),
+their caches), name_strings (interned components), tree_glob (globs as walks of the tree), points (reads and writes of windows), windows (a window's rows: ids, decoding),
 tags.
 
 Layout (schema/sqlite.sql is the readable copy, `bgl syncdb --dry-run` prints it):
@@ -38,7 +38,7 @@ from __future__ import annotations
 from biggraphite_like.stores.base import Store
 from biggraphite_like.stores.sqlite.connection import ConnectionMixin
 from biggraphite_like.stores.sqlite.free_pages import FreePagesMixin
-from biggraphite_like.stores.sqlite.glob_planner import GlobMixin
+from biggraphite_like.stores.sqlite.tree_glob import GlobMixin
 from biggraphite_like.stores.sqlite.metadata import MetadataMixin
 from biggraphite_like.stores.sqlite.points import PointsMixin
 from biggraphite_like.stores.sqlite.schema import (  # noqa: F401 - the store's public constants

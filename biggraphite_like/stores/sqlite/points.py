@@ -16,15 +16,15 @@ from biggraphite_like.errors import (
     MetricNotFound,
     StoreError,
 )
+from biggraphite_like.point_check import MAX_TIMESTAMP
 from biggraphite_like.retention import Retention, Stage
 from biggraphite_like.stores.base import PointReads, StageTable, place_columns, place_on_grid
 from biggraphite_like.stores.sqlite.schema import (
-    _IDS_PER_QUERY,
-    _MAX_TIMESTAMP,
-    _REQUESTS_PER_QUERY,
-    _table_stage,
     DIRECT_BYTES,
+    IDS_PER_QUERY,
+    REQUESTS_PER_QUERY,
     merge_bytes,
+    table_stage,
 )
 from biggraphite_like.stores.sqlite.windows import (
     MAX_KEY,
@@ -62,9 +62,9 @@ class PointsMixin:
                 continue
             count = ring_windows(table.stage.points, self._window_slots(table))
             ids = rows_of(window_ids(np.full(count, key), np.arange(count)))
-            for start in range(0, len(ids), _IDS_PER_QUERY):
+            for start in range(0, len(ids), IDS_PER_QUERY):
                 self._conn.execute(f"DELETE FROM {table.name} WHERE id IN (SELECT value FROM json_each(?))",
-                                   (_json_ids(ids[start:start + _IDS_PER_QUERY]),))
+                                   (_json_ids(ids[start:start + IDS_PER_QUERY]),))
 
     def write_points(self, table, names, timestamps, values, counts=None) -> None:
         """Append the points to the open tails of their windows (whisper's ring: a point
@@ -77,9 +77,9 @@ class PointsMixin:
             return
         self._check_schema()
         timestamps = np.asarray(timestamps, dtype=np.int64)
-        bad = (timestamps < 1) | (timestamps > _MAX_TIMESTAMP)
+        bad = (timestamps < 1) | (timestamps > MAX_TIMESTAMP)
         if bad.any():
-            raise InvalidPoint(f"timestamp {int(timestamps[bad][0])} is outside 1..{_MAX_TIMESTAMP}:"
+            raise InvalidPoint(f"timestamp {int(timestamps[bad][0])} is outside 1..{MAX_TIMESTAMP}:"
                                " the SQLite store keeps whisper's unsigned 32-bit timestamps")
         with self.write_batch(), self._errors(f"write points to {table.name}"):
             self._points_changed()
@@ -147,10 +147,10 @@ class PointsMixin:
         )
         ids, full = ids[append], full[append]
         long = np.zeros(len(ids), dtype=bool)
-        for start in range(0, len(ids), _IDS_PER_QUERY):
+        for start in range(0, len(ids), IDS_PER_QUERY):
             found = self._conn.execute(
                 f"SELECT id FROM {table.name} WHERE id IN (SELECT value FROM json_each(?)) AND length(points) >= ?",
-                (_json_ids(ids[start:start + _IDS_PER_QUERY] | OPEN | TAIL), limit)).fetchall()
+                (_json_ids(ids[start:start + IDS_PER_QUERY] | OPEN | TAIL), limit)).fetchall()
             long |= np.isin(ids, window_of(np.array([i for (i,) in found], dtype=np.int64)))
         if (long | full).any():
             self._merge(table, ids[long | full], full[long | full])
@@ -165,7 +165,7 @@ class PointsMixin:
         bytes a point, 800 MiB for 10,000 windows of 720 points."""
         given = given or {}
         width = self._window_slots(table)
-        step = max(1, min(_IDS_PER_QUERY // 3, _MERGE_POINTS // width))
+        step = max(1, min(IDS_PER_QUERY // 3, _MERGE_POINTS // width))
         for start in range(0, len(windows), step):
             part, part_seal = windows[start:start + step], seal[start:start + step]
             rows = self._conn.execute(
@@ -255,7 +255,7 @@ class PointsMixin:
             by_range = (f"SELECT d.id, d.points FROM json_each(?) AS j CROSS JOIN {table.name} AS d"
                         " ON d.id BETWEEN json_extract(j.value, '$[0]') AND json_extract(j.value, '$[1]')")
             rows: list = []
-            step = 3 * _REQUESTS_PER_QUERY
+            step = 3 * REQUESTS_PER_QUERY
             for query, ids in ((by_range, ranges), (by_id, sparse)):
                 for start in range(0, len(ids), step):
                     rows += self._conn.execute(query, (_json_ids(ids[start:start + step]),)).fetchall()
@@ -278,7 +278,7 @@ class PointsMixin:
     def _stage_table(self, name: str) -> StageTable:
         """The StageTable of an existing datapoints table; SchemaMissing if it holds an older layout."""
         self._check_layout(name)
-        precision, points = _table_stage(name)
+        precision, points = table_stage(name)
         return StageTable(Stage(precision, points), name.endswith("_aggr"))
 
     def _read_windows(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray

@@ -12,6 +12,7 @@ from biggraphite_like.errors import (
     StoreError,
 )
 from biggraphite_like import names as names_mod
+from biggraphite_like.point_check import MAX_TIMESTAMP
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
 from biggraphite_like.stores.sqlite import name_strings, name_tree
@@ -20,11 +21,10 @@ from biggraphite_like.stores.sqlite.windows import decode_rows, record_dtype
 
 _NAME_TABLES = ("metrics", "directories")
 _CONVERT_ROWS = 50_000  # rows of an older metrics table converted at a time
-_REQUESTS_PER_QUERY = 5000  # row id ranges per VALUES list (3 parameters each)
-_IDS_PER_QUERY = 100_000  # row ids per json_each() list
+REQUESTS_PER_QUERY = 5000  # row id ranges per VALUES list (3 parameters each)
+IDS_PER_QUERY = 100_000  # row ids per json_each() list
 DEFAULT_TIMEOUT = 30.0
 WAL_LIMIT_BYTES = 16 << 20  # past this after a commit, the WAL is checkpointed and truncated (journal_size_limit)
-_MAX_TIMESTAMP = 2**32 - 1  # timestamps are whisper's unsigned 32-bit integers
 INCREMENTAL_VACUUM = 2  # PRAGMA auto_vacuum's value for incremental (see free_pages.py)
 
 
@@ -122,7 +122,7 @@ def schema_statements() -> list[str]:
 
 
 
-def _table_stage(table_name: str) -> tuple[int, int]:
+def table_stage(table_name: str) -> tuple[int, int]:
     """(precision, points) of a datapoints table name."""
     _, points, precision, _ = table_name.split("_")
     return int(precision[:-1]), int(points[:-1])
@@ -137,7 +137,7 @@ def _old_points(conn, name: str, table: StageTable, layout: str, width: int
     if layout == "one row per point":
         count = ", count" if table.aggregated else ""
         cursor = conn.execute(f"SELECT metric, ts, value{count} FROM {name} WHERE ts BETWEEN 1 AND ?"
-                              " ORDER BY metric, slot", (_MAX_TIMESTAMP,))
+                              " ORDER BY metric, slot", (MAX_TIMESTAMP,))
         while rows := cursor.fetchmany(100_000):
             columns = list(zip(*rows))
             yield (np.array(columns[0], dtype=np.int64), np.array(columns[1], dtype=np.int64),
@@ -326,7 +326,7 @@ class SchemaMixin:
             old = self._old_layout(name)
             if old is None:
                 continue
-            precision, points = _table_stage(name)
+            precision, points = table_stage(name)
             table = StageTable(Stage(precision, points), name.endswith("_aggr"))
             conn.execute(f"ALTER TABLE {name} RENAME TO old_{name}")
             self._tables.discard(name)

@@ -30,7 +30,7 @@ DEFAULT_AUTOCOMPLETE_LIMIT = 100  # graphite's TAGDB_AUTOCOMPLETE_LIMIT
 _PAGE = 1000
 
 
-class TagDatabase:
+class TagQueries:
     """Tagged series of one store: graphite's TagDB contract, planned queries."""
 
     def __init__(self, index: TagIndex, max_series: int = DEFAULT_MAX_TAG_SERIES,
@@ -210,4 +210,4 @@ def _filter(pattern: str | None, what: str) -> tuple[re.Pattern | None, str]:
     return regex, regex_literal_prefix(regex)
 
 
-__all__ = ["TagDatabase", "DEFAULT_MAX_TAG_SERIES", "DEFAULT_MAX_TAG_VALUES"]
+__all__ = ["TagQueries", "DEFAULT_MAX_TAG_SERIES", "DEFAULT_MAX_TAG_VALUES"]
