@@ -20,7 +20,6 @@ VERSION_BASED_RAW = 4  # as 2, with the header of version 3
 VERSION_PACKED = 5  # as 1, the parts deflate cannot shrink stored after the others (one block), then a mask
 VERSION_BASED_PACKED = 6  # as 5, with the header of version 3
 VERSIONS = (VERSION, VERSION_RAW, VERSION_BASED, VERSION_BASED_RAW, VERSION_PACKED, VERSION_BASED_PACKED)
-_PLAIN_HEADER = (VERSION, VERSION_RAW, VERSION_PACKED)  # versions with _HEADER (the others: _HEADER_BASED)
 MASK = struct.Struct("<I")  # the packed chunk's last bytes: bit i, part i stored after the deflated ones
 HEADER = struct.Struct("<IqIBBBBBBBBI")  # n, base, unit, ts order/width, value mode/e/order/width, count order/width, exceptions
 HEADER_BASED = struct.Struct("<IqIBBBBBBBBIq")  # the same, then the base of the values' integers
@@ -29,9 +28,9 @@ LAYOUT = struct.Struct("<I12xBBBBBBBBI")  # the header but base and unit: what c
 MODE_DECIMAL, MODE_XOR = 0, 1
 HEADER_ROW = np.dtype([("n", "<u4"), ("base", "<i8"), ("unit", "<u4"), ("ts_order", "u1"), ("ts_width", "u1"),
                         ("mode", "u1"), ("e", "u1"), ("v_order", "u1"), ("v_width", "u1"), ("c_order", "u1"),
-                        ("c_width", "u1"), ("exceptions", "<u4"), ("v_base", "<i8")])  # _HEADER_BASED, a row a window
-PLAIN_VERSIONS = (VERSION, VERSION_RAW, VERSION_PACKED)  # (deflated, as they are, packed) with _HEADER
-BASED_VERSIONS = (VERSION_BASED, VERSION_BASED_RAW, VERSION_BASED_PACKED)  # the same with _HEADER_BASED
+                        ("c_width", "u1"), ("exceptions", "<u4"), ("v_base", "<i8")])  # HEADER_BASED, a row a window
+PLAIN_VERSIONS = (VERSION, VERSION_RAW, VERSION_PACKED)  # (deflated, as they are, packed) with HEADER
+BASED_VERSIONS = (VERSION_BASED, VERSION_BASED_RAW, VERSION_BASED_PACKED)  # the same with HEADER_BASED
 
 
 @dataclasses.dataclass
@@ -47,6 +46,6 @@ class Points:
 
 
 # version -> (header size, packed, raw: no deflate)
-KINDS = {version: (HEADER.size if version in _PLAIN_HEADER else HEADER_BASED.size,
+KINDS = {version: (HEADER.size if version in PLAIN_VERSIONS else HEADER_BASED.size,
                     version in (VERSION_PACKED, VERSION_BASED_PACKED), version in (VERSION_RAW, VERSION_BASED_RAW))
           for version in VERSIONS}

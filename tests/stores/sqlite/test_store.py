@@ -302,7 +302,7 @@ def test_an_accessor_inherited_through_fork_works_in_parent_and_children(tmp_pat
 
 
 def test_a_fetch_of_more_than_one_query_of_series_is_one_snapshot(tmp_path, monkeypatch):
-    """A fetch split into several SELECTs (more than _REQUESTS_PER_QUERY windows, their
+    """A fetch split into several SELECTs (more than REQUESTS_PER_QUERY windows, their
     rows read by id: no range of ids) is one snapshot.
 
     Regression: each SELECT used to run in autocommit mode, so a batch committed between two of
@@ -314,7 +314,7 @@ def test_a_fetch_of_more_than_one_query_of_series_is_one_snapshot(tmp_path, monk
     monkeypatch.setattr(sqlite_points, "_id_ranges", lambda ids: (np.zeros((0, 2), np.int64), ids))
 
     path = tmp_path / "bgl.db"
-    names = [f"big.m{i:05d}" for i in range(sqlite_schema._REQUESTS_PER_QUERY + 1)]
+    names = [f"big.m{i:05d}" for i in range(sqlite_schema.REQUESTS_PER_QUERY + 1)]
     writer = _new_store(path)
     writer.insert_points(_batch(names, 0), now=NOW, create=_meta())
     reader = Accessor.from_url(_url(path))
