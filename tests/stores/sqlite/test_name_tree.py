@@ -9,8 +9,6 @@ tests/data/make_name_tree_store.py) and before_name_tree.json what that code rea
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -25,9 +23,8 @@ from biggraphite_like.errors import SchemaMissing
 from biggraphite_like.glob import GlobPattern
 from biggraphite_like.metric import Metric, MetricMetadata
 from tests.paths import DATA
-from tests.stores.sqlite.upgrade_env import rows as _rows, syncdb
+from tests.stores.sqlite.upgrade_env import BGL, rows as _rows, syncdb
 
-BGL = shutil.which("bgl", path=os.path.dirname(sys.executable)) or shutil.which("bgl")
 NOW = 1_700_000_000
 
 
