@@ -223,13 +223,18 @@ class Store(abc.ABC):
             _log.warning("%s", why)
         return {m.name: m for m in page.items}
 
-    @abc.abstractmethod
     def glob_metrics(self, pattern: GlobPattern, max_results: int) -> list[str]:
         """Sorted metric names matching pattern; TooManyResults past max_results."""
+        return self._glob("metrics", pattern, max_results)
 
-    @abc.abstractmethod
     def glob_directories(self, pattern: GlobPattern, max_results: int) -> list[str]:
         """Sorted directory names matching pattern; TooManyResults past max_results."""
+        return self._glob("directories", pattern, max_results)
+
+    @abc.abstractmethod
+    def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
+        """The store's glob: sorted names of `table` ("metrics" or "directories") matching
+        pattern; TooManyResults past max_results."""
 
     @abc.abstractmethod
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:

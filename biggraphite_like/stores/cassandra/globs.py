@@ -13,13 +13,7 @@ WALK_LIMIT = 256  # directories one level of a glob walk may list before the dep
 
 
 class GlobMixin:
-    """glob_metrics and glob_directories."""
-
-    def glob_metrics(self, pattern: GlobPattern, max_results: int) -> list[str]:
-        return self._glob("metrics", pattern, max_results)
-
-    def glob_directories(self, pattern: GlobPattern, max_results: int) -> list[str]:
-        return self._glob("directories", pattern, max_results)
+    """The store's `_glob`, behind Store's glob_metrics and glob_directories."""
 
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         with self._conn.runner.operation():  # a walk's levels share the timeout

@@ -44,13 +44,7 @@ def _variable(component: ComponentPattern) -> bool:
 
 
 class GlobMixin:
-    """glob_metrics and glob_directories."""
-
-    def glob_metrics(self, pattern: GlobPattern, max_results: int) -> list[str]:
-        return self._glob("metrics", pattern, max_results)
-
-    def glob_directories(self, pattern: GlobPattern, max_results: int) -> list[str]:
-        return self._glob("directories", pattern, max_results)
+    """The store's `_glob`, behind Store's glob_metrics and glob_directories."""
 
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         self._check_schema()
