@@ -209,7 +209,7 @@ def run_once(root: Path, protocol: str, metrics: int, points: int, mode: str | N
         status = receiver.stop()
     counters = receiver.counters()
     figures["exit_status"] = status
-    figures["counters"] = {k: counters.get(k, 0.0) for k in ("metricsReceived", "committedPoints", "refusedLines",
+    figures["counters"] = {k: counters.get(k, 0.0) for k in ("metricsReceived", "storedPoints", "refusedLines",
                                                             "droppedPoints", "rejectedPoints", "tooOldPoints",
                                                             "creates")}
     figures["sent"] = {"points": sum(c for c, _ in expected), "value_sum": math.fsum(s for _, s in expected)}

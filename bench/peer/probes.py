@@ -27,13 +27,13 @@ from typing import Callable
 
 from bench import proctree
 from bench.victoria import VictoriaMetrics
-from biggraphite_like.receiver.stats import COUNTERS, GAUGES
+from biggraphite_like.receiver.stats import ALIASES, COUNTERS, GAUGES
 from tests.stack_env import BglRun
 
 PROBE_INTERVAL = 0.25  # seconds between two records of our receiver's counters while measured
 OURS_PROBE_OPTIONS = ("--self-metrics-interval", str(PROBE_INTERVAL))
 POLL = 0.2  # seconds between two probe calls
-SELF_POINTS = len(COUNTERS) + len(GAUGES)  # points one self-metrics record adds to the buffer
+SELF_POINTS = len(COUNTERS) + len(ALIASES) + len(GAUGES)  # points one self-metrics record adds to the buffer
 
 
 class LoadTimeout(RuntimeError):
@@ -75,7 +75,7 @@ class OursProbe(Probe):
         if lost:
             raise LoadTimeout(f"our receiver lost points of the load: {lost} (see its log)")
         return (now["metricsReceived"] - before["metricsReceived"] >= points
-                and now["committedPoints"] - before["committedPoints"] >= points
+                and now["storedPoints"] - before["storedPoints"] >= points
                 and now["bufferedPoints"] <= SELF_POINTS)
 
 

@@ -105,7 +105,7 @@ class _StoreBatches(BatchWriter[Batch]):
         elapsed_ms = int(seconds * 1000)
         self.stats.increment("flushes")
         self.stats.increment("flushMilliseconds", elapsed_ms)
-        self.stats.increment("committedPoints", result.stored)
+        self.stats.increment("storedPoints", result.stored)
         self.stats.increment("tooOldPoints", result.too_old)
         self.stats.increment("creates", result.created)
         if result.rejected:

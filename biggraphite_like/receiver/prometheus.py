@@ -20,7 +20,7 @@ from typing import Callable
 
 from biggraphite_like.counters import prometheus_text
 from biggraphite_like.errors import ReceiverConfigError
-from biggraphite_like.receiver.stats import COUNTERS, GAUGES, ReceiverStats
+from biggraphite_like.receiver.stats import HELP, ReceiverStats
 
 _log = logging.getLogger("biggraphite_like.receiver.prometheus")
 
@@ -33,7 +33,7 @@ MAX_CLIENTS = 16  # connections served at once; more are closed unanswered
 
 def exposition(stats: ReceiverStats, buffered: int) -> str:
     """The receiver's counters and gauges in Prometheus text format."""
-    return prometheus_text(PREFIX, stats.totals(), {"bufferedPoints": buffered}, {**COUNTERS, **GAUGES})
+    return prometheus_text(PREFIX, stats.totals(), {"bufferedPoints": buffered}, HELP)
 
 
 class _BoundedServer(http.server.ThreadingHTTPServer):

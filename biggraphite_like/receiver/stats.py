@@ -1,10 +1,14 @@
 """The receiver's counters, its self-metrics and its Prometheus text file.
 
-Counters are named as carbon names its own where carbon has one. Every `interval` seconds
+Counters are named as carbon names its own where carbon has one, and as the carbon plugin's
+where the meaning is the plugin's (`storedPoints`: points the store accepted; carbon's own
+`committedPoints` counts points handed to its database plugin, not stored). Every `interval` seconds
 (60 by default, as carbon's CARBON_METRIC_INTERVAL) they are written as metrics
 `carbon.agents.<host>.<name>` (the count over the interval, as carbon records them;
 `bufferedPoints` is the number held at that time), through the receiver's own buffer, and
 the totals since start are written to the Prometheus text file if one was asked for.
+`committedPoints`, this receiver's name for `storedPoints` until this release, is still
+written with the same value (ALIASES) and goes in the next release.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from biggraphite_like.ingest.points import ReceivedPoints
 
 COUNTERS = {
     "metricsReceived": "points received (before checks)",
-    "committedPoints": "points the store accepted",
+    "storedPoints": "points the store accepted",
     "refusedLines": "lines, pickle items or points refused as bad input (malformed, not UTF-8, NaN/inf,"
                     " too long, invalid name)",
     "droppedPoints": "points lost: UDP datagrams while the buffer was full, batches the store failed every retry",
@@ -37,6 +41,10 @@ COUNTERS = {
     "acceptErrors": "failed accepts (EMFILE, ENFILE...): the listener stops accepting for a second",
 }
 GAUGES = {"bufferedPoints": "points held in memory, waiting for or in a flush"}
+# deprecated name -> the counter whose value it repeats (written until the next release)
+ALIASES = {"committedPoints": "storedPoints"}
+HELP = {**COUNTERS, **{old: f"deprecated: {new} under its former name (same value; removed in the next release)"
+                       for old, new in ALIASES.items()}, **GAUGES}
 
 
 def agent_prefix(host: str | None = None) -> str:
@@ -50,6 +58,14 @@ class ReceiverStats(Counters):
     def __init__(self) -> None:
         super().__init__(COUNTERS)
 
+    def take(self) -> dict[str, int]:
+        """Counts since the previous take, the deprecated aliases included."""
+        return _with_aliases(super().take())
+
+    def totals(self) -> dict[str, int]:
+        """Counts since start, the deprecated aliases included."""
+        return _with_aliases(super().totals())
+
     def self_metric_points(self, prefix: str, buffered: int, now: float) -> ReceivedPoints:
         """The counts since the last call, and the gauges, as points to store."""
         values = {**self.take(), "bufferedPoints": buffered}
@@ -57,5 +73,8 @@ class ReceiverStats(Counters):
         return ReceivedPoints(names, np.full(len(names), float(int(now))), np.array(list(values.values()), dtype=np.float64))
 
     def write_prometheus(self, path: str, buffered: int, mode: int = 0o644) -> None:
-        metrics_file.write(path, "receiver", {**self.totals(), "bufferedPoints": buffered}, {**COUNTERS, **GAUGES},
-                           mode)
+        metrics_file.write(path, "receiver", {**self.totals(), "bufferedPoints": buffered}, HELP, mode)
+
+
+def _with_aliases(counts: dict[str, int]) -> dict[str, int]:
+    return {**counts, **{old: counts[new] for old, new in ALIASES.items()}}

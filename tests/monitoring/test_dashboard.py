@@ -3,12 +3,14 @@ every target names a self-metric the stack really writes.
 
 The first test reads the file; the second writes graphite-web's self-metrics into a real
 SQLite store and into one that cannot be opened (the failure is counted, then reported);
-the last runs `bgl run --carbon --self-metrics-interval 5` (carbon-cache's
-CARBON_METRIC_INTERVAL and graphite-web's BG_SELF_METRICS_INTERVAL at 5 s), sends points,
-makes finds and renders, waits for carbon-cache's first self-metrics and asks graphite-web
-for every target of the dashboard (the `$agent` variable as `*`, its "All" value): each
-must return a series with values, and each metric path in it must exist; the finds and
-renders graphite-web counted are at least those the test made.
+the last runs `bgl run --carbon` and `bgl run` (the receiver) side by side with
+`--self-metrics-interval 5` (carbon-cache's CARBON_METRIC_INTERVAL, the receiver's
+--stats-interval and graphite-web's BG_SELF_METRICS_INTERVAL at 5 s), sends points, makes
+finds and renders, waits for the first self-metrics and asks each graphite-web for every
+target of the dashboard (the `$agent` variable as `*`, its "All" value): each target must
+be written by at least one of the two modes (a series with values, and each metric path in
+it existing, in that mode), and one that neither writes is reported; the finds and renders
+graphite-web counted are at least those the test made.
 """
 from __future__ import annotations
 
@@ -89,15 +91,54 @@ def values(series: list) -> list[float]:
     return [v for s in series for v, _ in s["datapoints"] if v is not None]
 
 
+# A target no mode writes: the check below must report it unwritten by both.
+NOWHERE = "alias(sumSeries(carbon.agents.$agent.noSuchCounter), 'nothing')"
+
+
+def unwritten(run: BglRun, targets: list[str]) -> dict[str, str]:
+    """The targets this stack does not write, each with why: no series, only nulls, or a
+    metric path in it that does not exist (the `$agent` variable as `*`, its "All")."""
+    problems = {}
+    for target in targets:
+        series = run.get_json("/render", target=target.replace("$agent", "*"), format="json", **{"from": "-10min"})
+        if not series or not values(series):
+            problems[target] = "no series" if not series else "only nulls"
+            continue
+        for path in METRIC_PATH.findall(target):
+            found = run.get_json("/metrics/find", query=path.replace("$agent", "*"))
+            if not found or not all(node["leaf"] for node in found):
+                problems[target] = f"{path}: {found}"
+                break
+    return problems
+
+
+def wait_for_self_metric(run: BglRun, target: str, get_json=None) -> None:
+    """Until target has a non-zero value (points sent meanwhile, for the counts to move)."""
+    deadline = time.monotonic() + 120
+    while True:
+        stored = (get_json or run.get_json)("/render", target=target, format="json", **{"from": "-10min"})
+        if stored and any(v for v, _ in stored[0]["datapoints"]):
+            return
+        assert time.monotonic() < deadline, f"{run.receiver_name}: {target} recorded nothing within 120 s"
+        send_to_carbon(run.line_port, plaintext([("mon.tick", int(time.time()), 1.0)]))
+        time.sleep(2)
+
+
 @pytest.mark.slow
 def test_every_target_names_a_metric_the_stack_writes(tmp_path, monkeypatch):
+    """Each target is written by `bgl run --carbon` or by `bgl run` (the receiver): carbon-cache's
+    own metrics only by the first, the receiver's storedPoints only by the second."""
     monkeypatch.setenv("BGL_SELF_METRICS_INTERVAL", "600")  # the option wins over graphite-web's variable
-    # the dashboard graphs carbon-cache's and the plugin's metrics
-    run = BglRun(tmp_path / "data", carbon=True, options=("--self-metrics-interval", "5"))
+    options = ("--self-metrics-interval", "5")
+    runs = {"carbon": BglRun(tmp_path / "carbon", carbon=True, options=options),
+            "receiver": BglRun(tmp_path / "receiver", options=options)}
     try:
-        run.start()
+        for run in runs.values():
+            run.start()
         now = int(time.time())
-        send_to_carbon(run.line_port, plaintext([(f"mon.m{i}", now - 60, float(i)) for i in range(20)]))
+        run = runs["carbon"]
+        for each in runs.values():
+            send_to_carbon(each.line_port, plaintext([(f"mon.m{i}", now - 60, float(i)) for i in range(20)]))
         requests = {"find": 0, "render": 0}
 
         def get_json(path: str, **params: object) -> object:
@@ -106,25 +147,20 @@ def test_every_target_names_a_metric_the_stack_writes(tmp_path, monkeypatch):
 
         for pattern in ("*", "mon.*", "mon.m1*", "carbon.agents.*"):
             get_json("/metrics/find", query=pattern)
-        deadline = time.monotonic() + 120
-        while True:  # carbon records its self-metrics every 5 s
-            stored = get_json("/render", target="sumSeries(carbon.agents.*.biggraphite_like.storedPoints)",
-                              format="json", **{"from": "-10min"})
-            if stored and any(v for v, _ in stored[0]["datapoints"]):
-                break
-            assert time.monotonic() < deadline, "carbon-cache recorded no self-metric within 120 s"
-            send_to_carbon(run.line_port, plaintext([("mon.tick", int(time.time()), 1.0)]))
-            time.sleep(2)
+        # carbon-cache and the receiver record their self-metrics every 5 s
+        wait_for_self_metric(run, "sumSeries(carbon.agents.*.biggraphite_like.storedPoints)", get_json)
+        wait_for_self_metric(runs["receiver"], "sumSeries(carbon.agents.*.storedPoints)")
         made = dict(requests)
         time.sleep(12)  # graphite-web's workers write what they measured every 5 s
-        for target in dashboard_targets():
-            concrete = target.replace("$agent", "*")
-            series = get_json("/render", target=concrete, format="json", **{"from": "-10min"})
-            assert series, f"{concrete}: no series"
-            assert values(series), f"{concrete}: only nulls"
-            for path in METRIC_PATH.findall(target):
-                found = get_json("/metrics/find", query=path.replace("$agent", "*"))
-                assert found and all(node["leaf"] for node in found), (path, found)
+        targets = dashboard_targets()
+        missing = {mode: unwritten(each, targets + [NOWHERE]) for mode, each in runs.items()}
+        for target in targets:
+            assert any(target not in problems for problems in missing.values()), (target, missing)
+        assert all(NOWHERE in problems for problems in missing.values()), missing  # neither: fails
+        receiver_stored, = (t for t in targets if "$agent.storedPoints" in t)
+        cache_size, = (t for t in targets if "$agent.cache.size" in t)
+        assert receiver_stored in missing["carbon"] and receiver_stored not in missing["receiver"], missing
+        assert cache_size in missing["receiver"] and cache_size not in missing["carbon"], missing
         for kind, count in made.items():
             counted = values(get_json("/render", target=f"sumSeries(bgl.web.*.{kind}.count)", format="json",
                                       **{"from": "-10min"}))
@@ -134,9 +170,11 @@ def test_every_target_names_a_metric_the_stack_writes(tmp_path, monkeypatch):
             assert 0 < max(slowest) < 60_000, (kind, slowest)
         (size,) = get_json("/render", target="carbon.agents.*.biggraphite_like.storeBytes", format="json",
                            **{"from": "-10min"})
-        store = tmp_path / "data" / "bgl.db"  # bgl run's default store
+        store = tmp_path / "carbon" / "bgl.db"  # bgl run's default store
         on_disk = sum(p.stat().st_size for p in (store, Path(f"{store}-wal")) if p.exists())
         assert 4096 <= values([size])[-1] <= 2 * on_disk, (values([size]), on_disk)
-        assert run.stop() == 0
+        for each in runs.values():
+            assert each.stop() == 0
     finally:
-        run.kill()
+        for each in runs.values():
+            each.kill()

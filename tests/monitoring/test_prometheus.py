@@ -66,7 +66,7 @@ def test_receiver_serves_its_counters_to_prometheus(tmp_path):
     try:
         assert f"prometheus 127.0.0.1:{prometheus_port}" in receiver.output()
         sent = send_lines(receiver.line_port, int(time.time()))
-        samples = wait_for(url, "bgl_receiver_committed_points_total", sent)
+        samples = wait_for(url, "bgl_receiver_stored_points_total", sent)
         _, types, content_type = scrape(url)
         assert content_type.startswith("text/plain; version=0.0.4")
         with pytest.raises(urllib.error.HTTPError) as error:
@@ -74,12 +74,15 @@ def test_receiver_serves_its_counters_to_prometheus(tmp_path):
         assert error.value.code == 404
     finally:
         assert receiver.stop() == 0
-    assert samples["bgl_receiver_committed_points_total"] == sent
+    assert samples["bgl_receiver_stored_points_total"] == sent
     assert samples["bgl_receiver_refused_lines_total"] == len(BAD_LINES)
     assert samples["bgl_receiver_creates_total"] == METRICS
     assert samples["bgl_receiver_dropped_points_total"] == 0
     assert samples["bgl_receiver_buffered_points"] == 0
-    assert types["bgl_receiver_committed_points"] == "counter"  # the parser's family name, without _total
+    assert types["bgl_receiver_stored_points"] == "counter"  # the parser's family name, without _total
+    # the deprecated name of storedPoints, served with the same value until the next release
+    assert samples["bgl_receiver_committed_points_total"] == sent
+    assert types["bgl_receiver_committed_points"] == "counter"
     assert types["bgl_receiver_buffered_points"] == "gauge"
     assert samples["bgl_receiver_metrics_received_total"] == sent + len(BAD_LINES)  # counted before checks
     assert samples["bgl_receiver_flushes_total"] >= 1
@@ -106,10 +109,10 @@ def test_receiver_prometheus_port_serves_a_bounded_number_of_connections(tmp_pat
     try:
         # the receiver's threads free their slots as they see the clients leave: well before
         # REQUEST_TIMEOUT, which would free them anyway
-        samples = wait_for(url, "bgl_receiver_committed_points_total", sent, refused_for=REQUEST_TIMEOUT / 2)
+        samples = wait_for(url, "bgl_receiver_stored_points_total", sent, refused_for=REQUEST_TIMEOUT / 2)
     finally:
         assert receiver.stop() == 0
-    assert samples["bgl_receiver_committed_points_total"] == sent
+    assert samples["bgl_receiver_stored_points_total"] == sent
 
 
 def test_receiver_prometheus_port_is_off_by_default(tmp_path):
