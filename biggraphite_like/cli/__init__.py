@@ -12,12 +12,13 @@ import importlib.metadata
 import sys
 from typing import Sequence, TextIO
 
-from biggraphite_like import settings
 from biggraphite_like.cli import backup, maintenance, metrics, points, receive, rename, run, schema, tags, usage
-from biggraphite_like.cli.common import check_metrics_file, missing_store_message, parse_time, resolve_format
+from biggraphite_like.cli.common import parse_time, resolve_format
 from biggraphite_like.cli.streams import Streams
-from biggraphite_like.errors import BglError, MissingDependency, SchemaMissing
-from biggraphite_like.exit_status import EXIT_BUSY, EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from biggraphite_like.errors import BglError
+from biggraphite_like.exit_status import EXIT_BUSY, EXIT_ERROR, EXIT_OK, EXIT_USAGE, error_report
+from biggraphite_like.maintenance import metrics_file
+from biggraphite_like.stores.registry import STORE_URL_HELP
 
 __all__ = ["build_parser", "main", "main_entry", "parse_time", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BUSY"]
 
@@ -51,11 +52,7 @@ def package_version() -> str:
 def add_global_options(parser: argparse.ArgumentParser, top_level: bool) -> None:
     """--store on the top-level parser (default None) or a subcommand's (default suppressed)."""
     default = None if top_level else argparse.SUPPRESS
-    parser.add_argument(
-        "--store", default=default, metavar="URL",
-        help=f"store URL (default: ${settings.STORE_ENV}, else sqlite://<data dir>/{settings.DB_FILE_NAME};"
-        f" data dir: ${settings.DATA_DIR_ENV} or ~/.local/share/biggraphite_like)",
-    )
+    parser.add_argument("--store", default=default, metavar="URL", help=STORE_URL_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,12 +104,12 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     if problem:
         parser.error(problem)  # exits with the usage status, 2
     try:
-        check_metrics_file(args)
+        metrics_file.check_writable(getattr(args, "metrics_file", None))
         return args.handler(args, io)
     except BglError as exc:
-        message = (missing_store_message(args) if isinstance(exc, SchemaMissing) else None) or exc
+        message, status = error_report(exc, getattr(args, "store", None))
         io.err.write(f"bgl {args.command}: error: {message}\n")
-        return EXIT_USAGE if isinstance(exc, MissingDependency) else getattr(exc, "exit_status", EXIT_ERROR)
+        return status
     except BrokenPipeError:
         return EXIT_OK
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 from typing import TextIO
 
 from biggraphite_like import settings
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.errors import BglError, InvalidMaintenanceOption, InvalidTimeRange
+from biggraphite_like.errors import BglError, InvalidTimeRange
+from biggraphite_like.stores.registry import store_url
 from biggraphite_like.maintenance import metrics_file
 from biggraphite_like.maintenance.progress import format_summary
 from biggraphite_like.metric import MetricMetadata
@@ -125,35 +125,8 @@ def new_metric_metadata(args: argparse.Namespace) -> MetricMetadata:
 
 
 def open_accessor(args: argparse.Namespace) -> Accessor:
-    """The accessor on --store (or the default store, whose data dir is created)."""
-    url = args.store or settings.default_store_url()
-    if url == f"sqlite://{os.path.join(settings.default_data_dir(), settings.DB_FILE_NAME)}":
-        os.makedirs(settings.default_data_dir(), exist_ok=True)
-    return Accessor.from_url(url)
-
-
-def missing_store_message(args: argparse.Namespace) -> str | None:
-    """When the SQLite store bgl was pointed at does not exist: where that path came from and
-    how to point bgl at the right store (None when the file exists or is no SQLite file)."""
-    url = getattr(args, "store", None) or settings.default_store_url()
-    if not url.startswith("sqlite://"):
-        return None
-    path = os.path.abspath(url.split("?", 1)[0].removeprefix("sqlite://"))
-    if os.path.exists(path):
-        return None
-    if getattr(args, "store", None):
-        source = "given with --store"
-    elif os.environ.get(settings.STORE_ENV):
-        source = f"from ${settings.STORE_ENV}"
-    elif os.environ.get(settings.DATA_DIR_ENV):
-        source = f"the default store of the data directory ${settings.DATA_DIR_ENV}"
-    elif os.environ.get("XDG_DATA_HOME"):
-        source = "the default store, in $XDG_DATA_HOME/biggraphite_like ($BGL_DATA_DIR is not set)"
-    else:
-        source = "the default store, in ~/.local/share/biggraphite_like ($BGL_DATA_DIR and $XDG_DATA_HOME are not set)"
-    return (f"no store at {path} ({source}). Point bgl at yours: --store sqlite:///PATH/bgl.db (or ${settings.STORE_ENV}),"
-            f" or ${settings.DATA_DIR_ENV}=DIR for DIR/bgl.db (what `bgl run --data-dir DIR` uses);"
-            " `bgl syncdb` creates an empty store there")
+    """The accessor on --store, else $BGL_STORE, else the default store (registry.store_url)."""
+    return Accessor.from_url(store_url(getattr(args, "store", None)))
 
 
 def add_format_option(p: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json"),
@@ -199,15 +172,6 @@ def finish_job(args: argparse.Namespace, job: str, counters: dict, out: TextIO, 
         out.write(format_summary(job, counters, dry_run) + "\n")
     if getattr(args, "metrics_file", None):
         metrics_file.write(args.metrics_file, job.replace("-", "_"), counters, help_texts)
-
-
-def check_metrics_file(args: argparse.Namespace) -> None:
-    """Refuse an unwritable --metrics-file before the job runs, not after."""
-    path = getattr(args, "metrics_file", None)
-    if path:
-        directory = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-            raise InvalidMaintenanceOption(f"--metrics-file {path}: directory {directory} does not exist or is not writable")
 
 
 def add_shard_options(p: argparse.ArgumentParser) -> None:

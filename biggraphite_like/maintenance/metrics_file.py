@@ -11,6 +11,8 @@ import tempfile
 import time
 from typing import Mapping
 
+from biggraphite_like.errors import InvalidMaintenanceOption
+
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -46,6 +48,14 @@ def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def check_writable(path: str | None) -> None:
+    """Refuse an unwritable --metrics-file before the job (or the receiver) runs, not after."""
+    if path:
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+            raise InvalidMaintenanceOption(f"--metrics-file {path}: directory {directory} does not exist or is not writable")
 
 
 def write(path: str, job: str, counters: Mapping[str, int | float], help_texts: Mapping[str, str] | None = None,

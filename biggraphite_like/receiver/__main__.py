@@ -1,7 +1,8 @@
-"""`python -m biggraphite_like.receiver [options]` is `bgl receive [options]` (how `bgl run`
-starts it; the store comes from $BGL_STORE, so a password never shows in `ps`)."""
+"""`python -m biggraphite_like.receiver [options]` is `bgl receive [options]` without the CLI
+package (command.py)."""
 import sys
 
-from biggraphite_like.cli import main
+from biggraphite_like.receiver.command import main
 
-sys.exit(main(["receive", *sys.argv[1:]]))
+if __name__ == "__main__":
+    sys.exit(main())
