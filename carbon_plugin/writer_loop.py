@@ -31,6 +31,8 @@ from __future__ import annotations
 import itertools
 import time
 
+from carbon_plugin.stats import count_carbon_error
+
 BATCH_POINTS = 500_000  # points taken from carbon's cache under one lock, at most about
 _KEYS_AT_ONCE = 1_000  # names read from the cache between pops when taking part of it
 
@@ -133,19 +135,25 @@ def _exist(database, names: list[str]):
     return exists_many(names) if exists_many is not None else map(database.exists, names)
 
 
+def _failed(message: str, count: int = 1) -> None:
+    """carbon's report of a failed database call, from its `except`: the traceback, a line,
+    and `count` in carbon's `errors` self-metric."""
+    from carbon import log
+
+    log.err()
+    log.msg(message)
+    count_carbon_error(count)
+
+
 def _write(database, names: list[str], datapoints: list[dict]) -> list[tuple[str, dict]]:
     """Hand the points to the database; the (metric, points) it took (carbon logs and counts
     a failed write as an error and goes on with the next metric)."""
-    from carbon import instrumentation, log
-
     write_many = getattr(database, "write_many", None)
     if write_many is not None:
         try:
             write_many(names, datapoints)
         except Exception as exc:  # carbon's loop survives any database error
-            log.err()
-            log.msg("Error writing to %d metrics (%s...): %s" % (len(names), ", ".join(names[:3]), exc))
-            instrumentation.increment("errors", len(names))
+            _failed("Error writing to %d metrics (%s...): %s" % (len(names), ", ".join(names[:3]), exc), len(names))
             return []
         return list(zip(names, datapoints))
     written = []
@@ -153,9 +161,7 @@ def _write(database, names: list[str], datapoints: list[dict]) -> list[tuple[str
         try:
             database.write(metric, sorted(points.items()))  # as carbon's pop gives them
         except Exception as exc:
-            log.err()
-            log.msg("Error writing to %s: %s" % (metric, exc))
-            instrumentation.increment("errors")
+            _failed("Error writing to %s: %s" % (metric, exc))
         else:
             written.append((metric, points))
     return written
@@ -193,8 +199,6 @@ def _create(metric: str, settings, writer) -> bool:
             writer.tagQueue.add(metric)
         instrumentation.increment("creates")
     except Exception as exc:
-        log.err()
-        log.msg("Error creating %s: %s" % (metric, exc))
-        instrumentation.increment("errors")
+        _failed("Error creating %s: %s" % (metric, exc))
         return False
     return True

@@ -276,3 +276,54 @@ def test_another_carbon_release_runs_carbons_own_code_and_stores_every_point(tmp
     for name, ts, value in points:
         expected.setdefault(name, {})[int(ts)] = value
     assert stored_values(Accessor.from_url(url), sorted(expected), now - 3600, now) == expected
+
+
+def test_failed_creates_and_writes_are_logged_and_counted_as_carbon_does(tmp_path, carbon_writer, monkeypatch):
+    """A database whose creates fail for some metrics and whose writes fail for the others:
+    both loops log the same lines and count the same `errors`, one a failure; a failed
+    write_many counts one error a metric handed over."""
+    from carbon import log
+    from carbon.conf import Settings
+    from carbon.database import TimeSeriesDatabase
+
+    def refused(*args):
+        raise OSError("refused")
+
+    now = int(time.time())
+    seen = {}
+    for label, loop in (("carbon", carbon_writer.writeCachedDataPoints), ("ours", writer_loop.write_cached_datapoints)):
+        logged: list[str] = []
+        monkeypatch.setattr(log, "msg", lambda message, *args, **kwargs: logged.append(message))
+        monkeypatch.setattr(log, "err", lambda *args, **kwargs: None)  # the traceback: no observer here
+        settings = Settings()
+        settings.update(LOCAL_DATA_DIR=str(tmp_path / label))
+        database = TimeSeriesDatabase.plugins["whisper"](settings)
+        create = database.create
+        monkeypatch.setattr(database, "create", lambda metric, *a: refused() if metric.startswith("other.")
+                            else create(metric, *a))
+        monkeypatch.setattr(database, "write", refused)
+        counters, _, expected = drain(loop, database, now, carbon_writer)
+        failed = sorted(line for line in logged if line.startswith("Error "))
+        seen[label] = (counters["errors"], failed)
+        assert counters["errors"] == len(expected) == len(failed), counters
+        assert sum(line.startswith("Error creating other.") for line in failed) == 20
+    assert seen["ours"] == seen["carbon"]
+
+    class FailingMany:
+        def __init__(self):
+            self.known: set[str] = set()
+
+        def exists_many(self, names):
+            return {name: True for name in names}
+
+        def exists(self, name):
+            return True
+
+        def write_many(self, names, datapoints):
+            refused()
+
+    logged = []
+    counters, _, expected = drain(writer_loop.write_cached_datapoints, FailingMany(), now, carbon_writer)
+    assert counters["errors"] == len(expected)
+    (line,) = [line for line in logged if line.startswith("Error ")]  # one line for the whole call
+    assert line.startswith(f"Error writing to {len(expected)} metrics (") and line.endswith("...): refused"), line

@@ -125,25 +125,20 @@ class ConnectionMixin:
     def _errors(self, what: str) -> Iterator[None]:
         try:
             yield
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
             text = str(exc)
-            if "no such table" in text:
-                raise SchemaMissing(f"{what}: the store {self.path} has no schema ({text}); run `bgl syncdb`") from exc
-            if "locked" in text:
-                raise StoreLocked(f"{what}: SQLite store {self.path}: {text}") from exc
-            if "unable to open" in text or "readonly" in text:
-                raise StoreUnavailable(f"{what}: SQLite store {self.path}: {text}") from exc
+            if isinstance(exc, sqlite3.OperationalError):
+                if "no such table" in text:
+                    raise SchemaMissing(f"{what}: the store {self.path} has no schema ({text}); run `bgl syncdb`") from exc
+                if "locked" in text:
+                    raise StoreLocked(f"{what}: SQLite store {self.path}: {text}") from exc
+                if "unable to open" in text or "readonly" in text:
+                    raise StoreUnavailable(f"{what}: SQLite store {self.path}: {text}") from exc
             if _is_disk_full(exc):
                 raise self._full(what, exc) from exc
             if _is_io_error(exc):
                 raise self._io_error(what, exc) from exc
             raise StoreError(f"{what}: SQLite store {self.path}: {text}") from exc
-        except sqlite3.Error as exc:
-            if _is_disk_full(exc):
-                raise self._full(what, exc) from exc
-            if _is_io_error(exc):
-                raise self._io_error(what, exc) from exc
-            raise StoreError(f"{what}: SQLite store {self.path}: {exc}") from exc
 
     def _io_error(self, what: str, exc: sqlite3.Error) -> StoreUnavailable:
         return StoreUnavailable(f"{what}: SQLite store {self.path}: {exc} (the disk failed a read or write, or is"
