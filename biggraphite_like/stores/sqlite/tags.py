@@ -46,6 +46,7 @@ POSTINGS_SQL = ("CREATE TABLE IF NOT EXISTS tag_postings (\n  chunk INTEGER NOT 
                 "  first INTEGER NOT NULL,\n  offsets BLOB NOT NULL,\n  PRIMARY KEY (chunk, value_id, first)\n"
                 ") WITHOUT ROWID;")
 COUNTS_SQL = "CREATE TABLE IF NOT EXISTS tag_value_counts (\n  id INTEGER PRIMARY KEY,\n  series INTEGER NOT NULL\n);"
+TAG_TABLES = ("tag_names", "tag_values", "tag_value_counts", "tag_postings", "tagged_series")
 SCHEMA_SQL = [
     "-- Graphite tags (biggraphite_like.stores.sqlite.tags): interned tag names and tag=value",
     "-- pairs, series counts per pair, postings per pair, tagged series by canonical path.",
