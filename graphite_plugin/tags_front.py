@@ -10,12 +10,14 @@ the chain adds to such an answer (Content-Length; `Vary: Accept-Encoding` from g
 body of 200 bytes or more; these views never read the session). Anything else, every error
 answer included, goes to graphite's application, which answers it as it always does.
 
-The answers are graphite-web's own views' (graphite.tags.views), byte for byte:
-findSeries is graphite's view itself, over STORE.tagdb (graphite_plugin.tagdb.TagDB, its
-cache included); the two autocomplete views are graphite's with Store.tagdb_auto_complete_*
-run in the request's thread (graphite hands the finder's call to its worker pool and waits):
-the finder's answer (graphite_plugin.Finder, the only finder: graphite then asks nothing
-else), sorted, distinct, cut at `limit`, through graphite's own JSON encoding.
+The answers are graphite-web's own views' (graphite.tags.views), byte for byte, through
+graphite's own JSON encoding: findSeries asks STORE.tagdb (graphite_plugin.tagdb.TagDB,
+its cache and log line included) as the view does; the two autocomplete views are
+graphite's with Store.tagdb_auto_complete_* run in the request's thread (graphite hands the
+finder's call to its worker pool and waits): the finder's answer (graphite_plugin.Finder,
+the only finder: graphite then asks nothing else), sorted, distinct, cut at `limit`.
+An exception (graphite's view answers it: 400 for a ValueError, else 500) or a refusal
+leaves the request to graphite.
 """
 from __future__ import annotations
 
@@ -86,9 +88,17 @@ def _only_our_tag_index() -> bool:
 
 
 def _find_series(request):
-    from graphite.tags.views import findSeries
+    """graphite's findSeries view: its expressions, STORE.tagdb.find_series (the TagDB's
+    cache and log line), its JSON; None without expressions (graphite's 400)."""
+    from graphite.storage import STORE
+    from graphite.tags.views import _requestContext
+    from graphite.util import _jsonResponse
 
-    return findSeries(request)
+    params = request.GET
+    expressions = _expressions(params)
+    if not expressions:
+        return None
+    return _jsonResponse(STORE.tagdb.find_series(expressions, requestContext=_requestContext(request, params)), params)
 
 
 def _expressions(params) -> list[str]:

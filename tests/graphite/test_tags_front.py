@@ -167,3 +167,33 @@ def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypa
         tags_front.answer(dict(env))
     assert call(front.application, env) == expected  # Django's view (not broken) answered
     assert expected[0] == "200 OK"
+
+
+def test_find_series_logs_as_graphite_and_keeps_its_cache(stack, monkeypatch):
+    """graphite_plugin.tagdb.TagDB skips only a DummyCache (graphite's default): the same
+    log line as BaseTagDB's; with a cache that keeps answers, graphite's (a series tagged
+    after a query is not in its cached answer, through the front as through Django)."""
+    from django.test import override_settings
+    from graphite.storage import STORE
+
+    front, django = stack
+    lines = []
+    monkeypatch.setattr(STORE.tagdb, "log", type("Log", (), {"info": staticmethod(lines.append)})())
+    env = environ(params={"expr": "dc=ap"}, path=FIND)
+    assert call(front.application, env)[2].count(b"disk.used") == 5
+    assert len(lines) == 1 and lines[0].startswith("graphite_plugin.tagdb.TagDB.find_series :: completed in ")
+    with pytest.raises(ValueError):
+        STORE.tagdb.find_series(["a;b=c"])
+    assert lines[-1].startswith("graphite_plugin.tagdb.TagDB.find_series :: failed in ")
+    locmem = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tags-front"}}
+    with override_settings(CACHES=locmem, TAGDB_CACHE_DURATION=60):
+        answers = [call(front.application, env)]
+        STORE.tagdb.tag_series("disk.used;host=db9;dc=ap")
+        try:
+            answers += [call(front.application, env), call(django, env)]
+            assert answers[0] == answers[1] == answers[2]  # graphite's cached answer, both ways
+            assert lines[-1].startswith("graphite_plugin.tagdb.TagDB.find_series :: completed (cached) in ")
+            assert call(front.application, environ(params={"expr": ["dc=ap", "host!=x"]}, path=FIND))[2].count(
+                b"disk.used") == 6  # another query: not cached, it has the new series
+        finally:
+            STORE.tagdb.del_series("disk.used;host=db9;dc=ap")
