@@ -84,7 +84,9 @@ class TagQueries:
 
     def find_series(self, expressions: Sequence[str]) -> list[str]:
         """Sorted canonical paths of the series matching every expression."""
-        query = TagQuery.parse(expressions)
+        return self._find(TagQuery.parse(expressions))
+
+    def _find(self, query: TagQuery) -> list[str]:
         term, values, also = self._plan(query)
         if not values:
             return []
@@ -186,9 +188,10 @@ class TagQueries:
             return self.index.tags(prefix or "", None, limit)
         if not expressions:  # no limit (graphite's 0)
             return self.list_tags("^(" + re.escape(prefix) + ")" if prefix else None, limit)
-        searched = {t.tag for t in TagQuery.parse(expressions).terms}
+        query = TagQuery.parse(expressions)
+        searched = {t.tag for t in query.terms}
         found: set[str] = set()
-        for path in self.find_series(expressions):
+        for path in self._find(query):
             found.update(t for t in tags_of_path(path) if t not in searched and (not prefix or t.startswith(prefix)))
         return sorted(found)[:limit]
 
@@ -202,8 +205,8 @@ class TagQueries:
             return [v for v, _ in self.list_values(tag, "^(" + re.escape(prefix) + ")" if prefix else None, limit)]
         found: set[str] = set()
         for path in self.find_series(list(expressions) + [tag + "!="]):
-            value = tags_of_path(path).get(tag)
-            if value is not None and (not prefix or value.startswith(prefix)):
+            value = tag_of_path(path, tag)
+            if not prefix or value.startswith(prefix):
                 found.add(value)
         return sorted(found)[:limit]
 
