@@ -62,7 +62,9 @@ def answer(environ: dict):
 
     from graphite_plugin.wsgi import GZIP_MIN_LENGTH, django_would_serve
 
-    if not _only_our_tag_index():
+    from django.conf import settings
+
+    if not _only_our_tag_index() or settings.PREPEND_WWW:  # CommonMiddleware would redirect a host without www.
         return None
     request = WSGIRequest(environ)
     if not django_would_serve(request):

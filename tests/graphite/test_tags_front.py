@@ -115,7 +115,7 @@ def test_an_error_falls_through_to_djangos_answer(stack, path, params):
 @pytest.mark.parametrize("extra", [
     {"HTTP_COOKIE": "sessionid=abc"}, {"HTTP_ACCEPT_ENCODING": "gzip, deflate"}, {"REMOTE_USER": "alice"},
     {"HTTP_REMOTE_USER": "alice"}, {"method": "POST"}, {"path": "/tags/findSeries/"}, {"path": "/tags"},
-    {"HTTP_HOST": "evil.example"},
+    {"HTTP_HOST": "evil.example"}, {"settings": {"PREPEND_WWW": True}},
 ], ids=str)
 def test_requests_the_chain_may_answer_otherwise_go_to_django(stack, extra):
     from django.test import override_settings
@@ -124,9 +124,9 @@ def test_requests_the_chain_may_answer_otherwise_go_to_django(stack, extra):
 
     front, django = stack
     extra = dict(extra)
-    method, path = extra.pop("method", "GET"), extra.pop("path", FIND)
+    method, path, settings = extra.pop("method", "GET"), extra.pop("path", FIND), extra.pop("settings", {})
     env = environ(method, {"expr": "dc=ap"}, path, **extra)
-    with override_settings(ALLOWED_HOSTS=["testserver"]):
+    with override_settings(ALLOWED_HOSTS=["testserver"], **settings):
         assert tags_front.serve(dict(env), _unexpected) is None
         assert call(front.application, env) == call(django, env)
 
