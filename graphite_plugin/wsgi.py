@@ -18,6 +18,9 @@ ALLOWED_HOSTS: DNS rebinding; a User-Agent in DISALLOWED_USER_AGENTS).
 Every request first takes one of its client address's BG_MAX_CLIENT_REQUESTS slots in
 this process (ClientSlots); with none left it answers 503 at once, so that one client
 cannot hold every thread of a worker.
+
+Tag reads (`/tags/findSeries`, `/tags/autoComplete/*`) are answered in front the same way
+by graphite_plugin.tags_front.
 """
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ import time
 from typing import Callable, Iterable
 
 from graphite.wsgi import application as graphite_application
+
+from graphite_plugin import tags_front
 
 REMOTE_USER_KEYS = ("REMOTE_USER", "HTTP_REMOTE_USER")
 GZIP_MIN_LENGTH = 200  # django.middleware.gzip.GZipMiddleware leaves shorter bodies alone
@@ -166,4 +171,4 @@ def _serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
             start_response(f"{response.status_code} {response.reason_phrase}", list(response.items()))
             RequestTimingMiddleware.record("find", (time.perf_counter() - started) * 1000)
             return [response.content]
-    return graphite_application(environ, start_response)
+    return tags_front.serve(environ, start_response) or graphite_application(environ, start_response)

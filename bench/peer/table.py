@@ -14,7 +14,9 @@ are better:
 * names_load_vs_vm: VM's CPU-s to make N new names readable over ours; name_bytes_vs_vm:
   VM's bytes on disk per name (store less points) over ours;
 * tags_find_vs_vm: VM's findSeries p50 over ours, geometric mean over the findSeries
-  kinds; tags_index_vs_vm: our tagged series indexed per CPU-second over VM's.
+  kinds; tags_autocomplete_vs_vm: the same over the autocomplete kinds with expressions;
+  tags_index_vs_vm: our tagged series indexed per CPU-second over VM's; tag_bytes_vs_vm:
+  VM's index bytes per series (every file but the points) over our tag tables'.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import statistics
 
 RATIOS = ("ingest_vs_vm", "ingest_cpu_vs_vm", "bytes_vs_vm", "find_http_vs_vm", "find_cached_vs_vm",
           "fetch_http_vs_vm", "render_wide_vs_vm", "names_load_vs_vm", "name_bytes_vs_vm", "tags_find_vs_vm",
-          "tags_index_vs_vm")
+          "tags_autocomplete_vs_vm", "tags_index_vs_vm", "tag_bytes_vs_vm")
 LABELS = {"ours": "bgl run", "ours_carbon": "bgl run --carbon", "whisper": "carbon+whisper", "vm": "VM"}
 
 
@@ -195,10 +197,24 @@ def _tags(tags: dict) -> tuple[list[list[str]], dict[str, float]]:
              f"{ours['series_per_second']:,.0f} series/s, {ours['series_per_cpu_second']:,.0f} per CPU-s",
              f"VM {vm['series_per_second']:,.0f} series/s, {vm['series_per_cpu_second']:,.0f} per CPU-s",
              f"{ours['series_per_cpu_second'] / vm['series_per_cpu_second']:.2f}x", "", ""]]
+    if "bytes" in tags:
+        ours_bytes, vm_bytes = tags["bytes"]["ours"], tags["bytes"]["vm"]
+        vm_text = f"VM {vm_bytes['bytes_per_series']:,.1f} B (its index: every file but `data`, merged)"
+        rows.append(["peer", "tags: bytes on disk per series, the tag index (our five tag tables with their indexes,"
+                     " dbstat after a checkpoint)", f"{ours_bytes['tag_bytes_per_series']:,.1f} B", vm_text,
+                     f"{vm_bytes['bytes_per_series'] / ours_bytes['tag_bytes_per_series']:.2f}x", "", ""])
+        rows.append(["peer", "  same, our store less its points (the tag index, each series' metric row and name)",
+                     f"{ours_bytes['bytes_per_series']:,.1f} B", vm_text,
+                     f"{vm_bytes['bytes_per_series'] / ours_bytes['bytes_per_series']:.2f}x", "", ""])
     for row in tags["queries"]:
         state = "same answers" if row["same"] else f"{row['differ_count']} DIFFER, e.g. {row['differ'][0]}"
         rows.append(["peer", f"tags {row['kind']}, {row['runs']} distinct, ~{row['answer_median']:,.0f} items, p50 / p99",
                      p50_p99(row, "ours"), f"VM {p50_p99(row, 'vm')} ({state})", f"{row['ratio']:.2f}x", "", ""])
     finds = [row["ratio"] for row in tags["queries"] if row["kind"].startswith("find")]
-    return rows, {"tags_find_vs_vm": statistics.geometric_mean(finds),
-                  "tags_index_vs_vm": ours["series_per_cpu_second"] / vm["series_per_cpu_second"]}
+    completions = [row["ratio"] for row in tags["queries"] if row["kind"].endswith("_expr")]
+    ratios = {"tags_find_vs_vm": statistics.geometric_mean(finds),
+              "tags_autocomplete_vs_vm": statistics.geometric_mean(completions),
+              "tags_index_vs_vm": ours["series_per_cpu_second"] / vm["series_per_cpu_second"]}
+    if "bytes" in tags:
+        ratios["tag_bytes_vs_vm"] = tags["bytes"]["vm"]["bytes_per_series"] / tags["bytes"]["ours"]["tag_bytes_per_series"]
+    return rows, ratios

@@ -5,6 +5,12 @@ plaintext to `bgl run` and VictoriaMetrics, then graphite's tags API on both (gr
 * indexing: series per second until every series is readable, and per CPU-second of each
   system (bench/peer/probes.py: its own CPU, idle-measured probe cost taken off), and the
   CPU until idle;
+* bytes on disk per series once indexed, counted two ways (bench/peer/cardinality.py's
+  name_bytes for the second): our tag index (the five tag tables with their indexes: the
+  pages dbstat gives them after a WAL checkpoint) against VictoriaMetrics' index (every
+  file but its `data` directory, the points, once merged); and our store less its points
+  (the tag index, plus each series' metric row and name, which VictoriaMetrics' index also
+  holds: its MetricName per series) against the same VictoriaMetrics figure;
 * `/tags/findSeries` and `/tags/autoComplete/{tags,values}` (limit 100): p50/p99 of each
   kind, every expression distinct (no answer from a cache of earlier ones), interleaved,
   answers compared (sorted), our stack restarted with its defaults first.
@@ -22,8 +28,10 @@ from pathlib import Path
 
 from bench.graphite_bench import percentile
 from bench.peer import probes
-from bench.peer.common import Systems, difference, log, timed_get
+from bench.peer.cardinality import name_bytes
+from bench.peer.common import Systems, difference, log, ours_disk_parts, timed_get
 from bench.tags_bench import CARDINALITIES, series_name, tag_value
+from biggraphite_like.stores.sqlite.tags import TAG_TABLES
 from tests.carbon_env import send_to_carbon
 
 KINDS = ("find_eq", "find_eq_eq", "find_eq_prefix", "find_regex", "find_eq_ne", "autocomplete_tags_expr",
@@ -76,6 +84,7 @@ def part_tags(root: Path, series: int, runs: int, timeout: float, idle_seconds: 
             figures["index"][side] = result
             log(f"  {result['series_per_second']:,.0f} series/s, {result['series_per_cpu_second']:,.0f} per CPU-s;"
                 f" idle after {result['idle_seconds']:.1f} s, {result['cpu_idle']:.2f} CPU-s")
+        figures["bytes"] = index_bytes(systems, series)
         systems.restart_ours()
         bases = {"ours": systems.ours.web, "vm": systems.vm.url}
         for base in bases.values():  # each side's first request, in no kind
@@ -84,6 +93,21 @@ def part_tags(root: Path, series: int, runs: int, timeout: float, idle_seconds: 
         for kind, asked in requests(random.Random(6), runs, series).items():
             rows.append(_timed(bases, kind, asked))
         figures["queries"] = rows
+    return figures
+
+
+def index_bytes(systems: Systems, series: int) -> dict:
+    """Bytes on disk per series on each side (see the module docstring): the store less its
+    points (name_bytes: ours after a WAL checkpoint, VictoriaMetrics merged) and, for ours,
+    the tag tables alone."""
+    figures = name_bytes(systems, series)
+    tables = ours_disk_parts(systems.ours)["tables"]
+    figures["ours"]["tag_bytes"] = sum(tables.get(table, 0) for table in TAG_TABLES)
+    figures["ours"]["tag_bytes_per_series"] = figures["ours"]["tag_bytes"] / series
+    for side in ("ours", "vm"):
+        figures[side]["bytes_per_series"] = figures[side].pop("bytes_per_name")
+    log(f"  bytes per series: ours {figures['ours']['tag_bytes_per_series']:,.1f} (tag tables),"
+        f" {figures['ours']['bytes_per_series']:,.1f} (store less points); VM {figures['vm']['bytes_per_series']:,.1f}")
     return figures
 
 

@@ -4,10 +4,12 @@ Planner: among the terms that require a value, `=` terms are one count lookup ea
 terms with a literal prefix are a range over that tag's values, other value-requiring
 terms (`=~` without prefix, `!=` with an empty spec, `!=~`) read every value of their tag.
 The cheapest class present drives (`=`, then prefix, then the rest); within it, the term
-whose matching values cover the fewest series. Its postings give the candidates (an `=`
-driver's are intersected with the other `=` terms' postings, index.postings_of_all), every
-term then filters them on the tags of their path. A query with an `=` term never reads
-the values of another tag, and no query scans every series.
+whose matching values cover the fewest series; sizing stops at a term matching at most
+SMALL_DRIVER series. Its postings give the candidates: an `=` driver's covering more are
+intersected with the other sized `=` terms' postings (index.postings_of_all); the terms
+the postings did not answer then filter them on the tags of their path (a few candidates
+cost less to filter than another posting list costs to read). A query with an `=` term
+never reads the values of another tag, and no query scans every series.
 
 Work is bounded: a driving term may cover at most `max_series` series (setting
 BG_MAX_TAG_SERIES, error TooManyResults) and a tag's values read for one term at most
@@ -22,12 +24,13 @@ from typing import Iterable, Sequence
 from biggraphite_like.errors import InvalidTag, TooManyResults
 from biggraphite_like.tags.expressions import TagQuery, TagTerm, compile_regex, regex_literal_prefix
 from biggraphite_like.tags.index import TagIndex
-from biggraphite_like.tags.series import TaggedSeries, canonical_path, canonical_paths, tags_of_path
+from biggraphite_like.tags.series import TaggedSeries, canonical_path, canonical_paths, tag_of_path, tags_of_path
 
 DEFAULT_MAX_TAG_SERIES = 1_000_000
 DEFAULT_MAX_TAG_VALUES = 1_000_000
 DEFAULT_AUTOCOMPLETE_LIMIT = 100  # graphite's TAGDB_AUTOCOMPLETE_LIMIT
 _PAGE = 1000
+SMALL_DRIVER = 32  # a driving term matching at most this many series is not intersected: its paths are filtered
 
 
 class TagQueries:
@@ -81,22 +84,27 @@ class TagQueries:
 
     def find_series(self, expressions: Sequence[str]) -> list[str]:
         """Sorted canonical paths of the series matching every expression."""
-        query = TagQuery.parse(expressions)
+        return self._find(TagQuery.parse(expressions))
+
+    def _find(self, query: TagQuery) -> list[str]:
         term, values, also = self._plan(query)
         if not values:
             return []
         if also:  # several = terms: intersect their postings, the rarest driving
             paths = self.index.postings_of_all([(term.tag, term.spec), *((t.tag, t.spec) for t in also)])
+            answered = (term, *also) if self.index.intersects else (term,)
         else:
             paths = self.index.postings(term.tag, values)
-        if self.index.intersects and all(t.operator == "=" and t.requires_value for t in query.terms):
-            return sorted(paths)  # the postings answered every term exactly: nothing to filter
-        return sorted(p for p in set(paths) if query.matches(tags_of_path(p)))
+            answered = (term,)  # the postings of the values the driving term matches
+        rest = [t for t in query.terms if t not in answered]
+        if not rest:
+            return sorted(set(paths))
+        return sorted(p for p in set(paths) if all(t.matches(tag_of_path(p, t.tag)) for t in rest))
 
     def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm]]:
-        """The driving term, its matching values and, when it is an = term, the other =
-        terms by increasing count, whose postings the driver's are intersected with (see
-        module docstring)."""
+        """The driving term, its matching values and, when it is an = term covering more
+        than SMALL_DRIVER series, the other sized = terms by increasing count, whose
+        postings the driver's are intersected with (see module docstring)."""
         drivers = [t for t in query.terms if t.requires_value]
         classes = ([t for t in drivers if t.operator == "="],
                    [t for t in drivers if t.operator == "=~" and t.literal_prefix],
@@ -114,11 +122,12 @@ class TagQueries:
             sized.append((count, term))
             if best is None or count < best[0]:
                 best = (count, term, values)
-            if count == 0:
+            if count <= min(SMALL_DRIVER, self.max_series):  # few enough to filter on their paths: size no other
                 break
         assert best is not None
         count, term, values = best
-        also = [t for _, t in sorted(sized, key=lambda s: s[0]) if t is not term] if term.operator == "=" else []
+        also = ([t for _, t in sorted(sized, key=lambda s: s[0]) if t is not term]
+                if term.operator == "=" and count > SMALL_DRIVER else [])
         if count > self.max_series:
             raise TooManyResults(
                 f"tag query {[t.text for t in query.terms]!r}: its most selective term {term.text!r} matches"
@@ -179,9 +188,10 @@ class TagQueries:
             return self.index.tags(prefix or "", None, limit)
         if not expressions:  # no limit (graphite's 0)
             return self.list_tags("^(" + re.escape(prefix) + ")" if prefix else None, limit)
-        searched = {t.tag for t in TagQuery.parse(expressions).terms}
+        query = TagQuery.parse(expressions)
+        searched = {t.tag for t in query.terms}
         found: set[str] = set()
-        for path in self.find_series(expressions):
+        for path in self._find(query):
             found.update(t for t in tags_of_path(path) if t not in searched and (not prefix or t.startswith(prefix)))
         return sorted(found)[:limit]
 
@@ -195,8 +205,8 @@ class TagQueries:
             return [v for v, _ in self.list_values(tag, "^(" + re.escape(prefix) + ")" if prefix else None, limit)]
         found: set[str] = set()
         for path in self.find_series(list(expressions) + [tag + "!="]):
-            value = tags_of_path(path).get(tag)
-            if value is not None and (not prefix or value.startswith(prefix)):
+            value = tag_of_path(path, tag)
+            if not prefix or value.startswith(prefix):
                 found.add(value)
         return sorted(found)[:limit]
 

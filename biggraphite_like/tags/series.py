@@ -170,3 +170,17 @@ def tags_of_path(path: str) -> dict[str, str]:
     tags = dict(segment.split("=", 1) for segment in segments[1:])
     tags[NAME_TAG] = segments[0]
     return tags
+
+
+def tag_of_path(path: str, tag: str) -> str:
+    """The value of one tag of an already canonical path, '' when it has none (what a tag
+    expression is evaluated on): its `;tag=` segment (values hold no ';', tags no '='),
+    the metric for `name`."""
+    if tag == NAME_TAG:
+        return path.partition(";")[0]
+    start = path.find(f";{tag}=")
+    if start < 0:
+        return ""
+    start += len(tag) + 2
+    end = path.find(";", start)
+    return path[start:] if end < 0 else path[start:end]

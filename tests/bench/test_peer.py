@@ -141,6 +141,12 @@ def test_tags_answers_compared(figures):
         assert row["errors"] == {"ours": [], "vm": []}, (kind, row["errors"])
         if kind.startswith("find"):  # findSeries: the same series on both
             assert row["same"], (kind, row["differ"])
+    ours, vm = tags["bytes"]["ours"], tags["bytes"]["vm"]  # the tag index within the store less its points
+    assert 0 < ours["tag_bytes"] < ours["bytes"] - ours["points_bytes"]
+    assert ours["bytes_per_series"] == pytest.approx((ours["bytes"] - ours["points_bytes"]) / SIZES["tags_series"])
+    assert 0 < vm["points_bytes"] < vm["bytes"] and vm["bytes_per_series"] > 0
+    rows = [row[1] for row in peer_rows({"tags": tags})[0]]
+    assert sum(row.startswith("tags: bytes on disk per series") for row in rows) == 1
 
 
 def test_a_probe_costs_its_system_nothing_in_the_figures(tmp_path):

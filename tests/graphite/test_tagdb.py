@@ -16,6 +16,7 @@ import os
 import random
 
 import pytest
+from django.test import override_settings
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
@@ -196,3 +197,59 @@ def test_a_tag_no_series_has_any_more_is_not_listed(two_backends):
             _json(client.post("/tags/delSeries", {"path": "lonely;only=here"}))
             listed.append("only" in [t["tag"] for t in _json(client.get("/tags"))])
     assert listed == [True, False]
+
+
+def _reads() -> list[tuple[str, dict]]:
+    """The GET reads graphite_plugin.tags_front answers: findSeries, both autocompletes."""
+    reads = [("/tags/findSeries", {"expr": exprs}) for exprs in EXPRESSIONS + REFUSED]
+    for exprs in ([], ["name=cpu.user"], ["host=~web", "dc=us"], ["dc=nosuch"], ["core=0", "dc=us", "name=cpu.user"]):
+        for prefix in (None, "c", "h", "zz"):
+            reads.append(("/tags/autoComplete/tags", {"expr": exprs, **({"tagPrefix": prefix} if prefix else {})}))
+            for tag in ("host", "core", "name"):
+                reads.append(("/tags/autoComplete/values",
+                              {"expr": exprs, "tag": tag, **({"valuePrefix": prefix} if prefix else {})}))
+        reads.append(("/tags/autoComplete/tags", {"expr": exprs, "limit": "2"}))
+    return reads
+
+
+def test_the_front_answers_tag_reads_as_graphite_with_its_local_tagdb(two_backends, monkeypatch):
+    """Our front (graphite_plugin.wsgi, Django never reached) against Django's whole stack
+    over LocalDatabaseTagDB and StandardFinder: the same status, headers and bytes for every
+    read graphite answers 200; its refusals are Django's on our side too (400 both)."""
+    from django.core.handlers.wsgi import WSGIHandler
+
+    import graphite_plugin.settings as plugin_settings
+    import graphite_plugin.wsgi as front
+    from tests.graphite.front_env import call, environ
+
+    def no_django(env, start_response):
+        raise AssertionError(f"{env['PATH_INFO']} went to Django")
+
+    whisper_dir, url = two_backends
+    chain = {"MIDDLEWARE": plugin_settings.MIDDLEWARE, "BG_SELF_METRICS_INTERVAL": 0}
+    answers = []
+    for backend, graphite in ((_graphite(whisper_dir), True), (_ours(url), False)):
+        with backend:
+            with override_settings(**chain):
+                if graphite:
+                    _clear_graphite_tagdb()
+                django = WSGIHandler()
+                assert call(django, environ("POST", {"path": SERIES}, path="/tags/tagMultiSeries"))[0] == "200 OK"
+                side = []
+                for path, params in _reads():
+                    env = environ(params=params, path=path)
+                    if graphite or params.get("expr") in REFUSED:
+                        side.append(call(django, env))
+                    else:
+                        monkeypatch.setattr(front, "graphite_application", no_django)
+                        side.append(call(front.application, env))
+                answers.append(side)
+    expected, actual = answers
+    for read, theirs, ours in zip(_reads(), expected, actual):
+        if read[1].get("expr") in REFUSED:
+            assert theirs[0] == ours[0] == "400 Bad Request", read
+        else:
+            assert ours == theirs, read
+    bodies = [body for status, _, body in expected if status == "200 OK"]
+    assert len(bodies) == len(_reads()) - len(REFUSED) and sum(len(body) > 2 for body in bodies) > 40
+    assert any(len(body) >= 200 for body in bodies)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.graphite.front_env import call, environ
 from tests.graphite_env import names_store, use_finders
 
 NAMES = [f"srv.web{h}.{m}" for h in range(40) for m in ("cpu", "mem")] + ["srv.db.cpu.user", "srv.é+x.cpu", "top"]
@@ -31,27 +32,6 @@ def stack(store_url, monkeypatch):
         django = WSGIHandler()
         monkeypatch.setattr(front, "graphite_application", django)
         yield front, django
-
-
-def environ(method: str = "GET", params: dict | None = None, **extra) -> dict:
-    from django.test import RequestFactory
-
-    factory = RequestFactory()
-    request = (factory.get if method == "GET" else factory.post)("/metrics/find", params or {}, **extra)
-    env = dict(request.environ)
-    env["_body"] = env["wsgi.input"].read(int(env.get("CONTENT_LENGTH") or 0))
-    return env
-
-
-def call(app, env: dict) -> tuple:
-    """(status, headers, body) of one WSGI call (on a copy with its own body stream: a body is read once)."""
-    from django.test.client import FakePayload
-
-    started = []
-    env = dict(env, **{"wsgi.input": FakePayload(env["_body"])})
-    body = b"".join(app(env, lambda s, h, *a: started.append((s, h))))
-    [(status, headers)] = started
-    return status, headers, body
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

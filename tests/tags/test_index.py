@@ -7,6 +7,7 @@ import pytest
 
 from biggraphite_like.errors import InvalidMetricName, InvalidTagExpression, TooManyResults
 from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.tags import queries
 from biggraphite_like.tags.series import tags_of_path
 
 META = MetricMetadata.create("60s:1d", "average", 0.5)
@@ -126,6 +127,10 @@ def test_planner_drives_from_the_equality_term(tagged, monkeypatch):
     monkeypatch.setattr(tagged.tags.index, "values", lambda tag, *a, **k: read.append(tag) or original(tag, *a, **k))
     assert tagged.tags.find_series(["host=~.*", "name=net.rx"]) == ["net.rx;host=web1;iface=eth0"]
     assert read == []
+    assert tagged.tags.find_series(["host=~w", "name=~n"]) == ["net.rx;host=web1;iface=eth0"]
+    assert read == ["host"]  # it matches at most SMALL_DRIVER series: filtered on their paths, no other term sized
+    monkeypatch.setattr(queries, "SMALL_DRIVER", 0)
+    read.clear()
     assert tagged.tags.find_series(["host=~w", "name=~n"]) == ["net.rx;host=web1;iface=eth0"]
     assert read == ["host", "name"]  # both prefix terms are sized, the smaller drives
 

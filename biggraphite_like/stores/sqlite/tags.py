@@ -46,6 +46,7 @@ POSTINGS_SQL = ("CREATE TABLE IF NOT EXISTS tag_postings (\n  chunk INTEGER NOT 
                 "  first INTEGER NOT NULL,\n  offsets BLOB NOT NULL,\n  PRIMARY KEY (chunk, value_id, first)\n"
                 ") WITHOUT ROWID;")
 COUNTS_SQL = "CREATE TABLE IF NOT EXISTS tag_value_counts (\n  id INTEGER PRIMARY KEY,\n  series INTEGER NOT NULL\n);"
+TAG_TABLES = ("tag_names", "tag_values", "tag_value_counts", "tag_postings", "tagged_series")
 SCHEMA_SQL = [
     "-- Graphite tags (biggraphite_like.stores.sqlite.tags): interned tag names and tag=value",
     "-- pairs, series counts per pair, postings per pair, tagged series by canonical path.",
@@ -449,11 +450,19 @@ class SQLiteTagIndex(TagIndex):
     def _series_of(self, value_ids: Sequence[int]) -> np.ndarray:
         """Series ids of the postings of value ids (each pair read whole: a seek per chunk
         in use, the chunks counted in the same statement)."""
+        return self._postings_rows("SELECT value FROM json_each(?)", (json.dumps(list(value_ids)),))
+
+    def _series_of_values(self, tag: str, values: Sequence[str]) -> np.ndarray:
+        """Series ids of the postings of tag=v for v in values (their ids found in the same
+        statement)."""
+        return self._postings_rows("SELECT v.id FROM tag_names n JOIN tag_values v ON v.tag_id = n.id WHERE n.tag = ?"
+                                   " AND v.value IN (SELECT value FROM json_each(?))", (tag, json.dumps(list(values))))
+
+    def _postings_rows(self, value_ids_sql: str, params: tuple) -> np.ndarray:
         return _unpacked(self._query(
             "read tag postings", "WITH RECURSIVE chunks (chunk) AS (SELECT 0 UNION ALL SELECT chunk + 1 FROM chunks"
             f" WHERE chunk < (SELECT coalesce(max(id), 0) FROM tagged_series) >> {CHUNK_BITS})"
-            " SELECT chunk, offsets FROM tag_postings WHERE chunk IN chunks"
-            " AND value_id IN (SELECT value FROM json_each(?))", (json.dumps(list(value_ids)),)))
+            f" SELECT chunk, offsets FROM tag_postings WHERE chunk IN chunks AND value_id IN ({value_ids_sql})", params))
 
     def _paths(self, series: np.ndarray) -> list[str]:
         """Canonical paths of series ids (those whose row exists)."""
@@ -469,12 +478,7 @@ class SQLiteTagIndex(TagIndex):
         if known is not None:  # an = term the planner sized: its id is known
             return self._paths(self._series_of([known[0]]))
         for start in range(0, len(values), _CHUNK):
-            chunk = values[start:start + _CHUNK]
-            value_ids = [row[0] for row in self._query(
-                "read tag values", "SELECT v.id FROM tag_names n JOIN tag_values v ON v.tag_id = n.id WHERE n.tag = ?"
-                f" AND v.value IN ({', '.join('?' * len(chunk))})", [tag, *chunk])]
-            if value_ids:
-                paths.extend(self._paths(self._series_of(value_ids)))
+            paths.extend(self._paths(self._series_of_values(tag, values[start:start + _CHUNK])))
         return paths
 
     def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:

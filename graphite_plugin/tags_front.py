@@ -1,0 +1,146 @@
+"""graphite-web's tag reads `/tags/findSeries`, `/tags/autoComplete/tags` and
+`/tags/autoComplete/values` answered in front of Django (graphite_plugin.wsgi calls `serve`).
+
+Grafana asks these on every keystroke of a tag query; the store answers them in a tenth of
+a millisecond or two, Django's request handling and middleware chain cost about 1.7 ms
+more. As for plain finds (graphite_plugin.wsgi), the front answers only when nothing of
+that chain can change the answer: a GET with no cookie, no remote user, no gzip wanted, a
+Host Django accepts and a User-Agent it does not refuse, answered 200, with the headers
+the chain adds to such an answer (Content-Length; `Vary: Accept-Encoding` from gzip on a
+body of 200 bytes or more; these views never read the session). Anything else, every error
+answer included, goes to graphite's application, which answers it as it always does.
+
+The answers are graphite-web's own views' (graphite.tags.views), byte for byte, through
+graphite's own JSON encoding: findSeries asks STORE.tagdb (graphite_plugin.tagdb.TagDB,
+its cache and log line included) as the view does; the two autocomplete views are
+graphite's with Store.tagdb_auto_complete_* run in the request's thread (graphite hands the
+finder's call to its worker pool and waits): the finder's answer (graphite_plugin.Finder,
+the only finder: graphite then asks nothing else), sorted, distinct, cut at `limit`.
+An exception (graphite's view answers it: 400 for a ValueError, else 500) or a refusal
+leaves the request to graphite.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from graphite_plugin.errors import DeferredError
+
+FIND_SERIES = "/tags/findSeries"
+AUTOCOMPLETE_TAGS = "/tags/autoComplete/tags"
+AUTOCOMPLETE_VALUES = "/tags/autoComplete/values"
+PATHS = frozenset({FIND_SERIES, AUTOCOMPLETE_TAGS, AUTOCOMPLETE_VALUES})
+
+
+def eligible(environ: dict) -> bool:
+    """Whether the front may answer this request (see the module docstring)."""
+    from graphite_plugin.wsgi import REMOTE_USER_KEYS
+
+    return (environ.get("PATH_INFO") in PATHS and environ.get("REQUEST_METHOD") == "GET"
+            and not environ.get("HTTP_COOKIE") and "gzip" not in environ.get("HTTP_ACCEPT_ENCODING", "")
+            and not any(key in environ for key in REMOTE_USER_KEYS))
+
+
+def serve(environ: dict, start_response: Callable) -> Iterable[bytes] | None:
+    """The front's answer to an eligible request it can answer, else None (graphite's
+    application then answers, and fails or not as it does)."""
+    if not eligible(environ):
+        return None
+    try:
+        response = answer(environ)
+    except Exception:  # noqa: BLE001 - graphite's view then answers (its error, logged as it does)
+        response = None
+    if response is None:
+        return None
+    start_response(f"{response.status_code} {response.reason_phrase}", list(response.items()))
+    return [response.content]
+
+
+def answer(environ: dict):
+    """The view's 200 HttpResponse with the middleware chain's headers, or None."""
+    from django.core.handlers.wsgi import WSGIRequest
+    from django.utils.cache import patch_vary_headers
+
+    from graphite_plugin.wsgi import GZIP_MIN_LENGTH, django_would_serve
+
+    from django.conf import settings
+
+    if not _only_our_tag_index() or settings.PREPEND_WWW:  # CommonMiddleware would redirect a host without www.
+        return None
+    request = WSGIRequest(environ)
+    if not django_would_serve(request):
+        return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 403 for a refused agent)
+    response = _VIEWS[environ["PATH_INFO"]](request)
+    if response is None or response.status_code != 200:
+        return None  # errors get the chain's error answer (graphite_plugin.middleware)
+    if len(response.content) >= GZIP_MIN_LENGTH:
+        patch_vary_headers(response, ("Accept-Encoding",))  # GZipMiddleware, even when not compressing
+    response["Content-Length"] = str(len(response.content))  # CommonMiddleware
+    return response
+
+
+def _only_our_tag_index() -> bool:
+    """Whether graphite-web answers tags from this plugin alone: its Finder the only finder
+    (the autocomplete calls ask every tag-aware finder) and its TagDB (findSeries)."""
+    from graphite.storage import STORE
+
+    from graphite_plugin.find_view import only_this_finder
+    from graphite_plugin.tagdb import TagDB
+
+    return only_this_finder() and type(STORE.tagdb) is TagDB
+
+
+def _find_series(request):
+    """graphite's findSeries view: its expressions, STORE.tagdb.find_series (the TagDB's
+    cache and log line), its JSON; None without expressions (graphite's 400)."""
+    from graphite.storage import STORE
+    from graphite.tags.views import _requestContext
+    from graphite.util import _jsonResponse
+
+    params = request.GET
+    expressions = _expressions(params)
+    if not expressions:
+        return None
+    return _jsonResponse(STORE.tagdb.find_series(expressions, requestContext=_requestContext(request, params)), params)
+
+
+def _expressions(params) -> list[str]:
+    """The view's expressions: `expr`, else jQuery's `expr[]`."""
+    return params.getlist("expr") or params.getlist("expr[]")
+
+
+def _completed(found, limit, params):
+    """graphite's Store.tagdb_auto_complete_* on the one finder's answer, as its view
+    encodes it; None when the finder refused (graphite's view answers the error)."""
+    from graphite.util import _jsonResponse
+
+    if isinstance(found, DeferredError):
+        return None
+    results = sorted(set(found))
+    if limit:
+        results = results[:int(limit)]
+    return _jsonResponse(results, params)
+
+
+def _autocomplete_tags(request):
+    from graphite.storage import STORE
+
+    params = request.GET
+    limit = params.get("limit")
+    found = STORE.finders[0].auto_complete_tags(_expressions(params), tagPrefix=params.get("tagPrefix"), limit=limit)
+    return _completed(found, limit, params)
+
+
+def _autocomplete_values(request):
+    from graphite.storage import STORE
+
+    params = request.GET
+    tag = params.get("tag")
+    if not tag:
+        return None  # graphite's 400
+    limit = params.get("limit")
+    found = STORE.finders[0].auto_complete_values(_expressions(params), tag, valuePrefix=params.get("valuePrefix"),
+                                                  limit=limit)
+    return _completed(found, limit, params)
+
+
+_VIEWS = {FIND_SERIES: _find_series, AUTOCOMPLETE_TAGS: _autocomplete_tags, AUTOCOMPLETE_VALUES: _autocomplete_values}
