@@ -253,7 +253,8 @@ class Downsampler:
                     sure = alone | (span + coarse <= ring)
                     fresh = alone | (span < ring)  # no point held before: less than a ring apart will do
             if caching:
-                held = self._open.lookup(table.name, req_names, starts, grid, sure)
+                slots = self._open.slots(table.name, req_names)
+                held = self._open.lookup(table.name, req_names, starts, grid, sure, slots)
             if empty is not None:
                 held |= empty[req_who] & fresh
             if held.any():
@@ -273,7 +274,7 @@ class Downsampler:
             if caching:
                 latest = np.ones(len(req_who), dtype=bool)  # each metric's last interval
                 latest[:-1] = ~same
-                self._open.remember(table.name, req_names, starts, grid, sure & latest)
+                self._open.remember(table.name, req_names, starts, grid, sure & latest, slots)
             values = np.empty(len(starts))
             counts = np.empty(len(starts), dtype=np.int64)
             ok = np.empty(len(starts), dtype=bool)
