@@ -49,9 +49,7 @@ def aggregate(
     rows, width = grid.shape
     known = ~np.isnan(grid)
     counts = known.sum(axis=1)
-    # whisper keeps xFilesFactor as a 32-bit float: 0.2 acts as 0.20000000298...
-    threshold = np.asarray(xfilesfactor, dtype=np.float32).astype(np.float64)
-    propagate = (counts > 0) & (counts / float(width) >= threshold)
+    propagate = _enough(counts, width, xfilesfactor)
     zeroed = np.where(known, grid, 0.0)
     if aggregator in (Aggregator.AVERAGE, Aggregator.SUM, Aggregator.AVG_ZERO):
         # cumsum is sequential (numpy's sum is pairwise): the same rounding as sum() in whisper.
@@ -79,6 +77,18 @@ def aggregate(
     else:  # pragma: no cover - the enum is closed
         raise AssertionError(aggregator)
     return values, counts, propagate
+
+
+def _enough(counts: np.ndarray, width: int, xfilesfactor: "float | np.ndarray") -> np.ndarray:
+    """Whether intervals of `width` finer slots holding `counts` points propagate."""
+    # whisper keeps xFilesFactor as a 32-bit float: 0.2 acts as 0.20000000298...
+    threshold = np.asarray(xfilesfactor, dtype=np.float32).astype(np.float64)
+    return (counts > 0) & (counts / float(width) >= threshold)
+
+
+def _propagates(grid: np.ndarray, xfilesfactor: np.ndarray) -> np.ndarray:
+    """Which rows of grid `aggregate` says propagate (the same test, without aggregating)."""
+    return _enough(np.count_nonzero(~np.isnan(grid), axis=1), grid.shape[1], xfilesfactor)
 
 
 def _in_order(who: np.ndarray, timestamps: np.ndarray) -> bool:
@@ -277,9 +287,11 @@ class Downsampler:
                 self._open.remember(table.name, req_names, starts, grid, sure & latest, slots)
             values = np.empty(len(starts))
             counts = np.empty(len(starts), dtype=np.int64)
-            ok = np.empty(len(starts), dtype=bool)
-            codes = aggregators[req_who]
-            for code in np.unique(codes).tolist():
+            # only the intervals with enough points to propagate are aggregated (most of an hour's
+            # first half at 60 s: xFilesFactor 0.5 wants 30 of its 60 minutes)
+            ok = _propagates(grid, xfilesfactors[req_who])
+            codes = np.where(ok, aggregators[req_who], -1)
+            for code in np.unique(codes[ok]).tolist():
                 rows = codes == code
                 values[rows], counts[rows], ok[rows] = aggregate(_AGGREGATORS[code], grid[rows], xfilesfactors[req_who[rows]])
             if ok.any():
