@@ -32,7 +32,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from biggraphite_like.aggregation import Aggregator
-from biggraphite_like.metric import Metric
+from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.open_intervals import DEFAULT_OPEN_INTERVALS, OpenIntervals
 from biggraphite_like.retention import Retention
 from biggraphite_like.stores.base import StageTable, Store
@@ -155,8 +155,12 @@ class Downsampler:
     def _write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                now: int, empty: np.ndarray | None) -> int:
         # group by object identity first: hashing a Retention per metric costs more than the rest
+        metadatas = list(map(_METADATA, metrics))
+        if all(map(operator.is_, metadatas, itertools.repeat(metadatas[0]))):  # one object (a receiver's rules)
+            return self._write_retention(metadatas[0].retention, metrics, owner, timestamps, values, now, empty,
+                                         metadatas[0])
         retentions = list(map(_RETENTION, metrics))
-        if len(set(map(id, retentions))) == 1:  # one shared object (a receiver's rules): no grouping
+        if len(set(map(id, retentions))) == 1:  # one shared object: no grouping
             return self._write_retention(retentions[0], metrics, owner, timestamps, values, now, empty)
         by_id: dict[int, tuple[Retention, list[int]]] = {}
         for index, metric in enumerate(metrics):
@@ -178,19 +182,24 @@ class Downsampler:
         return too_old
 
     def _write_retention(self, retention: Retention, metrics: Sequence[Metric], owner: np.ndarray,
-                         timestamps: np.ndarray, values: np.ndarray, now: int, empty: np.ndarray | None) -> int:
+                         timestamps: np.ndarray, values: np.ndarray, now: int, empty: np.ndarray | None,
+                         metadata: MetricMetadata | None = None) -> int:
+        """`metadata`: every metric's, when they share one object."""
         stage_of = _route(retention, timestamps, now)
         names = np.array(list(map(_NAME, metrics)), dtype=object)
-        # per metadata object (a batch shares a few), then per metric by index
-        metadatas = list(map(_METADATA, metrics))
-        first_of: dict[int, int] = {}  # id of a metadata -> index of its first metric
-        first = np.fromiter(map(first_of.setdefault, map(id, metadatas), itertools.count()), dtype=np.int64,
-                            count=len(metadatas))
-        firsts, of_metric = np.unique(first, return_inverse=True)
-        codes = {a: i for i, a in enumerate(_AGGREGATORS)}
-        shared = [metadatas[i] for i in firsts.tolist()]
-        aggregators = np.array([codes[md.aggregator] for md in shared], dtype=np.int64)[of_metric.reshape(-1)]
-        xfilesfactors = np.array([md.xfilesfactor for md in shared], dtype=np.float64)[of_metric.reshape(-1)]
+        if metadata is not None:
+            aggregators = np.full(len(metrics), _AGGREGATORS.index(metadata.aggregator), np.int64)
+            xfilesfactors = np.full(len(metrics), metadata.xfilesfactor, np.float64)
+        else:  # per metadata object (a batch shares a few), then per metric by index
+            metadatas = list(map(_METADATA, metrics))
+            first_of: dict[int, int] = {}  # id of a metadata -> index of its first metric
+            first = np.fromiter(map(first_of.setdefault, map(id, metadatas), itertools.count()), dtype=np.int64,
+                                count=len(metadatas))
+            firsts, of_metric = np.unique(first, return_inverse=True)
+            codes = {a: i for i, a in enumerate(_AGGREGATORS)}
+            shared = [metadatas[i] for i in firsts.tolist()]
+            aggregators = np.array([codes[md.aggregator] for md in shared], dtype=np.int64)[of_metric.reshape(-1)]
+            xfilesfactors = np.array([md.xfilesfactor for md in shared], dtype=np.float64)[of_metric.reshape(-1)]
         arrival = np.arange(len(timestamps))
         # whisper writes the newest points (finest stage) first, each followed by its propagation
         for index, stage in enumerate(retention.stages):
