@@ -58,7 +58,8 @@ def test_carbon_relays_frames_are_read_in_bulk():
     the name opcodes (88.0 and 140.0: 0x58, 0x8C)."""
     names = [f"bench.host{i // 1000:04d}.service{i % 1000:03d}.value" for i in range(2000)]
     for start in range(0, 2000, 500):
-        message = [(n, (1_790_000_000, [88.0, 140.0, float(i % 97)][i % 3])) for i, n in enumerate(names[start:start + 500])]
+        message = [(n, (1_790_000_000, [88.0, 140.0, float(i % 97)][i % 3]))
+                   for i, n in enumerate(names[start:start + 500])]
         frame = pickle.dumps(message, protocol=2)
         bulk = pickles._items_in_bulk(frame)
         assert bulk is not None
