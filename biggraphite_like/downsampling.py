@@ -32,7 +32,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from biggraphite_like.aggregation import Aggregator
-from biggraphite_like.metric import Metric
+from biggraphite_like.metric import Metric, MetricMetadata
 from biggraphite_like.open_intervals import DEFAULT_OPEN_INTERVALS, OpenIntervals
 from biggraphite_like.retention import Retention
 from biggraphite_like.stores.base import StageTable, Store
@@ -49,9 +49,7 @@ def aggregate(
     rows, width = grid.shape
     known = ~np.isnan(grid)
     counts = known.sum(axis=1)
-    # whisper keeps xFilesFactor as a 32-bit float: 0.2 acts as 0.20000000298...
-    threshold = np.asarray(xfilesfactor, dtype=np.float32).astype(np.float64)
-    propagate = (counts > 0) & (counts / float(width) >= threshold)
+    propagate = _enough(counts, width, xfilesfactor)
     zeroed = np.where(known, grid, 0.0)
     if aggregator in (Aggregator.AVERAGE, Aggregator.SUM, Aggregator.AVG_ZERO):
         # cumsum is sequential (numpy's sum is pairwise): the same rounding as sum() in whisper.
@@ -79,6 +77,18 @@ def aggregate(
     else:  # pragma: no cover - the enum is closed
         raise AssertionError(aggregator)
     return values, counts, propagate
+
+
+def _enough(counts: np.ndarray, width: int, xfilesfactor: "float | np.ndarray") -> np.ndarray:
+    """Whether intervals of `width` finer slots holding `counts` points propagate."""
+    # whisper keeps xFilesFactor as a 32-bit float: 0.2 acts as 0.20000000298...
+    threshold = np.asarray(xfilesfactor, dtype=np.float32).astype(np.float64)
+    return (counts > 0) & (counts / float(width) >= threshold)
+
+
+def _propagates(grid: np.ndarray, xfilesfactor: np.ndarray) -> np.ndarray:
+    """Which rows of grid `aggregate` says propagate (the same test, without aggregating)."""
+    return _enough(np.count_nonzero(~np.isnan(grid), axis=1), grid.shape[1], xfilesfactor)
 
 
 def _in_order(who: np.ndarray, timestamps: np.ndarray) -> bool:
@@ -145,8 +155,12 @@ class Downsampler:
     def _write(self, metrics: Sequence[Metric], owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray,
                now: int, empty: np.ndarray | None) -> int:
         # group by object identity first: hashing a Retention per metric costs more than the rest
+        metadatas = list(map(_METADATA, metrics))
+        if all(map(operator.is_, metadatas, itertools.repeat(metadatas[0]))):  # one object (a receiver's rules)
+            return self._write_retention(metadatas[0].retention, metrics, owner, timestamps, values, now, empty,
+                                         metadatas[0])
         retentions = list(map(_RETENTION, metrics))
-        if len(set(map(id, retentions))) == 1:  # one shared object (a receiver's rules): no grouping
+        if len(set(map(id, retentions))) == 1:  # one shared object: no grouping
             return self._write_retention(retentions[0], metrics, owner, timestamps, values, now, empty)
         by_id: dict[int, tuple[Retention, list[int]]] = {}
         for index, metric in enumerate(metrics):
@@ -168,19 +182,24 @@ class Downsampler:
         return too_old
 
     def _write_retention(self, retention: Retention, metrics: Sequence[Metric], owner: np.ndarray,
-                         timestamps: np.ndarray, values: np.ndarray, now: int, empty: np.ndarray | None) -> int:
+                         timestamps: np.ndarray, values: np.ndarray, now: int, empty: np.ndarray | None,
+                         metadata: MetricMetadata | None = None) -> int:
+        """`metadata`: every metric's, when they share one object."""
         stage_of = _route(retention, timestamps, now)
         names = np.array(list(map(_NAME, metrics)), dtype=object)
-        # per metadata object (a batch shares a few), then per metric by index
-        metadatas = list(map(_METADATA, metrics))
-        first_of: dict[int, int] = {}  # id of a metadata -> index of its first metric
-        first = np.fromiter(map(first_of.setdefault, map(id, metadatas), itertools.count()), dtype=np.int64,
-                            count=len(metadatas))
-        firsts, of_metric = np.unique(first, return_inverse=True)
-        codes = {a: i for i, a in enumerate(_AGGREGATORS)}
-        shared = [metadatas[i] for i in firsts.tolist()]
-        aggregators = np.array([codes[md.aggregator] for md in shared], dtype=np.int64)[of_metric.reshape(-1)]
-        xfilesfactors = np.array([md.xfilesfactor for md in shared], dtype=np.float64)[of_metric.reshape(-1)]
+        if metadata is not None:
+            aggregators = np.full(len(metrics), _AGGREGATORS.index(metadata.aggregator), np.int64)
+            xfilesfactors = np.full(len(metrics), metadata.xfilesfactor, np.float64)
+        else:  # per metadata object (a batch shares a few), then per metric by index
+            metadatas = list(map(_METADATA, metrics))
+            first_of: dict[int, int] = {}  # id of a metadata -> index of its first metric
+            first = np.fromiter(map(first_of.setdefault, map(id, metadatas), itertools.count()), dtype=np.int64,
+                                count=len(metadatas))
+            firsts, of_metric = np.unique(first, return_inverse=True)
+            codes = {a: i for i, a in enumerate(_AGGREGATORS)}
+            shared = [metadatas[i] for i in firsts.tolist()]
+            aggregators = np.array([codes[md.aggregator] for md in shared], dtype=np.int64)[of_metric.reshape(-1)]
+            xfilesfactors = np.array([md.xfilesfactor for md in shared], dtype=np.float64)[of_metric.reshape(-1)]
         arrival = np.arange(len(timestamps))
         # whisper writes the newest points (finest stage) first, each followed by its propagation
         for index, stage in enumerate(retention.stages):
@@ -253,7 +272,8 @@ class Downsampler:
                     sure = alone | (span + coarse <= ring)
                     fresh = alone | (span < ring)  # no point held before: less than a ring apart will do
             if caching:
-                held = self._open.lookup(table.name, req_names, starts, grid, sure)
+                slots = self._open.slots(table.name, req_names)
+                held = self._open.lookup(table.name, req_names, starts, grid, sure, slots)
             if empty is not None:
                 held |= empty[req_who] & fresh
             if held.any():
@@ -273,12 +293,14 @@ class Downsampler:
             if caching:
                 latest = np.ones(len(req_who), dtype=bool)  # each metric's last interval
                 latest[:-1] = ~same
-                self._open.remember(table.name, req_names, starts, grid, sure & latest)
+                self._open.remember(table.name, req_names, starts, grid, sure & latest, slots)
             values = np.empty(len(starts))
             counts = np.empty(len(starts), dtype=np.int64)
-            ok = np.empty(len(starts), dtype=bool)
-            codes = aggregators[req_who]
-            for code in np.unique(codes).tolist():
+            # only the intervals with enough points to propagate are aggregated (most of an hour's
+            # first half at 60 s: xFilesFactor 0.5 wants 30 of its 60 minutes)
+            ok = _propagates(grid, xfilesfactors[req_who])
+            codes = np.where(ok, aggregators[req_who], -1)
+            for code in np.unique(codes[ok]).tolist():
                 rows = codes == code
                 values[rows], counts[rows], ok[rows] = aggregate(_AGGREGATORS[code], grid[rows], xfilesfactors[req_who[rows]])
             if ok.any():

@@ -47,12 +47,12 @@ class _Table:
         """Slot of each name, -1 for names never remembered."""
         return np.fromiter(map(self.slots.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
 
-    def allocate(self, names: list[str], slots: np.ndarray) -> np.ndarray:
-        """Give the names without a slot (slots == -1) a new one; returns every slot."""
+    def allocate(self, names: list[str], rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """Give names[rows[i]] a new slot where it has none (slots[i] == -1); returns every slot."""
         new = np.flatnonzero(slots < 0)
         if len(new):
             first = len(self.slots)
-            for index, row in enumerate(new.tolist()):
+            for index, row in enumerate(rows[new].tolist()):
                 self.slots[names[row]] = first + index
             slots[new] = np.arange(first, first + len(new))
             self._grow_slots(len(self.slots))
@@ -166,20 +166,28 @@ class OpenIntervals:
     def clear(self) -> None:
         self._tables.clear()
 
-    def lookup(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray
-               ) -> np.ndarray:
+    def slots(self, table: str, names: list[str]) -> np.ndarray:
+        """Where each name is remembered in table (-1: nowhere): one lookup of the names
+        for a lookup() and the remember() that follows it (nothing else changes the table
+        in between)."""
+        memory = self._tables.get(table)
+        return np.full(len(names), -1, np.int64) if memory is None else memory.find(names)
+
+    def lookup(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray,
+               slots: np.ndarray | None = None) -> np.ndarray:
         """Fill the grid rows held in memory (rows are all NaN before); returns their mask.
 
         Only rows `alone` may be used: the one interval of its metric in the batch, or one
         of intervals whose points cannot have replaced slots of the one remembered (less
-        than a ring of the finer stage apart, see the downsampler).
+        than a ring of the finer stage apart, see the downsampler). `slots`: what
+        slots(table, names) says, if known.
         """
         hit = np.zeros(len(names), dtype=bool)
         memory = self._tables.get(table)
         rows = np.flatnonzero(alone)
         if memory is None or not len(rows):
             return hit
-        slots = memory.find([names[row] for row in rows.tolist()])
+        slots = memory.find([names[row] for row in rows.tolist()]) if slots is None else slots[rows]
         known = slots >= 0
         rows, slots = rows[known], slots[known]
         same = memory.start[slots] == starts[rows]
@@ -189,17 +197,17 @@ class OpenIntervals:
         grid[np.repeat(rows, counts), memory.columns[index]] = memory.values[index]
         return hit
 
-    def remember(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray
-                 ) -> None:
+    def remember(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray,
+                 slots: np.ndarray | None = None) -> None:
         """Keep each row `alone` as its metric's latest interval (at most one such row a
         metric: the downsampler passes the last of a metric's intervals when none can have
         replaced another's points); forget the metrics of the other rows, and those whose
         remembered interval is later than the one written (its slots may be those of the
-        older one)."""
+        older one). `slots`: what slots(table, names) said before the lookup, if known."""
         memory = self._tables.get(table)
         if memory is None:
             memory = self._tables[table] = _Table()
-        slots = memory.find(names)
+        slots = memory.find(names) if slots is None else slots
         known = slots >= 0
         if grid.shape[1] > MAX_WIDTH:  # not remembered: forget what these metrics had
             memory.forget(slots[known])
@@ -210,7 +218,7 @@ class OpenIntervals:
         memory.forget(slots[doubtful | (older & alone)])
         write = alone & ~older
         rows = np.flatnonzero(write)
-        slots = memory.allocate([names[row] for row in rows.tolist()], slots[rows])
+        slots = memory.allocate(names, rows, slots[rows])
         self._writes += 1
         memory.store(slots, starts[rows], grid, write, self._writes)
         if len(memory.slots) > self.max_entries:

@@ -653,20 +653,29 @@ def _ring_store(path, names):
     return store
 
 
-def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path):
+@pytest.mark.parametrize("metrics", [3, 40])
+def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path, metrics):
     """write_points/read_points against a model of whisper's ring: a point replaces its slot
     (the last given of a batch wins), a read returns the slots whose timestamp is in the window,
     each once, for windows anywhere in the ring (inside a ring window, across them, wrapping),
-    whether the points sit in chunks, open tails or both."""
+    whether the points sit in chunks, open tails or both. With 40 metrics, some batches give
+    every metric the same timestamps (a flush): their tails are appended by one statement
+    a group of tails (same record count and newest), the others' by the statement for
+    small groups, both in one call."""
     rng = random.Random(7)
-    names = ["ring.a", "ring.b", "ring.c"]
+    names = ["ring.a", "ring.b", "ring.c"] + [f"ring.m{i:02d}" for i in range(metrics - 3)]
     store = _ring_store(tmp_path / "bgl.db", names)
     model: dict[tuple[str, int], tuple[int, float]] = {}
     base = BASE - BASE % 400
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
     for round_ in range(40):
         # few points a window (appended to its tail) or many (tails merged into chunks); any bytes as values
         size = rng.choice([1, 2, 3, 6, 60, 1500])  # 1500: windows given 1 KiB at once, merged directly
         batch = [(rng.choice(names), base + rng.randrange(0, 1200), rng.uniform(-1e300, 1e300)) for _ in range(size)]
+        if metrics > 3 and round_ % 2:  # a flush: every metric 1 or 2 points at the same times
+            times = rng.sample(range(base, base + 1200), rng.choice([1, 2]))
+            batch += [(n, t, rng.uniform(-1e6, 1e6)) for n in names for t in times]
         batch += [(n, t, v / 3) for n, t, v in batch[:2]]  # a slot given twice in one batch: the last one wins
         with store.write_batch():
             store.write_points(RING, [n for n, _, _ in batch], np.array([t for _, t, _ in batch], np.int64),
@@ -690,6 +699,8 @@ def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path):
             if first <= ts < last:
                 grid[names.index(name), ts - first] = value
         np.testing.assert_array_equal(store.read_grid(RING, names, first, last, 1), grid, f"round {round_}")
+    grouped = [sql for sql in statements if sql.startswith("INSERT") and "SELECT j.value," in sql]
+    assert bool(grouped) == (metrics > 3), grouped[:1]
 
 
 def _row_kinds(path, table: str) -> dict[int, set[str]]:
@@ -857,7 +868,8 @@ def _query_plans(store, call) -> list[tuple[str, str]]:
         conn.set_trace_callback(None)
     plans = []
     for sql in statements:
-        if re.search(r"(FROM|JOIN) datapoints_", sql) and sql.startswith(("SELECT", "WITH", "DELETE")):
+        if re.search(r"(FROM|JOIN|INSERT INTO) datapoints_", sql) and sql.startswith(("SELECT", "WITH", "DELETE",
+                                                                                    "INSERT")):
             plan = " / ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
             plans.append((sql[:100], plan))
     return plans
@@ -878,8 +890,11 @@ def test_point_reads_writes_and_drops_never_scan_a_stage_table(tmp_path):
         plans = _query_plans(store, call)
         assert plans, what
         for sql, plan in plans:
-            assert "USING INTEGER PRIMARY KEY" in plan and not re.search(r"SCAN d\b|SCAN datapoints", plan), \
-                (what, sql, plan)
+            # an append (INSERT ... SELECT over json_each) reads no stage table: its upsert seeks each id
+            assert ("USING INTEGER PRIMARY KEY" in plan or sql.startswith("INSERT")) and \
+                not re.search(r"SCAN d\b|SCAN datapoints", plan), (what, sql, plan)
+        if what == "write":
+            assert any(sql.startswith("INSERT") for sql, _ in plans), plans
 
 
 def test_rows_are_read_by_key_range_or_by_id_and_each_metric_gets_its_own(tmp_path):
@@ -1025,13 +1040,17 @@ class _FailingWrite:
     def __getattr__(self, attribute):
         return getattr(self.conn, attribute)
 
-    def executemany(self, sql, rows):
+    def _fail_once(self, sql):
         if self.armed and sql.startswith("INSERT INTO datapoints"):
             self.armed = False
             raise sqlite3.OperationalError("disk I/O error")
+
+    def executemany(self, sql, rows):
+        self._fail_once(sql)
         return self.conn.executemany(sql, rows)
 
     def execute(self, sql, *args):
+        self._fail_once(sql)
         result = self.conn.execute(sql, *args)
         if sql == "ROLLBACK":
             other = threading.Thread(target=self.after_rollback)
