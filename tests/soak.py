@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 from biggraphite_like.accessor import Accessor
 from tests import fault_workers

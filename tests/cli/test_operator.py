@@ -12,7 +12,6 @@ import csv
 import importlib.metadata
 import io
 import json
-import os
 import subprocess
 import time
 

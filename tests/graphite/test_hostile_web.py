@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import socket
-import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor

@@ -136,4 +136,4 @@ def test_carbonlink_stays_on_loopback_while_the_receivers_listen_wider(stack):
     with socket.socket() as sock:
         sock.settimeout(5)
         assert sock.connect_ex((others[0], carbonlink)) != 0, f"CarbonLink answers on {others[0]}"
-    assert f"CACHE_QUERY_INTERFACE = 127.0.0.1" in (stack.data_dir / "conf" / "carbon.conf").read_text()
+    assert "CACHE_QUERY_INTERFACE = 127.0.0.1" in (stack.data_dir / "conf" / "carbon.conf").read_text()

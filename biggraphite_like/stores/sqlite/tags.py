@@ -15,7 +15,6 @@ passes BULK_WAL_BYTES (store.defer_checkpoint). Measurements: bench/README.md, d
 """
 from __future__ import annotations
 
-import itertools
 import json
 import operator
 from typing import TYPE_CHECKING, Iterable, Sequence
