@@ -269,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", action="store_true",
                         help="with --real: the three-node cluster of tests/cassandra_node (127.0.0.1-3, 512 MiB heap"
                              " each, replication factor 3) instead of one node")
+    parser.add_argument("--index-cost", action="store_true",
+                        help="with --real: the bulk creation again on a metadata keyspace whose indexes were dropped"
+                             " (the node CPU and bytes the indexes cost)")
     args = parser.parse_args(argv)
     report = measure()
     if args.capacity:
@@ -276,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.real:
         with tempfile.TemporaryDirectory(prefix="bgl-cassandra-bench-") as workdir:
             report["real"] = real_mod.measure_real(workdir, args.rate_seconds, args.bulk_metrics,
-                                                   tuple(args.modes.split(",")), args.cluster)
+                                                   tuple(args.modes.split(",")), args.cluster,
+                                                   args.index_cost)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
