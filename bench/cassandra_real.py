@@ -6,8 +6,8 @@ three-node cluster of tests/cassandra_node (`--cluster`, replication factor 3), 
   answer compared with SQLite's;
 - bulk creation, writes and fetches (statements, client and node CPU per unit);
 - creation on a metadata keyspace without its indexes (what index maintenance costs);
-- bytes on disk per created metric and per point, tables and indexes apart, once the
-  nodes have stopped (their shutdown drains: memtables flushed to SSTables).
+- bytes on disk per created metric and per point, tables and indexes apart, after
+  `nodetool flush` on every node (memtables written to SSTables).
 """
 from __future__ import annotations
 
@@ -178,11 +178,13 @@ def measure_creation_without_indexes(url: str, node_pids: list[int], count: int)
 
 
 def disk_bytes(data_dirs: list[Path], keyspace: str) -> dict[str, dict[str, int]]:
-    """Bytes of each table's SSTables under the nodes' data folders, summed over nodes: `table`
+    """Bytes of each table's SSTables under the nodes' data folders (`<data>/<keyspace>/<table>-<id>`),
+    summed over nodes: `table`
     (data, primary index, filters, statistics) and `index` (SASI `-SI_*` and SAI `SAI+*` files)."""
     sizes: dict[str, dict[str, int]] = {}
     for data_dir in data_dirs:
-        for keyspace_dir in data_dir.glob(f"{keyspace}-*"):
+        keyspace_dir = data_dir / keyspace
+        if keyspace_dir.is_dir():
             for table_dir in keyspace_dir.iterdir():
                 table = table_dir.name.rsplit("-", 1)[0]
                 held = sizes.setdefault(table, {"table": 0, "index": 0})
@@ -212,10 +214,10 @@ def start_nodes(workdir: str, cluster: bool):
     from tests.cassandra_node.cluster import CassandraCluster
 
     if cluster:
-        nodes = CassandraCluster(Path(workdir) / "cluster", heap="512M")
+        nodes = CassandraCluster(Path(workdir) / "cluster", heap="512M", jmx=True)
         nodes.start()
         return nodes, nodes.nodes, nodes.contact_points, nodes.nodes[0].version
-    node = CassandraNode.single(Path(workdir) / "cassandra", heap="768M")
+    node = CassandraNode.single(Path(workdir) / "cassandra", heap="768M", jmx=True)
     node.start()
     version = node.wait_ready()
     return node, [node], node.address, version
@@ -270,15 +272,17 @@ def measure_real(workdir: str, seconds: float, bulk: int = BULK_METRICS, modes: 
                 f"cassandra://{address}/bulk_noindex?index={modes[-1]}{options}", pids, bulk)}
         if reference is not None:
             reference.close()
+        if bulk:
+            for node in nodes:
+                node.flush()
+            data_dirs = [node.config.directory / "data" / "data" for node in nodes]
+            for mode in modes:
+                bulk_figures[f"cassandra {mode.upper()}"]["disk"] = _disk_per_unit(data_dirs, f"bulk_{mode}", bulk,
+                                                                                   bulk * BULK_POINTS)
+            if "without indexes" in bulk_figures:
+                bulk_figures["without indexes"]["disk"] = _disk_per_unit(data_dirs, "bulk_noindex", bulk, bulk)
     finally:
         owner.stop()
-    if bulk:
-        data_dirs = [node.config.directory / "data" / "data" for node in nodes]
-        for mode in modes:
-            bulk_figures[f"cassandra {mode.upper()}"]["disk"] = _disk_per_unit(data_dirs, f"bulk_{mode}", bulk,
-                                                                               bulk * BULK_POINTS)
-        if "without indexes" in bulk_figures:
-            bulk_figures["without indexes"]["disk"] = _disk_per_unit(data_dirs, "bulk_noindex", bulk, 1)
     return {"version": version, "stores": list(stores), "nodes": len(nodes), "ops_per_second": rates,
             "finds": finds, "bulk": bulk_figures}
 

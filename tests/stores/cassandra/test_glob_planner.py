@@ -170,6 +170,10 @@ def test_subtrees_are_asked_as_parent_prefixes_with_sasi():
     (part,) = planner.plan(GlobPattern("svc.dc2.host00[1-3]?.cpu.*"), like=True)
     assert part.queries == tuple((planner.Restriction("parent", "LIKE", f"svc.dc2.host00{i}%"),
                                   planner.Restriction("component_3", "=", "cpu")) for i in (1, 2, 3))
+    # more prefixes than a few queries are worth: the common prefix
+    (part,) = planner.plan(GlobPattern("svc.dc{1,2}.host00[0-5]?.cpu.*"), like=True)
+    assert part.queries == tuple((planner.Restriction("parent", "LIKE", f"svc.dc{d}.host00%"),
+                                  planner.Restriction("component_3", "=", "cpu")) for d in (1, 2))
     (part,) = planner.plan(GlobPattern("svc.dc3.host0042.**"), like=True)
     assert part.queries == ((planner.Restriction("parent", "LIKE", "svc.dc3.host0042%"),),)
     # one fixed component is too broad a subtree: the components are asked
