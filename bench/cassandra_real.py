@@ -36,7 +36,7 @@ FIND_RUNS = 21  # timed finds per pattern (after one that prepares its statement
 # (pattern, class): over find_names(); graphite's find asks glob_metrics then glob_directories
 FIND_CLASSES = [
     ("svc.dc3.host0042.cpu.*", "fixed prefix"),
-    ("svc.dc1.host00*.cpu.1", "fixed prefix, wildcard after"),
+    ("svc.dc1.host00*.cpu.1", "prefix, wildcard after, 100 names"),
     ("*.dc4.host0042.cpu.3", "wildcard first"),
     ("svc.*.host0042.cpu.3", "wildcard in the middle"),
     ("svc.dc{1,2}.host0100.cpu.?", "braces and ?"),
