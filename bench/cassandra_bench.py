@@ -34,7 +34,6 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
-from biggraphite_like import names as names_mod  # noqa: E402
 from biggraphite_like.accessor import Accessor  # noqa: E402
 from biggraphite_like.maintenance import seal as seal_mod  # noqa: E402
 from biggraphite_like.maintenance.seal import seal  # noqa: E402
@@ -42,8 +41,9 @@ from biggraphite_like.metric import MetricMetadata  # noqa: E402
 from biggraphite_like.stores.base import StageTable  # noqa: E402
 from tests.cqlserver import CQLTestServer  # noqa: E402
 
-RETENTION = "60s:1d,1h:30d"
-SERIES = 100  # metrics per fetch and per write batch
+from bench import cassandra_real as real_mod  # noqa: E402
+from bench.cassandra_real import RETENTION, SERIES  # noqa: E402
+
 # (pattern, what it exercises) over tree.dc{0..9}.host{000..009}.cpu{0..9}
 FIND_PATTERNS = [
     ("tree.dc3.host004.*", "fixed prefix"),
@@ -252,117 +252,6 @@ def operations(accessor: Accessor, names: list[str]) -> dict:
     return actions
 
 
-BULK_METRICS = 20_000  # metrics created, then written, in bulk on the real node (4 to 6 components)
-BULK_BATCH = 1_000  # metrics per create_metrics / insert_points call
-BULK_POINTS = 60  # points written per metric (one hour at 60 s)
-FETCH_RUNS = 30  # fetches of SERIES series x 1 h timed for the p50
-
-
-def bulk_names(count: int) -> list[str]:
-    """`bulk.dcD.hostHHHH...`: 4, 5 and 6 components in turn, ten metrics a host."""
-    leaves = ("cpu", "disk.used", "net.if0.rx", "load", "mem.free", "net.if1.tx", "up", "disk.free", "net.if0.tx",
-              "mem.used")
-    return [f"bulk.dc{i // 1000 % 10}.host{i // 10:05d}.{leaves[i % 10]}" for i in range(count)]
-
-
-def node_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (the Cassandra JVM), from /proc."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class _Costs:
-    """Wall time, client CPU (this process, driver threads included), node CPU and the
-    statements sent (each statement of a batch counted) over a block of work."""
-
-    def __init__(self, accessor: Accessor, node_pid: int):
-        self.kinds: collections.Counter = collections.Counter()
-        self.pid = node_pid
-        accessor.store._conn.session.add_request_init_listener(lambda f: self.kinds.update(statement_kinds(f.query)))
-
-    @contextlib.contextmanager
-    def measure(self, into: dict, units: int, unit: str) -> Iterator[None]:
-        self.kinds.clear()
-        wall, cpu, node = time.perf_counter(), time.process_time(), node_cpu_seconds(self.pid)
-        yield
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        node = node_cpu_seconds(self.pid) - node
-        statements = sum(self.kinds.values())
-        into.update({f"{unit}s": units, "seconds": wall, f"{unit}s_per_second": units / wall,
-                     "statements": statements, f"statements_per_{unit}": statements / units,
-                     "by_kind": dict(self.kinds), "client_cpu_seconds": cpu, "node_cpu_seconds": node,
-                     f"client_cpu_us_per_{unit}": cpu / units * 1e6, f"node_cpu_us_per_{unit}": node / units * 1e6})
-
-
-def measure_bulk(url: str, node_pid: int, count: int = BULK_METRICS) -> dict:
-    """Creation of `count` new metrics, then BULK_POINTS points of each, then fetches of SERIES
-    of them x 1 h, on a real node: rates, statements and client/node CPU per unit."""
-    metadata = MetricMetadata.create(RETENTION, "average", 0.5)
-    names = bulk_names(count)
-    accessor = Accessor.from_url(url)
-    figures: dict[str, dict] = {"creation": {}, "writes": {}, "fetch": {}}
-    try:
-        accessor.syncdb()
-        costs = _Costs(accessor, node_pid)
-        with costs.measure(figures["creation"], count, "metric"):
-            for first in range(0, count, BULK_BATCH):
-                accessor.create_metrics([(n, metadata) for n in names[first:first + BULK_BATCH]])
-        figures["creation"]["directories"] = len({d for n in names for d in names_mod.ancestors(n)})
-        now = int(time.time()) // 60 * 60
-        stamps = [now - 60 * (BULK_POINTS - k) for k in range(BULK_POINTS)]
-        with costs.measure(figures["writes"], count * BULK_POINTS, "point"):
-            for first in range(0, count, BULK_BATCH):
-                accessor.insert_points({n: [(ts, 1.0) for ts in stamps] for n in names[first:first + BULK_BATCH]},
-                                       now=now)
-        batch = names[:SERIES]
-        accessor.fetch(batch, now - 3600, now, now)  # statements prepared
-        times = []
-        with costs.measure(figures["fetch"], FETCH_RUNS, "fetch"):
-            for _ in range(FETCH_RUNS):
-                started = time.perf_counter()
-                accessor.fetch(batch, now - 3600, now, now)
-                times.append(time.perf_counter() - started)
-        figures["fetch"]["p50_ms"] = float(np.median(times) * 1000)
-    finally:
-        accessor.close()
-    return figures
-
-
-def measure_real(workdir: str, seconds: float = RATE_SECONDS, bulk: int = BULK_METRICS) -> dict:
-    """Operations per second on SQLite and on a real Cassandra node in each index mode, same data."""
-    from tests.cassandra_node import CassandraNode
-
-    node = CassandraNode.single(os.path.join(workdir, "cassandra"), heap="768M")
-    stores = {"sqlite": f"sqlite://{os.path.join(workdir, 'bench.db')}"}
-    rates: dict[str, dict[str, float]] = {}
-    bulk_figures: dict[str, dict] = {}
-    try:
-        node.start()
-        version = node.wait_ready()
-        stores.update({f"cassandra {mode.upper()}": f"cassandra://{node.address}/bench_{mode}?index={mode}"
-                       for mode in ("sasi", "sai")})
-        metadata = MetricMetadata.create(RETENTION, "average", 0.5)
-        names = tree_names()
-        for store, url in stores.items():
-            print(f"[bench] {store}: schema and {len(names):,} names", file=sys.stderr, flush=True)
-            accessor = Accessor.from_url(url)
-            try:
-                accessor.syncdb()
-                accessor.create_metrics([(name, metadata) for name in names])
-                for label, action in operations(accessor, names).items():
-                    rates.setdefault(label, {})[store] = _rate(action, seconds)
-            finally:
-                accessor.close()
-            if bulk and store.startswith("cassandra"):
-                print(f"[bench] {store}: bulk creation, writes and fetches of {bulk:,} metrics", file=sys.stderr,
-                      flush=True)
-                bulk_figures[store] = measure_bulk(url.replace("/bench_", "/bulk_"), node.process.pid, bulk)
-    finally:
-        node.stop()
-    return {"version": version, "stores": list(stores), "ops_per_second": rates, "bulk": bulk_figures}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -373,16 +262,25 @@ def main(argv: list[str] | None = None) -> int:
                              " partitions, rows and bytes per million metrics (docs/cassandra.md, capacity model)")
     parser.add_argument("--rate-seconds", type=float, default=RATE_SECONDS,
                         help=f"how long each operation is repeated with --real ({RATE_SECONDS:g})")
-    parser.add_argument("--bulk-metrics", type=int, default=BULK_METRICS,
-                        help=f"metrics created, written ({BULK_POINTS} points each) and fetched in bulk on the real"
-                             f" node with --real, in each index mode ({BULK_METRICS:,}; 0: none)")
+    parser.add_argument("--bulk-metrics", type=int, default=real_mod.BULK_METRICS,
+                        help=f"metrics created, written ({real_mod.BULK_POINTS} points each) and fetched in bulk on the"
+                             f" real node with --real, in each index mode ({real_mod.BULK_METRICS:,}; 0: none)")
+    parser.add_argument("--modes", default="sasi,sai", help="index modes measured with --real (sasi,sai)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="with --real: the three-node cluster of tests/cassandra_node (127.0.0.1-3, 512 MiB heap"
+                             " each, replication factor 3) instead of one node")
+    parser.add_argument("--index-cost", action="store_true",
+                        help="with --real: the bulk creation again on a metadata keyspace whose indexes were dropped"
+                             " (the node CPU and bytes the indexes cost)")
     args = parser.parse_args(argv)
     report = measure()
     if args.capacity:
         report["capacity"] = measure_capacity()
     if args.real:
         with tempfile.TemporaryDirectory(prefix="bgl-cassandra-bench-") as workdir:
-            report["real"] = measure_real(workdir, args.rate_seconds, args.bulk_metrics)
+            report["real"] = real_mod.measure_real(workdir, args.rate_seconds, args.bulk_metrics,
+                                                   tuple(args.modes.split(",")), args.cluster,
+                                                   args.index_cost)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -408,22 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         for table, sizes in capacity["bytes_per_point"].items():
             print(f"  logical bytes per point held, {table:24} {sizes['before_sealing']:8.2f} before sealing"
                   f" {sizes['after_sealing']:8.2f} after")
-    real = report.get("real")
-    if real:
-        print(f"operations per second, same {report['names']:,} names: " + " / ".join(real["stores"])
-              + f" (Cassandra {real['version']}, one node)")
-        for label, rates in real["ops_per_second"].items():
-            print(f"  {label:55} " + " / ".join(f"{rates[store]:8.1f}" for store in real["stores"]))
-        for store, bulk in real.get("bulk", {}).items():
-            print(f"bulk on {store}:")
-            for what, unit in (("creation", "metric"), ("writes", "point"), ("fetch", "fetch")):
-                f = bulk[what]
-                extra = (f", {f['directories']:,} directories" if what == "creation"
-                         else f", p50 {f['p50_ms']:.1f} ms" if what == "fetch" else "")
-                print(f"  {what:9} {f[unit + 's']:>9,} {unit}s: {f[unit + 's_per_second']:10,.1f}/s,"
-                      f" {f['statements_per_' + unit]:6.3f} statements/{unit} {f['by_kind']},"
-                      f" client {f['client_cpu_us_per_' + unit]:8.1f} us/{unit}, node {f['node_cpu_us_per_' + unit]:8.1f}"
-                      f" us/{unit}{extra}")
+    if report.get("real"):
+        real_mod.print_real(report["real"], report["names"])
     return 0
 
 

@@ -24,12 +24,13 @@ def even_tokens(count: int) -> list[int]:
 class CassandraCluster:
     """Nodes of one cluster on loopback addresses."""
 
-    def __init__(self, directory: Path, addresses: tuple[str, ...] = ADDRESSES, heap: str = "512M"):
+    def __init__(self, directory: Path, addresses: tuple[str, ...] = ADDRESSES, heap: str = "512M", jmx: bool = False):
         native, storage = free_port(addresses), free_port(addresses)
         self.nodes = [
             CassandraNode(NodeConfig(address=address, native_port=native, storage_port=storage,
                                      directory=Path(directory) / f"node{i + 1}", seeds=(addresses[0],), heap=heap,
-                                     initial_token=token, ring_delay_ms=RING_DELAY_MS))
+                                     initial_token=token, ring_delay_ms=RING_DELAY_MS,
+                                     jmx_port=free_port() if jmx else None))
             for i, (address, token) in enumerate(zip(addresses, even_tokens(len(addresses))))
         ]
 

@@ -41,6 +41,7 @@ JVM17_FLAGS = (
     "-Dio.netty.allocator.maxOrder=11",
 )
 MAIN_CLASS = "org.apache.cassandra.service.CassandraDaemon"
+NODETOOL_CLASS = "org.apache.cassandra.tools.NodeTool"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +58,7 @@ class NodeConfig:
     num_tokens: int = 1
     initial_token: int | None = None
     ring_delay_ms: int = 1000  # Cassandra waits this long (30 s by default) before choosing its tokens
+    jmx_port: int | None = None  # local-only JMX (for nodetool flush); None: no JMX
 
     @property
     def yaml_path(self) -> Path:
@@ -144,7 +146,8 @@ def write_files(config: NodeConfig) -> None:
 
 
 def java_command(java: str, lib: Path, config: NodeConfig) -> list[str]:
-    """The command line of one node in the foreground (JMX off: it is stopped by SIGTERM)."""
+    """The command line of one node in the foreground (JMX off unless config.jmx_port: it is
+    stopped by SIGTERM)."""
     jars = sorted(lib.glob("*.jar"))
     jamm = [f"-javaagent:{jar}" for jar in jars if jar.name.startswith("jamm-")][:1]
     return [
@@ -159,6 +162,14 @@ def java_command(java: str, lib: Path, config: NodeConfig) -> list[str]:
         "-Dcassandra.skip_wait_for_gossip_to_settle=0",
         f"-Dcassandra.ring_delay_ms={config.ring_delay_ms}",
         "-Dcassandra.superuser_setup_delay_ms=0",
+        *([f"-Dcassandra.jmx.local.port={config.jmx_port}"] if config.jmx_port else []),
         "-cp", ":".join([str(config.yaml_path.parent)] + [str(jar) for jar in jars]),
         MAIN_CLASS,
     ]
+
+
+def nodetool_command(java: str, lib: Path, config: NodeConfig, *arguments: str) -> list[str]:
+    """`nodetool ARGUMENTS` against the node's local JMX port (config.jmx_port), from the same jars."""
+    classpath = ":".join(str(jar) for jar in sorted(lib.glob("*.jar")))
+    return [java, "-Xmx128m", *JVM17_FLAGS, "-cp", classpath, NODETOOL_CLASS,
+            "-h", "127.0.0.1", "-p", str(config.jmx_port), *arguments]

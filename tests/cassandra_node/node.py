@@ -41,9 +41,11 @@ class CassandraNode:
         self.start_seconds: float | None = None  # from launch to the first CQL answer
 
     @classmethod
-    def single(cls, directory: Path, heap: str = "512M") -> "CassandraNode":
+    def single(cls, directory: Path, heap: str = "512M", jmx: bool = False) -> "CassandraNode":
+        """One node on 127.0.0.1 free ports; with jmx, local JMX too (flush())."""
         return cls(config_mod.NodeConfig(address="127.0.0.1", native_port=free_port(), storage_port=free_port(),
-                                          directory=Path(directory), heap=heap))
+                                          directory=Path(directory), heap=heap,
+                                          jmx_port=free_port() if jmx else None))
 
     @property
     def address(self) -> str:
@@ -125,6 +127,15 @@ class CassandraNode:
             return None
         finally:
             cluster.shutdown()
+
+    def flush(self, timeout: float = 120.0) -> None:
+        """`nodetool flush`: every memtable written to SSTables (needs the node started with JMX)."""
+        if self.config.jmx_port is None:
+            raise NodeFailed(f"flush needs JMX: start the node on {self.address} with jmx=True")
+        command = config_mod.nodetool_command(fetch.java_binary(), fetch.fetch(), self.config, "flush")
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise NodeFailed(f"nodetool flush on {self.address} failed ({done.returncode}): {done.stderr[-2000:]}")
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM (Cassandra drains), then SIGKILL of the whole group after `timeout` seconds."""

@@ -10,6 +10,7 @@ from biggraphite_like.stores.cassandra import glob_planner as planner
 
 CANDIDATE_FACTOR = 10  # candidates a glob may read per allowed result when the index cannot decide alone
 WALK_LIMIT = 256  # directories one level of a glob walk may list before the depth query takes over
+DEPTH_PROBES = (8, 16, 32)  # depths whose directories are looked for before per-depth queries go deeper
 
 
 class GlobMixin:
@@ -26,7 +27,8 @@ class GlobMixin:
         candidates: list[str] = []
         requests: list[tuple[Any, Any]] = []
         limits: list[int | None] = []  # row limit of each request whose reaching means "too many"
-        for part in planner.plan(pattern, like=kind == "sasi"):
+        parts = self._within_depth(planner.plan(pattern, like=kind == "sasi"))
+        for part in parts:
             if isinstance(part, planner.Walk):
                 candidates += self._walk(table, part.components, max_results)
                 continue
@@ -41,6 +43,27 @@ class GlobMixin:
                     f" max_results={max_results} x {CANDIDATE_FACTOR}); narrow the pattern")
             candidates += (r[0] for r in rows if r[1] is not None)
         return pattern.filter(candidates, max_results)
+
+    def _within_depth(self, parts: list[planner.Part]) -> list[planner.Part]:
+        """Per-depth queries (`**` then fixed components: up to 64 depths) only for the depths
+        names can have: no directory of depth k means no name deeper than k, so one round
+        trip of DEPTH_PROBES `component_k = '__END__' LIMIT 1` reads saves the rest."""
+        deepest = max((max(p.depths) for p in parts if isinstance(p, planner.Queries) and p.depths), default=0)
+        probes = [k for k in DEPTH_PROBES if k < deepest]
+        if not probes:
+            return parts
+        found = self._run([self._select("directories", planner.depth_restriction(k), 1) for k in probes],
+                          f"look for directories of depth {probes}")
+        bound = next((k for k, rows in zip(probes, found) if not rows), None)
+        if bound is None:
+            return parts
+        kept: list[planner.Part] = []
+        for part in parts:
+            if isinstance(part, planner.Queries) and part.depths:
+                pairs = [(q, d) for q, d in zip(part.queries, part.depths) if d <= bound]
+                part = planner.Queries(tuple(q for q, _ in pairs), part.exact, tuple(d for _, d in pairs))
+            kept.append(part)
+        return kept
 
     def _select(self, table: str, conjunction: planner.Conjunction, limit: int | None):
         where = " AND ".join(f"{r.column} {r.operator} ?" for r in conjunction)

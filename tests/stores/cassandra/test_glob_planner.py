@@ -102,11 +102,17 @@ def test_plans_are_bounded(pattern):
 
 
 def test_fixed_components_become_index_restrictions():
+    # SASI: the subtree the leading components name, as one `parent LIKE`, and the literals deeper
     plan = planner.plan(GlobPattern("svc.host*.cpu"), like=True)
     assert plan == [planner.Queries(((
-        planner.Restriction("component_0", "=", "svc"), planner.Restriction("component_2", "=", "cpu"),
-        planner.Restriction("component_1", "LIKE", "host%"), planner.Restriction("component_3", "=", "__END__")),),
-        exact=True)]
+        planner.Restriction("parent", "LIKE", "svc.host%"), planner.Restriction("component_2", "=", "cpu")),),
+        exact=False)]
+    # with nothing to name a subtree, the components; not the first one nor `__END__`, which
+    # match nearly every name (the client checks them)
+    plan = planner.plan(GlobPattern("*.host*.cpu"), like=True)
+    assert plan == [planner.Queries(((
+        planner.Restriction("component_2", "=", "cpu"), planner.Restriction("component_1", "LIKE", "host%")),),
+        exact=False)]
     # SAI: no LIKE, the prefix is left to the client
     sai = planner.plan(GlobPattern("svc.host*.cpu"), like=False)
     assert sai == [planner.Queries(((
@@ -137,19 +143,50 @@ def test_nothing_fixed_walks_or_scans_bounded():
     assert len(trailing.queries) == 64 and not trailing.exact
 
 
-def test_globstar_between_fixed_components_restricts_both_ends_per_depth():
+@pytest.mark.parametrize("like", [True, False], ids=["sasi", "sai"])
+def test_globstar_between_fixed_components_restricts_both_ends_per_depth(like):
     """`tree.**.host0042.cpu9` reads the names ending so at each depth, never every `tree.*`."""
-    (part,) = planner.plan(GlobPattern("tree.**.host0042.cpu9"), like=True)
+    (part,) = planner.plan(GlobPattern("tree.**.host0042.cpu9"), like=like)
     assert len(part.queries) == 64 - 3 + 1  # depths 3..64
+    assert part.depths == tuple(range(3, 65))  # the store skips the depths no directory reaches
     for depth, query in zip(range(3, 65), part.queries):
         restrictions = {(r.column, r.value) for r in query}
-        assert ("component_0", "tree") in restrictions
         assert (f"component_{depth - 2}", "host0042") in restrictions
         assert (f"component_{depth - 1}", "cpu9") in restrictions
-        if depth < 64:
-            assert (f"component_{depth}", "__END__") in restrictions
+        if not like:  # SASI leaves the first component and the depth to the client
+            assert ("component_0", "tree") in restrictions
+            if depth < 64:
+                assert (f"component_{depth}", "__END__") in restrictions
     names = [f"tree.dc{d}.host{h:04d}.cpu{c}" for d in range(3) for h in range(40, 45) for c in (8, 9)]
     names += ["tree.host0042.cpu9", "other.host0042.cpu9"]
     selected = {n for n in names for q in part.queries if _selects(n, q)}
-    assert selected == {"tree.dc0.host0042.cpu9", "tree.dc1.host0042.cpu9", "tree.dc2.host0042.cpu9",
-                        "tree.host0042.cpu9"}
+    expected = {"tree.dc0.host0042.cpu9", "tree.dc1.host0042.cpu9", "tree.dc2.host0042.cpu9", "tree.host0042.cpu9"}
+    assert selected == (expected if not like else expected | {"other.host0042.cpu9"})
+
+
+def test_subtrees_are_asked_as_parent_prefixes_with_sasi():
+    """The most selective question in a tree: the directories under a fixed prefix, a leading
+    character class expanded into prefixes (seed 003's finds asked every component instead)."""
+    (part,) = planner.plan(GlobPattern("svc.dc2.host00[1-3]?.cpu.*"), like=True)
+    assert part.queries == tuple((planner.Restriction("parent", "LIKE", f"svc.dc2.host00{i}%"),
+                                  planner.Restriction("component_3", "=", "cpu")) for i in (1, 2, 3))
+    # more prefixes than a few queries are worth: the common prefix
+    (part,) = planner.plan(GlobPattern("svc.dc{1,2}.host00[0-5]?.cpu.*"), like=True)
+    assert part.queries == tuple((planner.Restriction("parent", "LIKE", f"svc.dc{d}.host00%"),
+                                  planner.Restriction("component_3", "=", "cpu")) for d in (1, 2))
+    (part,) = planner.plan(GlobPattern("svc.dc3.host0042.**"), like=True)
+    assert part.queries == ((planner.Restriction("parent", "LIKE", "svc.dc3.host0042%"),),)
+    # one fixed component is too broad a subtree: the components are asked
+    (part,) = planner.plan(GlobPattern("svc.{,dc3}.**"), like=True)
+    assert all(r.column != "parent" for q in part.queries for r in q)
+
+
+@pytest.mark.parametrize("component, prefixes", [
+    ("host00[1-3]?", ("host001", "host002", "host003")), ("{cpu,mem}*", ("cpu", "mem")),
+    ("a[bc]*", ("ab", "ac")), ("ab{c,cd}*", ("abc",)), ("a[!b]*", ("a",)), ("a[b-a]", ("a",)),
+    ("[a-z]x", None), ("*x", None), ("x[a-c-]", ("x",)), ("50%*", None), ("x[", ("x",))])
+def test_like_prefixes(component, prefixes):
+    from biggraphite_like.glob import ComponentPattern
+
+    expanded = [component] if "{" not in component else list(GlobPattern(component).components[0].alternatives)
+    assert planner.like_prefixes(ComponentPattern(expanded)) == prefixes

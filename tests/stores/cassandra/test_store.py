@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from biggraphite_like import names as names_mod
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.errors import InvalidStoreURL, SchemaMissing, StoreError, StoreUnavailable, TooManyResults
 from biggraphite_like.glob import GlobPattern
@@ -216,11 +217,12 @@ def test_statement_counts_per_operation(url_server, cassandra_url):
             return accessor.insert_points({n: [(minute + 10 * k, float(k)) for k in range(count)] for n in names}, now=now)
 
         write(1), write(5), accessor.fetch(names, now - 300, now, now)  # prepares every statement once
-        accessor.glob_metrics("svc.host1*.cpu"), accessor.glob_directories("svc.*")
+        accessor.glob_metrics("svc.host1*.cpu"), accessor.glob_directories("svc.*"), accessor.glob_metrics("**.cpu")
         counts = {}
         for label, action in [
             ("find svc.host1*.cpu", lambda: accessor.glob_metrics("svc.host1*.cpu")),
             ("find svc.*", lambda: accessor.glob_directories("svc.*")),
+            ("find **.cpu", lambda: accessor.glob_metrics("**.cpu")),
             ("fetch 40 series", lambda: accessor.fetch(names, now - 300, now, now)),
             ("write 40 metrics x 1 point", lambda: write(1)),
             ("write 40 metrics x 5 points", lambda: write(5)),
@@ -233,6 +235,8 @@ def test_statement_counts_per_operation(url_server, cassandra_url):
         print(counts)
         assert counts["find svc.host1*.cpu"] == {"EXECUTE": 1}
         assert counts["find svc.*"] == {"EXECUTE": 1}
+        # no directory of depth 8 (one round trip of 3 probes): the names of depths 1..8, not 1..64
+        assert counts["find **.cpu"] == {"EXECUTE": 3 + 8}
         # the deletion marker, one `metric IN ?` query for the 40 series (same window, same partition block)
         assert counts["fetch 40 series"] == {"EXECUTE": 1 + 1}
         # the deletion marker (once a batch), stage 0, then the propagation: read the minute back
@@ -580,6 +584,20 @@ def test_glob_results_larger_than_a_page_are_read_whole(url_server, cassandra_ac
         assert accessor.glob_metrics("*.m00*") == wanted[:10]
     finally:
         session.default_fetch_size = saved
+
+
+def test_globstar_finds_names_deeper_than_the_depth_probes(cassandra_accessor):
+    """Per-depth queries stop at the first probed depth without directories: names 7, 9, 17
+    and 40 components deep are all found (each probe depth, and past the last)."""
+    deep = [".".join(["d"] + [f"x{i}" for i in range(depth - 3)] + ["host42", "cpu"]) for depth in (7, 9, 17, 40)]
+    metric_names = deep + ["d.host42.cpu", "d.host43.cpu"]
+    cassandra_accessor.create_metrics([(n, META) for n in metric_names])
+    for pattern in ("d.**.host42.cpu", "**.host42.cpu", "d.x0.**.cpu"):
+        found = cassandra_accessor.glob_metrics(pattern)
+        assert found == GlobPattern(pattern).filter(metric_names) and set(deep) <= set(found), pattern
+    directories = {d for n in deep for d in names_mod.ancestors(n)}
+    assert cassandra_accessor.glob_directories("d.**.x13.*") == GlobPattern("d.**.x13.*").filter(directories)
+    assert len(cassandra_accessor.glob_directories("d.**.x13.*")) == 2  # ...x13.host42 and ...x13.x14
 
 
 def test_globs_stay_equal_when_walks_give_way_to_depth_queries(cassandra_accessor, monkeypatch):
