@@ -318,8 +318,20 @@ class GlobPattern:
         self.depth: int | None = len(components) if fixed else None
         self.min_depth: int = sum(not zero for zero in self._zero_width)
         self._matchers = tuple(c.matcher for c in components)
+        self._around_globstar = self._compute_around_globstar()
         self._literal_prefix = self._compute_literal_prefix()
         self._head = SEPARATOR.join(self._literal_prefix)
+
+    def _compute_around_globstar(self) -> tuple[tuple, tuple, int] | None:
+        """(matchers before, matchers after, fewest name components) when the pattern's one
+        variable component is a plain `**` (`a.**.b`, `a.**`): a name then matches when its
+        first and last components match those around it, with enough components between
+        (zero or more in the middle, one or more last), no alignment to search. Else None."""
+        variable = [i for i, c in enumerate(self.components) if c.is_globstar or c.optional]
+        if len(variable) != 1 or self.components[variable[0]].alternatives != (GLOBSTAR,):
+            return None
+        index = variable[0]
+        return self._matchers[:index], self._matchers[index + 1:], self.min_depth
 
     def _compute_literal_prefix(self) -> tuple[str, ...]:
         prefix = []
@@ -348,7 +360,22 @@ class GlobPattern:
                 if not matcher(component):
                     return False
             return True
+        if self._around_globstar is not None:
+            return self._match_around_globstar(components)
         return self._match_variable(components)
+
+    def _match_around_globstar(self, parts: Sequence[str]) -> bool:
+        before, after, fewest = self._around_globstar
+        if len(parts) < fewest:
+            return False
+        for matcher, component in zip(before, parts):
+            if not matcher(component):
+                return False
+        if after:
+            for matcher, component in zip(after, parts[len(parts) - len(after):]):
+                if not matcher(component):
+                    return False
+        return True
 
     def _match_variable(self, parts: Sequence[str]) -> bool:
         """Dynamic programming over positions for globstar / optional components.

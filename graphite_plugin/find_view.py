@@ -21,6 +21,7 @@ entries of equal last component are in path order.
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import Sequence
 
@@ -32,7 +33,7 @@ from graphite.storage import STORE
 
 from graphite_plugin.finder import REFUSED, TAG_CALL, Backend, Finder, refused, shared_backend
 from graphite_plugin.profiles import profile_for
-from graphite_plugin.reader import data_interval
+from graphite_plugin.reader import span_interval
 
 PARAMETERS = frozenset({"query", "format"})  # a request with any other goes to graphite's view
 
@@ -66,25 +67,29 @@ def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[
     return tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
 
 
-def json_content(backend: Backend, leaves: Sequence[str], branches: Sequence[str]) -> list:
-    """find_view's json content (json_nodes): path, is_leaf and a leaf's intervals (read
-    for all the leaves at once), in path order, a directory before a metric of its name."""
-    metrics = backend.accessor.peek_metrics(leaves) if leaves else {}  # not kept: bounded memory
+def json_text(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool) -> str:
+    """find_view's json content (json_nodes) as json.dumps encodes it: path, is_leaf and a
+    leaf's intervals (each leaf's retention and last write read for all the leaves at once,
+    no Metric built), in path order, a directory before a metric of its name. Written
+    entry by entry (strings by json's own encoder, numbers by repr as json.dumps writes
+    them): no dict per node, for answers of up to BG_MAX_GLOB_RESULTS paths."""
+    spans = backend.accessor.store.metric_spans(leaves) if leaves else {}  # not kept: bounded memory
     now = time.time()
+    quoted = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
     nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
     nodes.sort(key=lambda node: node[0])  # stable: the directory first
-    content = []
+    parts = []
     for path, is_leaf in nodes:
-        info = {"path": path, "is_leaf": is_leaf}
-        if is_leaf:
-            metric = metrics.get(path)
-            if metric is None:  # deleted since the glob: graphite's reader gives no interval
-                info["intervals"] = []
-            else:
-                start, end = data_interval(backend.accessor, metric, now)
-                info["intervals"] = [{"start": start, "end": end}]
-        content.append(info)
-    return content
+        if not is_leaf:
+            parts.append(f'{{"path": {quoted(path)}, "is_leaf": false}}')
+            continue
+        span = spans.get(path)
+        if span is None:  # deleted since the glob: graphite's reader gives no interval
+            parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, "intervals": []}}')
+        else:
+            start, end = span_interval(backend.accessor, *span, now)
+            parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, "intervals": [{{"start": {start!r}, "end": {end!r}}}]}}')
+    return "[" + ", ".join(parts) + "]"
 
 
 def completer_content(leaves: Sequence[str], branches: Sequence[str]) -> dict:
@@ -95,6 +100,18 @@ def completer_content(leaves: Sequence[str], branches: Sequence[str]) -> dict:
     nodes.sort(key=lambda node: (node[0], node[1]))
     return {"metrics": [{"path": path if is_leaf else path + ".", "name": name, "is_leaf": str(int(is_leaf))}
                         for name, path, is_leaf in nodes]}
+
+
+def ascii_only(request) -> bool:
+    """json_response_for's choice: non-ASCII escaped unless the client accepts more than application/json."""
+    return request.META.get("HTTP_ACCEPT", "application/json") == "application/json"
+
+
+def json_text_response(request, content: str) -> HttpResponse:
+    """json_response_for's response for content already encoded (no pretty, no jsonp:
+    PARAMETERS has neither)."""
+    return HttpResponse(content, content_type="application/json" if ascii_only(request)
+                        else "application/json;charset=utf-8")
 
 
 def find_answer(request) -> HttpResponse | None:
@@ -122,13 +139,12 @@ def find_answer(request) -> HttpResponse | None:
     log.info("find_view query=%s local_only=%s matches=%d" % (query, 0, count))
     log.info("received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
              % (query, None, None, 0, form, count))
-    if form == "treejson":
-        content = tree_content(request, query, leaves, branches)
-    elif form == "json":
-        content = json_content(backend, leaves, branches)
+    if form == "json":
+        response = json_text_response(request, json_text(backend, leaves, branches, ascii_only(request)))
     else:
-        content = completer_content(leaves, branches)
-    response = json_response_for(request, content)
+        content = tree_content(request, query, leaves, branches) if form == "treejson" \
+            else completer_content(leaves, branches)
+        response = json_response_for(request, content)
     response["Pragma"] = "no-cache"
     response["Cache-Control"] = "no-cache"
     return response

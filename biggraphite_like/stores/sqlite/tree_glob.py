@@ -15,10 +15,13 @@ the glob engine then filters the candidates (every match is among them).
 """
 from __future__ import annotations
 
+import functools
 import json
-from typing import Iterator
+from typing import Iterator, Sequence
 
+from biggraphite_like.errors import BglError
 from biggraphite_like.glob import ComponentPattern, GlobPattern
+from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.stores.sqlite.name_tree import ROOT, join
 
 _PROBE_LIMIT = 1000  # rows of the inverted index read to decide whether a trailing literal starts the walk
@@ -39,6 +42,18 @@ def _prefix_bounds(prefix: str) -> tuple[str, str]:
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
+@functools.lru_cache(maxsize=1024)  # a store holds a handful of distinct metadatas
+def _duration(retention: str | None, aggregator: str | None, xfilesfactor: float | None) -> int | None:
+    """Seconds a metric's retention covers, None when its metadata cannot be read (as
+    stored_metric reads it)."""
+    if retention is None or aggregator is None or xfilesfactor is None:
+        return None
+    try:
+        return MetricMetadata.create(retention, aggregator, xfilesfactor).retention.duration
+    except (BglError, ValueError, TypeError):
+        return None
+
+
 def _variable(component: ComponentPattern) -> bool:
     return component.is_globstar or component.optional
 
@@ -57,6 +72,25 @@ class GlobMixin:
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
             return pattern.filter(self._candidates(table, pattern), max_results)
+
+    def metric_spans(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Store.metric_spans from the rows alone (no Metric, no key kept: a find's leaves are
+        read once); a row whose retention cannot be read goes through get_metrics, which
+        logs and leaves it out."""
+        self._check_schema()
+        with self._errors("read metrics"):
+            self._check_directories()
+            rows = self._metric_rows(names)
+        spans, unreadable = {}, []
+        for name, row in rows.items():
+            duration = _duration(*row[1:4])
+            if duration is None:
+                unreadable.append(name)
+            else:
+                spans[name] = (duration, row[5] or 0)
+        if unreadable:
+            spans.update(super().metric_spans(unreadable))
+        return spans
 
     def _candidates(self, table: str, pattern: GlobPattern) -> Iterator[str]:
         """Names that may match (a superset of the matches)."""
@@ -156,11 +190,25 @@ class GlobMixin:
         found = dict(nodes)
         level = nodes
         while level:
+            if self._children_over(level, _MAX_SUBTREE - len(found)):
+                return None  # counted in the index, not listed: a big subtree costs no rows
             level = dict(self._child_rows("directories", level, None, visible=False))
             found.update(level)
             if len(found) > _MAX_SUBTREE:
                 return None
         return found
+
+    def _children_over(self, nodes: Nodes, limit: int) -> bool:
+        """Whether the directories under nodes (one level) are more than limit."""
+        keys, counted = list(nodes), 0
+        for start in range(0, len(keys), _PAGE):
+            counted += self._conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM json_each(?) AS j CROSS JOIN directories AS t"
+                f" ON t.parent = j.value LIMIT {max(limit - counted, 0) + 1})",
+                (json.dumps(keys[start:start + _PAGE]),)).fetchone()[0]
+            if counted > limit:
+                return True
+        return False
 
     def _inverted_start(self, table: str, trail: tuple[ComponentPattern, ...]
                         ) -> tuple[int, int, dict[str, int]] | None:

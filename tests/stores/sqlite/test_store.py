@@ -480,6 +480,41 @@ def test_candidates_of_a_globstar_between_fixed_components_are_bounded(big_store
     assert set(candidates) == {n for n in _plan_names() if n.startswith("a.b.c1") and n.count(".") > 2}
 
 
+def test_a_big_subtree_is_counted_not_listed(big_store, monkeypatch):
+    """`a.**.leaf` with a subtree bound below the directories under `a`: the planner counts
+    them in the index and takes the inverted index, without listing the directories."""
+    from biggraphite_like.stores.sqlite import tree_glob
+
+    store = big_store.store
+    listed = []
+    child_rows = type(store)._child_rows
+    monkeypatch.setattr(type(store), "_child_rows", lambda self, table, nodes, component, visible=True:
+                        listed.append((table, component)) or child_rows(self, table, nodes, component, visible))
+    monkeypatch.setattr(tree_glob, "_MAX_SUBTREE", 5)
+    found = store.glob_metrics(GlobPattern("a.**.leaf"), 10_000)
+    assert found == sorted(n for n in _plan_names() if n.startswith("a.") and n.endswith(".leaf"))
+    assert ("directories", None) not in listed, "the subtree was listed past its bound"
+
+
+def test_metric_spans_are_what_get_metrics_gives(tmp_path):
+    """metric_spans (a find's intervals) from the rows: the retention's duration and the
+    last write of each metric, as the Metric get_metrics builds; a row whose metadata
+    cannot be read is left out as get_metrics leaves it, a name that is no metric too."""
+    accessor = _new_store(tmp_path / "bgl.db", ["s.a", "s.b", "s.c.d"], retention="60s:1d,1h:30d")
+    accessor.create_metrics([("s.e", _meta("10s:1h"))], now=NOW + 50)
+    store = accessor.store
+    with store.write_batch():
+        store._conn.execute("INSERT INTO metadatas (retention, aggregator, xfilesfactor) VALUES ('60x:1d', 'average', 0)")
+        bad = store._conn.execute("SELECT max(id) FROM metadatas").fetchone()[0]
+        store._conn.execute("UPDATE metrics SET metadata = ? WHERE key = (SELECT key FROM named_metrics"
+                            " WHERE name = 's.b')", (bad,))
+    names = ["s.a", "s.b", "s.c.d", "s.e", "s.c", "nothing"]
+    expected = {name: (m.retention.duration, m.updated_on) for name, m in store.get_metrics(names).items()}
+    assert expected == {"s.a": (30 * 86400, NOW), "s.c.d": (30 * 86400, NOW), "s.e": (3600, NOW + 50)}
+    assert store.metric_spans(names) == expected
+    accessor.close()
+
+
 # -- 4. bounded storage and expiry -----------------------------------------------------
 
 STAGES = "20*1s:12*5s:10*30s"  # durations 20 s, 60 s, 300 s
