@@ -36,6 +36,7 @@ from graphite_plugin.profiles import profile_for
 from graphite_plugin.reader import span_interval
 
 PARAMETERS = frozenset({"query", "format"})  # a request with any other goes to graphite's view
+JSON_CHUNK = 5_000  # leaves of a json answer read and written at once
 
 
 class TreeEntry:
@@ -67,29 +68,40 @@ def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[
     return tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
 
 
-def json_text(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool) -> str:
+def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool) -> bytes:
     """find_view's json content (json_nodes) as json.dumps encodes it: path, is_leaf and a
-    leaf's intervals (each leaf's retention and last write read for all the leaves at once,
-    no Metric built), in path order, a directory before a metric of its name. Written
-    entry by entry (strings by json's own encoder, numbers by repr as json.dumps writes
-    them): no dict per node, for answers of up to BG_MAX_GLOB_RESULTS paths."""
-    spans = backend.accessor.store.metric_spans(leaves) if leaves else {}  # not kept: bounded memory
-    now = time.time()
+    leaf's intervals, in path order, a directory before a metric of its name. Each leaf's
+    retention and last write are read JSON_CHUNK leaves at a time (Store.metric_spans: no
+    Metric built, nothing kept), the entries written as json.dumps writes them (strings by
+    json's own encoder, numbers by repr), JSON_CHUNK at a time: no dict per node, and an
+    answer of BG_MAX_GLOB_RESULTS paths holds its text about twice at most."""
+    if branches:
+        nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
+        nodes.sort(key=lambda node: node[0])  # stable: the directory first
+    else:
+        nodes = None  # the leaves alone, sorted already
     quoted = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
-    nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
-    nodes.sort(key=lambda node: node[0])  # stable: the directory first
-    parts = []
-    for path, is_leaf in nodes:
-        if not is_leaf:
-            parts.append(f'{{"path": {quoted(path)}, "is_leaf": false}}')
-            continue
-        span = spans.get(path)
-        if span is None:  # deleted since the glob: graphite's reader gives no interval
-            parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, "intervals": []}}')
-        else:
-            start, end = span_interval(backend.accessor, *span, now)
-            parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, "intervals": [{{"start": {start!r}, "end": {end!r}}}]}}')
-    return "[" + ", ".join(parts) + "]"
+    store, accessor, now = backend.accessor.store, backend.accessor, time.time()
+    chunks = []
+    for offset in range(0, len(nodes if nodes is not None else leaves), JSON_CHUNK):
+        chunk = nodes[offset:offset + JSON_CHUNK] if nodes is not None \
+            else [(path, True) for path in leaves[offset:offset + JSON_CHUNK]]
+        wanted = [path for path, is_leaf in chunk if is_leaf]
+        spans = store.metric_spans(wanted) if wanted else {}  # not kept: bounded memory
+        parts = []
+        for path, is_leaf in chunk:
+            if not is_leaf:
+                parts.append(f'{{"path": {quoted(path)}, "is_leaf": false}}')
+                continue
+            span = spans.get(path)
+            if span is None:  # deleted since the glob: graphite's reader gives no interval
+                parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, "intervals": []}}')
+            else:
+                start, end = span_interval(accessor, *span, now)
+                parts.append(f'{{"path": {quoted(path)}, "is_leaf": true,'
+                             f' "intervals": [{{"start": {start!r}, "end": {end!r}}}]}}')
+        chunks.append(", ".join(parts).encode())
+    return b"[" + b", ".join(chunks) + b"]"
 
 
 def completer_content(leaves: Sequence[str], branches: Sequence[str]) -> dict:
@@ -107,7 +119,7 @@ def ascii_only(request) -> bool:
     return request.META.get("HTTP_ACCEPT", "application/json") == "application/json"
 
 
-def json_text_response(request, content: str) -> HttpResponse:
+def json_text_response(request, content: bytes) -> HttpResponse:
     """json_response_for's response for content already encoded (no pretty, no jsonp:
     PARAMETERS has neither)."""
     return HttpResponse(content, content_type="application/json" if ascii_only(request)
@@ -140,7 +152,7 @@ def find_answer(request) -> HttpResponse | None:
     log.info("received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
              % (query, None, None, 0, form, count))
     if form == "json":
-        response = json_text_response(request, json_text(backend, leaves, branches, ascii_only(request)))
+        response = json_text_response(request, json_body(backend, leaves, branches, ascii_only(request)))
     else:
         content = tree_content(request, query, leaves, branches) if form == "treejson" \
             else completer_content(leaves, branches)

@@ -201,3 +201,24 @@ def test_the_middleware_answers_cached_finds(store_url):
     for response in (first, second):
         assert (response.status_code, _headers(response), response.content) == \
                (plain.status_code, _headers(plain), plain.content)
+
+
+@pytest.mark.parametrize("pattern", ["srv.*", "srv.*.cpu", "srv.**", "srv.web?.*"])
+def test_json_finds_written_a_few_leaves_at_a_time_answer_as_find_view(store_url, frozen_clock, monkeypatch, pattern):
+    """The json answer read and written JSON_CHUNK leaves at a time (here 2: chunks that
+    split a directory from a metric of its name) is graphite's, byte for byte."""
+    from graphite.metrics.views import find_view
+
+    from graphite_plugin import find_view as shortcut
+    from graphite_plugin.finder import shared_backend
+
+    monkeypatch.setattr(shortcut, "JSON_CHUNK", 2)
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
+        for extra in ({}, {"HTTP_ACCEPT": "*/*"}):
+            request = {"query": pattern, "format": "json"}
+            shared_backend().globs.clear()
+            ours = shortcut.find_answer(_get(request, **extra))
+            theirs = find_view(_get(request, **extra))
+            assert (ours.status_code, _headers(ours)) == (theirs.status_code, _headers(theirs))
+            assert ours.content == _in_graphite_order(theirs.content, "json", not extra)
+            assert len(json.loads(ours.content)) > 2
