@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import gc
 import os
 import re
 import selectors
@@ -48,6 +49,14 @@ def request_complete(data: bytes, max_head: int) -> bool:
 
 class RequestFirstWorker(ThreadWorker):
     """gthread, except that a thread gets a connection only once its request has arrived."""
+
+    def load_wsgi(self):
+        """gthread's, then what loading the application made (Django, graphite-web, their
+        modules: most objects the collector tracks in a worker) left out of later
+        collections (gc.freeze): a full collection during a request scans only what
+        requests made since (tens of milliseconds less at the collections that hit a find)."""
+        super().load_wsgi()
+        gc.freeze()
 
     def accept(self, listener):
         if self.cfg.is_ssl:  # the TLS handshake needs a thread: gthread's way
