@@ -60,10 +60,18 @@ def completer_query(query: str) -> str:
 
 
 def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[str]) -> list:
-    """find_view's treejson content: one entry per last component, the directory's first."""
-    entries = [TreeEntry(path.rpartition(".")[2], False) for path in branches]
-    entries.extend(TreeEntry(path.rpartition(".")[2], True) for path in leaves)
-    entries.sort(key=lambda entry: entry.name)
+    """find_view's treejson content. graphite's tree_json reads, of its nodes sorted by
+    last component, the first of each component (the directory's, when a name is both)
+    and how many there are (more than one: the wildcard entry): one entry per component
+    is built, plus a copy of the only one where there were more (no object per match)."""
+    first: dict[str, bool] = {}
+    for path in branches:
+        first.setdefault(path.rpartition(".")[2], False)
+    for path in leaves:
+        first.setdefault(path.rpartition(".")[2], True)
+    entries = [TreeEntry(name, is_leaf) for name, is_leaf in sorted(first.items())]
+    if len(entries) == 1 and len(leaves) + len(branches) > 1:
+        entries.append(entries[0])  # skipped by tree_json as a repeat, counted for its wildcard entry
     base_path = query.rsplit(".", 1)[0] + "." if "." in query else ""
     return tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
 
