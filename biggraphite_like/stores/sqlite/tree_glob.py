@@ -67,6 +67,16 @@ class GlobMixin:
     def glob_directories(self, pattern: GlobPattern, max_results: int) -> list[str]:
         return self._glob("directories", pattern, max_results)
 
+    def glob_nodes(self, pattern: GlobPattern, max_results: int) -> tuple[list[str], list[str]]:
+        """Store.glob_nodes: the directories walked (and the subtree listed) for the metrics
+        are those of the directories' glob: done once for both."""
+        self._check_schema()
+        with self._errors(f"glob {pattern.pattern!r}"):
+            self._check_directories()
+            walked: dict = {}
+            return (pattern.filter(self._candidates("metrics", pattern, walked), max_results),
+                    pattern.filter(self._candidates("directories", pattern, walked), max_results))
+
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         self._check_schema()
         with self._errors(f"glob {pattern.pattern!r}"):
@@ -92,8 +102,10 @@ class GlobMixin:
             spans.update(super().metric_spans(unreadable))
         return spans
 
-    def _candidates(self, table: str, pattern: GlobPattern) -> Iterator[str]:
-        """Names that may match (a superset of the matches)."""
+    def _candidates(self, table: str, pattern: GlobPattern, walked: dict | None = None) -> Iterator[str]:
+        """Names that may match (a superset of the matches). `walked` keeps the directories
+        walked and the subtree listed, for another table's candidates of the same pattern."""
+        walked = {} if walked is None else walked
         if pattern.matches_nothing:
             return
         exact = pattern.exact_names()
@@ -103,16 +115,21 @@ class GlobMixin:
             return
         components = pattern.components
         variable = [i for i, c in enumerate(components) if _variable(c)]
+        head = len(components) - 1 if not variable else variable[0]
+        if "walk" not in walked:
+            walked["walk"] = self._walk(components[:head])
+        nodes = walked["walk"]
         if not variable:
-            yield from self._children(table, self._walk(components[:-1]), components[-1])
+            yield from self._children(table, nodes, components[-1])
             return
-        nodes = self._walk(components[:variable[0]])
         if not nodes:
             return
         trail = components[variable[-1] + 1:]
         start = self._inverted_start(table, trail)
         if start is None or start[1] >= _PROBE_LIMIT:
-            subtree = self._subtree(nodes)
+            if "subtree" not in walked:
+                walked["subtree"] = self._subtree(nodes)
+            subtree = walked["subtree"]
             if subtree is not None:
                 last = components[-1]
                 yield from self._children(table, subtree, None if _variable(last) else last)
