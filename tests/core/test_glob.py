@@ -464,13 +464,13 @@ def test_module_documents_semantics():
 
 def test_a_plain_globstar_matches_as_the_alignment_search_does():
     """Patterns whose one variable component is a plain `**` are matched by their ends
-    (GlobPattern._match_around_globstar); on random names and patterns that gives what the
-    general alignment search gives."""
+    (GlobPattern._match_around_globstar), or by one regex when the others are literals; on
+    random names and patterns that gives what the general alignment search gives."""
     rng = random.Random(36)
     components = ["a", "b", "ab", "x"]
     names = {".".join(rng.choice(components) for _ in range(rng.randint(1, 6))) for _ in range(3000)}
     pieces = ["a", "b", "*", "a*", "?", "[ab]", "{a,x}", "x"]
-    checked = 0
+    checked = regexes = 0
     for _ in range(400):
         parts = [rng.choice(pieces) for _ in range(rng.randint(0, 4))]
         parts.insert(rng.randint(0, len(parts)), GLOBSTAR)
@@ -478,6 +478,8 @@ def test_a_plain_globstar_matches_as_the_alignment_search_does():
         assert pattern._around_globstar is not None
         for name in names:
             assert pattern.matches(name) == pattern._match_variable(name.split(".")), (pattern, name)
+        assert pattern.filter(names) == sorted(n for n in names if pattern._match_variable(n.split("."))), pattern
+        regexes += pattern._around_regex is not None
         checked += 1
-    assert checked == 400
+    assert checked == 400 and 50 < regexes < 400, regexes
     assert GlobPattern("a.{**,b}.c")._around_globstar is None and GlobPattern("a.**.b.**")._around_globstar is None
