@@ -349,6 +349,22 @@ def test_component_count_limit():
     assert "64" in str(info.value)
 
 
+def test_results_limit_of_a_regex_filter():
+    """`a.**` is filtered by one regex, a chunk of names at a time: the limit is exact, and
+    names are not read more than a chunk past it."""
+    names = [f"a.m{i}.x" for i in range(50)]
+    assert GlobPattern("a.**")._around_regex is not None
+    assert len(GlobPattern("a.**").filter(names, max_results=50)) == 50
+    with pytest.raises(TooManyResults, match="more than 49 names"):
+        GlobPattern("a.**").filter(names, max_results=49)
+
+    def many():
+        yield from (f"a.m{i}" for i in range(glob_module.FILTER_CHUNK))
+        raise AssertionError("filter consumed names a chunk past the limit")
+    with pytest.raises(TooManyResults):
+        GlobPattern("a.**").filter(many(), max_results=10)
+
+
 def test_results_limit():
     names = [f"a.m{i}" for i in range(50)]
     assert len(GlobPattern("a.*").filter(names, max_results=50)) == 50
