@@ -512,6 +512,17 @@ def test_metric_spans_are_what_get_metrics_gives(tmp_path):
     expected = {name: (m.retention.duration, m.updated_on) for name, m in store.get_metrics(names).items()}
     assert expected == {"s.a": (30 * 86400, NOW), "s.c.d": (30 * 86400, NOW), "s.e": (3600, NOW + 50)}
     assert store.metric_spans(names) == expected
+    # many names of one last component (looked up per component): the same
+    many = [f"g.h{i}.cpu" for i in range(300)]
+    accessor.create_metrics([(name, _meta("10s:1h")) for name in many[:200]], now=NOW + 7)
+    accessor.create_metrics([(name, _meta()) for name in many[200:]], now=NOW + 9)
+    with store.write_batch():
+        store._conn.execute("UPDATE metrics SET metadata = ? WHERE key = (SELECT key FROM named_metrics"
+                            " WHERE name = 'g.h5.cpu')", (bad,))
+    asked = many + ["g.h1.cpu", "g.nothing.cpu", "s.a"]
+    expected = {name: (m.retention.duration, m.updated_on) for name, m in store.get_metrics(asked).items()}
+    assert len(expected) == 300 and "g.h5.cpu" not in expected and expected["g.h250.cpu"][1] == NOW + 9
+    assert store.metric_spans(asked) == expected
     accessor.close()
 
 
