@@ -29,6 +29,11 @@ _MAX_SUBTREE = 20_000  # directories listed under `**` before the inverted index
 _MAX_RANGE_IDS = 1000  # interned strings of a literal prefix looked up one by one (else: list the children)
 _MAX_PROBES = 50_000  # (parent, component) lookups of one step (else: list the children)
 _PAGE = 20_000  # keys per json_each() list, rows per page of a full scan
+# the literal strings of a component are looked up one at a time (the parents' keys as plain
+# integers: half the time of (parent, string) pairs) when there is one, or up to _PER_STRING
+# under _PAGE_MIN directories or more; else in pairs (one query)
+_PER_STRING = 4
+_PAGE_MIN = 1000
 _SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
 
 Nodes = dict[int, str]  # directory key -> path
@@ -208,6 +213,18 @@ class GlobMixin:
                                  _prefix_bounds(component.prefix)).fetchall()
             if len(found) < _MAX_RANGE_IDS:
                 ids = {s: i for s, i in found if component.matches(s)}
+        if ids is not None and (len(ids) == 1 or (len(ids) <= _PER_STRING and len(nodes) >= _PAGE_MIN)) \
+                and len(ids) * len(nodes) <= _MAX_PROBES:
+            keys = list(nodes)  # one string at a time: the parents' keys as plain integers
+            for string, id_ in ids.items():
+                for start in range(0, len(keys), _PAGE):
+                    rows = conn.execute(
+                        f"SELECT j.value, t.key FROM json_each(?) AS j CROSS JOIN {table} AS t"
+                        f" ON t.parent = j.value AND t.{column} = ?{shown}",
+                        (json.dumps(keys[start:start + _PAGE]), id_)).fetchall()
+                    for parent, key in rows:
+                        yield key, join(nodes[parent], string)
+            return
         if ids is not None and len(ids) * len(nodes) <= _MAX_PROBES:
             pairs = [(key, string, id_) for key in nodes for string, id_ in ids.items()]
             for start in range(0, len(pairs), _PAGE):

@@ -480,6 +480,21 @@ def test_candidates_of_a_globstar_between_fixed_components_are_bounded(big_store
     assert set(candidates) == {n for n in _plan_names() if n.startswith("a.b.c1") and n.count(".") > 2}
 
 
+@pytest.mark.parametrize("pattern", ["*.*.{leaf,d}", "*.*.{c,leaf,d,z0}", "*.*.leaf", "*.*.{c,leaf,d,z0,z1}"])
+def test_literals_under_many_directories_are_found_whichever_way_they_are_looked_up(big_store, pattern):
+    """A component of 1 to 5 literals under about 2,200 directories (one string at a time,
+    or in pairs past _PER_STRING): the glob engine's answer."""
+    from biggraphite_like.stores.sqlite import tree_glob
+
+    store = big_store.store
+    assert len(store.glob_directories(GlobPattern("*.*"), 10_000)) >= tree_glob._PAGE_MIN
+    for table, names in (("metrics", _plan_names()), ("directories", sorted({n.rpartition(".")[0] for n in _plan_names()}))):
+        found = store.glob_metrics(GlobPattern(pattern), 10_000) if table == "metrics" \
+            else store.glob_directories(GlobPattern(pattern), 10_000)
+        assert found == GlobPattern(pattern).filter(names), (table, pattern)
+    assert store.glob_metrics(GlobPattern(pattern), 10_000)
+
+
 def test_a_big_subtree_is_counted_not_listed(big_store, monkeypatch):
     """`a.**.leaf` with a subtree bound below the directories under `a`: the planner counts
     them in the index and takes the inverted index, without listing the directories."""
