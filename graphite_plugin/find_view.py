@@ -10,7 +10,8 @@ graphite_plugin.profiles, `tree_json`, `json_response_for`, its log lines: the s
 and headers), in the request's thread: the pattern's answer from the glob cache, else the
 store's glob (then cached for the next request), bounded by BG_MAX_GLOB_RESULTS and
 BG_MAX_GLOB_EXPANSION (a pattern over them answers 400 naming the setting, as graphite's
-view does); the json format's intervals from one metadata read of all the leaves.
+view does); the json format's intervals from the leaves' rows (Store.metric_spans, a
+chunk of leaves at a time) and its text written as json.dumps writes it (json_body).
 Anything else goes to graphite's view: another format or parameter, a
 `seriesByTag(...)` query, other finders, more leaves than METRICS_FIND_*_THRESHOLD.
 
