@@ -373,6 +373,12 @@ class Accessor:
         glob = self.glob(pattern)
         return [] if glob.matches_nothing else self.store.glob_directories(glob, self.max_glob_results)
 
+    def glob_nodes(self, pattern: str) -> tuple[list[str], list[str]]:
+        """(glob_metrics, glob_directories) of a Graphite glob, their common work done once
+        where the store shares it (Store.glob_nodes)."""
+        glob = self.glob(pattern)
+        return ([], []) if glob.matches_nothing else self.store.glob_nodes(glob, self.max_glob_results)
+
     # -- points ------------------------------------------------------------------------
     def insert_points(
         self,

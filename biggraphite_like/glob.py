@@ -62,6 +62,7 @@ _WILDCARD_RE = re.compile(r"[*?\[]")
 # Concatenations allowed while expanding, per allowed alternative: only patterns whose
 # brace products mostly collide (e.g. `{,a}{,aa}{,aaaa}...`) can exhaust it.
 _WORK_PER_ALTERNATIVE = 16
+FILTER_CHUNK = 1000  # names a regex filters at once (matches past max_results: at most this many more held)
 
 
 def is_glob(pattern: str) -> bool:
@@ -318,8 +319,41 @@ class GlobPattern:
         self.depth: int | None = len(components) if fixed else None
         self.min_depth: int = sum(not zero for zero in self._zero_width)
         self._matchers = tuple(c.matcher for c in components)
+        self._around_globstar = self._compute_around_globstar()
+        self._around_regex = self._compute_around_regex()
         self._literal_prefix = self._compute_literal_prefix()
         self._head = SEPARATOR.join(self._literal_prefix)
+
+    def _compute_around_globstar(self) -> tuple[tuple, tuple, int] | None:
+        """(matchers before, matchers after, fewest name components) when the pattern's one
+        variable component is a plain `**` (`a.**.b`, `a.**`): a name then matches when its
+        first and last components match those around it, with enough components between
+        (zero or more in the middle, one or more last), no alignment to search. Else None."""
+        variable = [i for i, c in enumerate(self.components) if c.is_globstar or c.optional]
+        if len(variable) != 1 or self.components[variable[0]].alternatives != (GLOBSTAR,):
+            return None
+        index = variable[0]
+        return self._matchers[:index], self._matchers[index + 1:], self.min_depth
+
+    def _compute_around_regex(self) -> Callable[[str], object] | None:
+        """For a plain `**` between components that are all literals (`a.**.b`,
+        `{a,b}.x.**`): one regex over the whole name saying what _match_around_globstar
+        says (names are valid: no empty component), without splitting it. Else None."""
+        if self._around_globstar is None:
+            return None
+        index = next(i for i, c in enumerate(self.components) if c.is_globstar)
+        if any(c.literals is None for i, c in enumerate(self.components) if i != index):
+            return None
+
+        def joined(components: Sequence[ComponentPattern]) -> str:
+            return r"\.".join("(?:" + "|".join(map(re.escape, sorted(c.literals))) + ")" for c in components)
+
+        before, after = joined(self.components[:index]), joined(self.components[index + 1:])
+        if index == len(self.components) - 1:  # last: one or more components
+            body = before + r"(?:\.[^.]+)+" if before else r"[^.]+(?:\.[^.]+)*"
+        else:  # zero or more components between
+            body = (before + r"\." if before else "") + r"(?:[^.]+\.)*" + after
+        return re.compile(body + r"\Z").match
 
     def _compute_literal_prefix(self) -> tuple[str, ...]:
         prefix = []
@@ -335,6 +369,8 @@ class GlobPattern:
 
     def matches(self, name: str) -> bool:
         """True when the dotted name (already valid and normalised) matches."""
+        if self._around_regex is not None and not self.matches_nothing:
+            return self._around_regex(name) is not None
         return self.matches_components(name.split(SEPARATOR))
 
     def matches_components(self, components: Sequence[str]) -> bool:
@@ -348,7 +384,22 @@ class GlobPattern:
                 if not matcher(component):
                     return False
             return True
+        if self._around_globstar is not None:
+            return self._match_around_globstar(components)
         return self._match_variable(components)
+
+    def _match_around_globstar(self, parts: Sequence[str]) -> bool:
+        before, after, fewest = self._around_globstar
+        if len(parts) < fewest:
+            return False
+        for matcher, component in zip(before, parts):
+            if not matcher(component):
+                return False
+        if after:
+            for matcher, component in zip(after, parts[len(parts) - len(after):]):
+                if not matcher(component):
+                    return False
+        return True
 
     def _match_variable(self, parts: Sequence[str]) -> bool:
         """Dynamic programming over positions for globstar / optional components.
@@ -379,8 +430,16 @@ class GlobPattern:
 
     def filter(self, names: Iterable[str], max_results: int = DEFAULT_MAX_RESULTS) -> list[str]:
         """The sorted unique names that match; raises TooManyResults as soon as more
-        than max_results distinct names match."""
+        than max_results distinct names match (a regex filter: within FILTER_CHUNK names)."""
         found: set[str] = set()
+        if self._around_regex is not None and not self.matches_nothing:
+            # one regex a name, run by C loops FILTER_CHUNK names at a time
+            names = iter(names)
+            while chunk := list(itertools.islice(names, FILTER_CHUNK)):
+                found.update(filter(self._around_regex, chunk))
+                if len(found) > max_results:
+                    self._too_many(max_results)
+            return sorted(found)
         head = self._head
         matches = self.matches
         for name in names:
@@ -390,11 +449,14 @@ class GlobPattern:
                 continue
             found.add(name)
             if len(found) > max_results:
-                raise TooManyResults(
-                    f"glob {_shorten(self.pattern)!r} matches more than {max_results} names"
-                    f" (limit max_results={max_results}); narrow the pattern"
-                )
+                self._too_many(max_results)
         return sorted(found)
+
+    def _too_many(self, max_results: int) -> None:
+        raise TooManyResults(
+            f"glob {_shorten(self.pattern)!r} matches more than {max_results} names"
+            f" (limit max_results={max_results}); narrow the pattern"
+        )
 
     def exact_names(self, limit: int = 1000) -> list[str] | None:
         """The sorted full names the pattern can match, when it has no wildcard and no

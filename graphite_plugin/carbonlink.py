@@ -45,11 +45,13 @@ def cached_points(names: Sequence[str]) -> dict[str, CachedPoints]:
     pool = CarbonLink()
     found: dict[str, CachedPoints] = {}
     by_host: dict[tuple, list[str]] = collections.defaultdict(list)
+    # one instance: every name hashes to it (graphite's select_host, a ring lookup a name)
+    select_host = (lambda name, host=pool.hosts[0]: host) if len(pool.hosts) == 1 else pool.select_host
     for name in names:
         if name.startswith(settings.CARBON_METRIC_PREFIX):
             found[name] = _query_one(pool, name)
         elif pool.hosts:
-            by_host[pool.select_host(name)].append(name)
+            by_host[select_host(name)].append(name)
     for host, metrics in by_host.items():
         found.update(_query_bulk(pool, host, metrics))
     return found

@@ -10,7 +10,8 @@ graphite_plugin.profiles, `tree_json`, `json_response_for`, its log lines: the s
 and headers), in the request's thread: the pattern's answer from the glob cache, else the
 store's glob (then cached for the next request), bounded by BG_MAX_GLOB_RESULTS and
 BG_MAX_GLOB_EXPANSION (a pattern over them answers 400 naming the setting, as graphite's
-view does); the json format's intervals from one metadata read of all the leaves.
+view does); the json format's intervals from the leaves' rows (Store.metric_spans, a
+chunk of leaves at a time) and its text written as json.dumps writes it (json_body).
 Anything else goes to graphite's view: another format or parameter, a
 `seriesByTag(...)` query, other finders, more leaves than METRICS_FIND_*_THRESHOLD.
 
@@ -21,6 +22,7 @@ entries of equal last component are in path order.
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import Sequence
 
@@ -32,9 +34,10 @@ from graphite.storage import STORE
 
 from graphite_plugin.finder import REFUSED, TAG_CALL, Backend, Finder, refused, shared_backend
 from graphite_plugin.profiles import profile_for
-from graphite_plugin.reader import data_interval
+from graphite_plugin.reader import span_interval
 
 PARAMETERS = frozenset({"query", "format"})  # a request with any other goes to graphite's view
+JSON_CHUNK = 5_000  # leaves of a json answer read and written at once
 
 
 class TreeEntry:
@@ -58,33 +61,56 @@ def completer_query(query: str) -> str:
 
 
 def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[str]) -> list:
-    """find_view's treejson content: one entry per last component, the directory's first."""
-    entries = [TreeEntry(path.rpartition(".")[2], False) for path in branches]
-    entries.extend(TreeEntry(path.rpartition(".")[2], True) for path in leaves)
-    entries.sort(key=lambda entry: entry.name)
+    """find_view's treejson content. graphite's tree_json reads, of its nodes sorted by
+    last component, the first of each component (the directory's, when a name is both)
+    and how many there are (more than one: the wildcard entry): one entry per component
+    is built, plus a copy of the only one where there were more (no object per match)."""
+    first: dict[str, bool] = {}
+    for path in branches:
+        first.setdefault(path.rpartition(".")[2], False)
+    for path in leaves:
+        first.setdefault(path.rpartition(".")[2], True)
+    entries = [TreeEntry(name, is_leaf) for name, is_leaf in sorted(first.items())]
+    if len(entries) == 1 and len(leaves) + len(branches) > 1:
+        entries.append(entries[0])  # skipped by tree_json as a repeat, counted for its wildcard entry
     base_path = query.rsplit(".", 1)[0] + "." if "." in query else ""
     return tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
 
 
-def json_content(backend: Backend, leaves: Sequence[str], branches: Sequence[str]) -> list:
-    """find_view's json content (json_nodes): path, is_leaf and a leaf's intervals (read
-    for all the leaves at once), in path order, a directory before a metric of its name."""
-    metrics = backend.accessor.peek_metrics(leaves) if leaves else {}  # not kept: bounded memory
-    now = time.time()
-    nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
-    nodes.sort(key=lambda node: node[0])  # stable: the directory first
-    content = []
-    for path, is_leaf in nodes:
-        info = {"path": path, "is_leaf": is_leaf}
-        if is_leaf:
-            metric = metrics.get(path)
-            if metric is None:  # deleted since the glob: graphite's reader gives no interval
-                info["intervals"] = []
+def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool) -> bytes:
+    """find_view's json content (json_nodes) as json.dumps encodes it: path, is_leaf and a
+    leaf's intervals, in path order, a directory before a metric of its name. Each leaf's
+    retention and last write are read JSON_CHUNK leaves at a time (Store.metric_spans: no
+    Metric built, nothing kept), the entries written as json.dumps writes them (strings by
+    json's own encoder, numbers by repr), JSON_CHUNK at a time: no dict per node, and an
+    answer of BG_MAX_GLOB_RESULTS paths holds its text about twice at most."""
+    if branches:
+        nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
+        nodes.sort(key=lambda node: node[0])  # stable: the directory first
+    else:
+        nodes = None  # the leaves alone, sorted already
+    quoted = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    store, accessor, now = backend.accessor.store, backend.accessor, time.time()
+    chunks = []
+    for offset in range(0, len(nodes if nodes is not None else leaves), JSON_CHUNK):
+        chunk = nodes[offset:offset + JSON_CHUNK] if nodes is not None \
+            else [(path, True) for path in leaves[offset:offset + JSON_CHUNK]]
+        wanted = [path for path, is_leaf in chunk if is_leaf]
+        spans = store.metric_spans(wanted) if wanted else {}  # not kept: bounded memory
+        parts = []
+        for path, is_leaf in chunk:
+            if not is_leaf:
+                parts.append(f'{{"path": {quoted(path)}, "is_leaf": false}}')
+                continue
+            span = spans.get(path)
+            if span is None:  # deleted since the glob: graphite's reader gives no interval
+                parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, "intervals": []}}')
             else:
-                start, end = data_interval(backend.accessor, metric, now)
-                info["intervals"] = [{"start": start, "end": end}]
-        content.append(info)
-    return content
+                start, end = span_interval(accessor, *span, now)
+                parts.append(f'{{"path": {quoted(path)}, "is_leaf": true,'
+                             f' "intervals": [{{"start": {start!r}, "end": {end!r}}}]}}')
+        chunks.append(", ".join(parts).encode())
+    return b"[" + b", ".join(chunks) + b"]"
 
 
 def completer_content(leaves: Sequence[str], branches: Sequence[str]) -> dict:
@@ -95,6 +121,18 @@ def completer_content(leaves: Sequence[str], branches: Sequence[str]) -> dict:
     nodes.sort(key=lambda node: (node[0], node[1]))
     return {"metrics": [{"path": path if is_leaf else path + ".", "name": name, "is_leaf": str(int(is_leaf))}
                         for name, path, is_leaf in nodes]}
+
+
+def ascii_only(request) -> bool:
+    """json_response_for's choice: non-ASCII escaped unless the client accepts more than application/json."""
+    return request.META.get("HTTP_ACCEPT", "application/json") == "application/json"
+
+
+def json_text_response(request, content: bytes) -> HttpResponse:
+    """json_response_for's response for content already encoded (no pretty, no jsonp:
+    PARAMETERS has neither)."""
+    return HttpResponse(content, content_type="application/json" if ascii_only(request)
+                        else "application/json;charset=utf-8")
 
 
 def find_answer(request) -> HttpResponse | None:
@@ -122,13 +160,12 @@ def find_answer(request) -> HttpResponse | None:
     log.info("find_view query=%s local_only=%s matches=%d" % (query, 0, count))
     log.info("received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
              % (query, None, None, 0, form, count))
-    if form == "treejson":
-        content = tree_content(request, query, leaves, branches)
-    elif form == "json":
-        content = json_content(backend, leaves, branches)
+    if form == "json":
+        response = json_text_response(request, json_body(backend, leaves, branches, ascii_only(request)))
     else:
-        content = completer_content(leaves, branches)
-    response = json_response_for(request, content)
+        content = tree_content(request, query, leaves, branches) if form == "treejson" \
+            else completer_content(leaves, branches)
+        response = json_response_for(request, content)
     response["Pragma"] = "no-cache"
     response["Cache-Control"] = "no-cache"
     return response

@@ -77,7 +77,8 @@ class Backend:
         def compute(p: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             if long_plain_name(p):
                 return tuple(self._glob_metrics(p)), ()  # metrics only
-            return tuple(self.accessor.glob_metrics(p)), tuple(self.accessor.glob_directories(p))
+            metrics, directories = self.accessor.glob_nodes(p)
+            return tuple(metrics), tuple(directories)
 
         return self.globs.get("nodes", pattern, compute)
 

@@ -25,7 +25,7 @@ _log = logging.getLogger(__name__)
 
 Answer = tuple[tuple[str, ...], ...]  # sorted names, in one or more parts (metrics, directories)
 DEFAULT_CHECK_INTERVAL = 0.5  # seconds between two reads of the names token
-DEFAULT_MAX_NAMES = 500_000  # names held by all the answers kept (about 50 MB)
+DEFAULT_MAX_NAMES = 200_000  # names held by all the answers kept (about 20 MB; two answers of BG_MAX_GLOB_RESULTS)
 _UNKNOWN = object()  # the token before the first read, or after a failed one
 
 

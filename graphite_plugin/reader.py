@@ -212,8 +212,13 @@ def data_interval(accessor: Accessor, metric: Metric, now: float) -> tuple[float
     """(start, end) of where a metric's data may be at `now`: its retention up to its last
     write (as whisper's reader, which uses the file's mtime; updated_on is recorded once
     per touch interval, and known to readers within the metadata cache's TTL)."""
-    start = now - metric.retention.duration
-    last_write = metric.updated_on + accessor.touch_interval + accessor.cache_ttl
+    return span_interval(accessor, metric.retention.duration, metric.updated_on, now)
+
+
+def span_interval(accessor: Accessor, duration: int, updated_on: int, now: float) -> tuple[float, float]:
+    """data_interval of a metric whose retention covers `duration` seconds, last written at updated_on."""
+    start = now - duration
+    last_write = updated_on + accessor.touch_interval + accessor.cache_ttl
     return start, max(min(now, last_write), start)
 
 

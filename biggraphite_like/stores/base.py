@@ -214,6 +214,16 @@ class Store(abc.ABC):
         A row whose metadata cannot be read is left out, as if missing, and logged (see
         `readable_metrics`): one bad row must not fail the lookup of the others."""
 
+    def glob_nodes(self, pattern: GlobPattern, max_results: int) -> tuple[list[str], list[str]]:
+        """(glob_metrics, glob_directories) of one pattern; a store may share their work."""
+        return self.glob_metrics(pattern, max_results), self.glob_directories(pattern, max_results)
+
+    def metric_spans(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(retention duration in seconds, updated_on) of the existing metrics among names:
+        what a find's intervals need (graphite_plugin.find_view). A store may read them
+        without building a Metric each; unreadable rows are left out as get_metrics leaves them."""
+        return {name: (m.retention.duration, m.updated_on) for name, m in self.get_metrics(names).items()}
+
     def readable_metrics(self, rows: Iterable[Sequence]) -> dict[str, Metric]:
         """Metrics by name from get_metrics' rows (as metrics_page takes them); unreadable
         rows are logged with what is wrong and counted in `unreadable_rows_seen`."""

@@ -349,6 +349,22 @@ def test_component_count_limit():
     assert "64" in str(info.value)
 
 
+def test_results_limit_of_a_regex_filter():
+    """`a.**` is filtered by one regex, a chunk of names at a time: the limit is exact, and
+    names are not read more than a chunk past it."""
+    names = [f"a.m{i}.x" for i in range(50)]
+    assert GlobPattern("a.**")._around_regex is not None
+    assert len(GlobPattern("a.**").filter(names, max_results=50)) == 50
+    with pytest.raises(TooManyResults, match="more than 49 names"):
+        GlobPattern("a.**").filter(names, max_results=49)
+
+    def many():
+        yield from (f"a.m{i}" for i in range(glob_module.FILTER_CHUNK))
+        raise AssertionError("filter consumed names a chunk past the limit")
+    with pytest.raises(TooManyResults):
+        GlobPattern("a.**").filter(many(), max_results=10)
+
+
 def test_results_limit():
     names = [f"a.m{i}" for i in range(50)]
     assert len(GlobPattern("a.*").filter(names, max_results=50)) == 50
@@ -460,3 +476,26 @@ def test_module_documents_semantics():
     doc = glob_module.__doc__ or ""
     for word in ("StandardFinder", "**", "fnmatch", "expand_braces", "max_expansion"):
         assert word in doc
+
+
+def test_a_plain_globstar_matches_as_the_alignment_search_does():
+    """Patterns whose one variable component is a plain `**` are matched by their ends
+    (GlobPattern._match_around_globstar), or by one regex when the others are literals; on
+    random names and patterns that gives what the general alignment search gives."""
+    rng = random.Random(36)
+    components = ["a", "b", "ab", "x"]
+    names = {".".join(rng.choice(components) for _ in range(rng.randint(1, 6))) for _ in range(3000)}
+    pieces = ["a", "b", "*", "a*", "?", "[ab]", "{a,x}", "x"]
+    checked = regexes = 0
+    for _ in range(400):
+        parts = [rng.choice(pieces) for _ in range(rng.randint(0, 4))]
+        parts.insert(rng.randint(0, len(parts)), GLOBSTAR)
+        pattern = GlobPattern(".".join(parts))
+        assert pattern._around_globstar is not None
+        for name in names:
+            assert pattern.matches(name) == pattern._match_variable(name.split(".")), (pattern, name)
+        assert pattern.filter(names) == sorted(n for n in names if pattern._match_variable(n.split("."))), pattern
+        regexes += pattern._around_regex is not None
+        checked += 1
+    assert checked == 400 and 50 < regexes < 400, regexes
+    assert GlobPattern("a.{**,b}.c")._around_globstar is None and GlobPattern("a.**.b.**")._around_globstar is None

@@ -201,3 +201,54 @@ def test_the_middleware_answers_cached_finds(store_url):
     for response in (first, second):
         assert (response.status_code, _headers(response), response.content) == \
                (plain.status_code, _headers(plain), plain.content)
+
+
+@pytest.mark.parametrize("pattern", ["srv.*", "srv.*.cpu", "srv.**", "srv.web?.*"])
+def test_json_finds_written_a_few_leaves_at_a_time_answer_as_find_view(store_url, frozen_clock, monkeypatch, pattern):
+    """The json answer read and written JSON_CHUNK leaves at a time (here 2: chunks that
+    split a directory from a metric of its name) is graphite's, byte for byte."""
+    from graphite.metrics.views import find_view
+
+    from graphite_plugin import find_view as shortcut
+    from graphite_plugin.finder import shared_backend
+
+    monkeypatch.setattr(shortcut, "JSON_CHUNK", 2)
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
+        for extra in ({}, {"HTTP_ACCEPT": "*/*"}):
+            request = {"query": pattern, "format": "json"}
+            shared_backend().globs.clear()
+            ours = shortcut.find_answer(_get(request, **extra))
+            theirs = find_view(_get(request, **extra))
+            assert (ours.status_code, _headers(ours)) == (theirs.status_code, _headers(theirs))
+            assert ours.content == _in_graphite_order(theirs.content, "json", not extra)
+            assert len(json.loads(ours.content)) > 2
+
+
+@pytest.mark.parametrize("pattern", ["srv.*.cpu", "srv.web?.cpu", "srv.*", "srv.**", "top", "srv.db.cpu.*"])
+def test_treejson_with_the_wildcard_entry_answers_as_find_view(store_url, pattern):
+    """With the profile's advancedUI, graphite's tree_json adds a `*` entry when it has more
+    than one node, a directory when any is one: counted on every match, while the shortcut
+    builds one entry per last component (srv.*.cpu: three metrics and a directory, one `cpu`)."""
+    from graphite.metrics.views import find_view
+    from graphite.user_util import default_profile
+
+    from graphite_plugin import profiles
+    from graphite_plugin.find_view import find_answer
+
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, **CACHED):
+        profile = default_profile()
+        profile.advancedUI = True
+        profile.save()
+        profiles.forget()
+        try:
+            theirs = {_answer(find_view(_get({"query": pattern}))) for _ in range(30)}
+            ours = find_answer(_get({"query": pattern}))
+        finally:
+            profile.advancedUI = False
+            profile.save()
+            profiles.forget()
+    assert _answer(ours) in theirs
+    texts = [entry["text"] for entry in json.loads(ours.content)]
+    assert texts[0] == "*" if pattern != "top" else texts == ["top"]
+    if pattern == "srv.*.cpu":
+        assert texts == ["*", "cpu"]

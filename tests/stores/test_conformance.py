@@ -169,6 +169,7 @@ def test_globs_equal_the_glob_engine(accessor, seed):
         glob = GlobPattern(pattern)
         assert accessor.glob_metrics(pattern) == glob.filter(metric_names), pattern
         assert accessor.glob_directories(pattern) == glob.filter(directories), pattern
+        assert accessor.glob_nodes(pattern) == (glob.filter(metric_names), glob.filter(directories)), pattern
 
 
 def test_glob_results_are_sorted_and_unique(accessor):

@@ -15,10 +15,13 @@ the glob engine then filters the candidates (every match is among them).
 """
 from __future__ import annotations
 
+import functools
 import json
-from typing import Iterator
+from typing import Iterator, Sequence
 
+from biggraphite_like.errors import BglError
 from biggraphite_like.glob import ComponentPattern, GlobPattern
+from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.stores.sqlite.name_tree import ROOT, join
 
 _PROBE_LIMIT = 1000  # rows of the inverted index read to decide whether a trailing literal starts the walk
@@ -26,6 +29,12 @@ _MAX_SUBTREE = 20_000  # directories listed under `**` before the inverted index
 _MAX_RANGE_IDS = 1000  # interned strings of a literal prefix looked up one by one (else: list the children)
 _MAX_PROBES = 50_000  # (parent, component) lookups of one step (else: list the children)
 _PAGE = 20_000  # keys per json_each() list, rows per page of a full scan
+# the literal strings of a component are looked up one at a time (the parents' keys as plain
+# integers: half the time of (parent, string) pairs) when there is one, or up to _PER_STRING
+# under _PAGE_MIN directories or more; else in pairs (one query)
+_PER_STRING = 4
+_PAGE_MIN = 1000
+_SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
 
 Nodes = dict[int, str]  # directory key -> path
 
@@ -39,6 +48,18 @@ def _prefix_bounds(prefix: str) -> tuple[str, str]:
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
+@functools.lru_cache(maxsize=1024)  # a store holds a handful of distinct metadatas
+def _duration(retention: str | None, aggregator: str | None, xfilesfactor: float | None) -> int | None:
+    """Seconds a metric's retention covers, None when its metadata cannot be read (as
+    stored_metric reads it)."""
+    if retention is None or aggregator is None or xfilesfactor is None:
+        return None
+    try:
+        return MetricMetadata.create(retention, aggregator, xfilesfactor).retention.duration
+    except (BglError, ValueError, TypeError):
+        return None
+
+
 def _variable(component: ComponentPattern) -> bool:
     return component.is_globstar or component.optional
 
@@ -46,14 +67,73 @@ def _variable(component: ComponentPattern) -> bool:
 class GlobMixin:
     """The store's `_glob`, behind Store's glob_metrics and glob_directories."""
 
+    def glob_nodes(self, pattern: GlobPattern, max_results: int) -> tuple[list[str], list[str]]:
+        """Store.glob_nodes: the directories walked (and the subtree listed) for the metrics
+        are those of the directories' glob: done once for both."""
+        self._check_schema()
+        with self._errors(f"glob {pattern.pattern!r}"):
+            self._check_directories()
+            walked: dict = {}
+            return (pattern.filter(self._candidates("metrics", pattern, walked), max_results),
+                    pattern.filter(self._candidates("directories", pattern, walked), max_results))
+
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         self._check_schema()
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
             return pattern.filter(self._candidates(table, pattern), max_results)
 
-    def _candidates(self, table: str, pattern: GlobPattern) -> Iterator[str]:
-        """Names that may match (a superset of the matches)."""
+    def metric_spans(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Store.metric_spans from the rows alone (no Metric, no key kept: a find's leaves are
+        read once); a row whose retention cannot be read goes through get_metrics, which
+        logs and leaves it out."""
+        self._check_schema()
+        with self._errors("read metrics"):
+            self._check_directories()
+            rows = self._span_rows(list(dict.fromkeys(names)))
+        spans, unreadable = {}, []
+        for name, (retention, aggregator, xfilesfactor, updated_on) in rows.items():
+            duration = _duration(retention, aggregator, xfilesfactor)
+            if duration is None:
+                unreadable.append(name)
+            else:
+                spans[name] = (duration, updated_on or 0)
+        if unreadable:
+            spans.update(super().metric_spans(unreadable))
+        return spans
+
+    def _span_rows(self, names: list[str]) -> dict[str, tuple]:
+        """(retention, aggregator, xfilesfactor, updated_on) of the names that are metrics.
+        Names sharing a few last components (`a.*.cpu1`: one) are looked up per component,
+        their parents' keys as plain integers (half the time of (parent, leaf) pairs);
+        others as get_metrics looks them up."""
+        parts = [name.rpartition(".") for name in names]
+        last = {part[2] for part in parts}
+        if len(last) * _SPAN_GROUP > len(names):
+            return {name: (*row[1:4], row[5]) for name, row in self._metric_rows(names).items()}
+        conn = self._conn
+        parents = self._tree.keys(conn, self._strings, {part[0] for part in parts})
+        ids = self._strings.lookup(conn, last)
+        by_leaf: dict[int, dict[int, str]] = {}
+        for name, (parent, _, leaf) in zip(names, parts):
+            if parent in parents and leaf in ids:
+                by_leaf.setdefault(ids[leaf], {})[parents[parent]] = name
+        metadatas = {row[0]: row[1:] for row in conn.execute("SELECT id, retention, aggregator, xfilesfactor FROM metadatas")}
+        found: dict[str, tuple] = {}
+        for leaf, under in by_leaf.items():
+            keys = list(under)
+            for start in range(0, len(keys), _PAGE):
+                for parent, metadata, updated_on in conn.execute(
+                        "SELECT m.parent, m.metadata, m.updated_on FROM json_each(?) AS j CROSS JOIN metrics AS m"
+                        " ON m.parent = j.value AND m.leaf = ?", (json.dumps(keys[start:start + _PAGE]), leaf)):
+                    # a metadata row newer than the read above: unreadable here, read again by get_metrics
+                    found[under[parent]] = (*metadatas.get(metadata, (None, None, None)), updated_on)
+        return found
+
+    def _candidates(self, table: str, pattern: GlobPattern, walked: dict | None = None) -> Iterator[str]:
+        """Names that may match (a superset of the matches). `walked` keeps the directories
+        walked and the subtree listed, for another table's candidates of the same pattern."""
+        walked = {} if walked is None else walked
         if pattern.matches_nothing:
             return
         exact = pattern.exact_names()
@@ -63,16 +143,21 @@ class GlobMixin:
             return
         components = pattern.components
         variable = [i for i, c in enumerate(components) if _variable(c)]
+        head = len(components) - 1 if not variable else variable[0]
+        if "walk" not in walked:
+            walked["walk"] = self._walk(components[:head])
+        nodes = walked["walk"]
         if not variable:
-            yield from self._children(table, self._walk(components[:-1]), components[-1])
+            yield from self._children(table, nodes, components[-1])
             return
-        nodes = self._walk(components[:variable[0]])
         if not nodes:
             return
         trail = components[variable[-1] + 1:]
         start = self._inverted_start(table, trail)
         if start is None or start[1] >= _PROBE_LIMIT:
-            subtree = self._subtree(nodes)
+            if "subtree" not in walked:
+                walked["subtree"] = self._subtree(nodes)
+            subtree = walked["subtree"]
             if subtree is not None:
                 last = components[-1]
                 yield from self._children(table, subtree, None if _variable(last) else last)
@@ -122,6 +207,18 @@ class GlobMixin:
                                  _prefix_bounds(component.prefix)).fetchall()
             if len(found) < _MAX_RANGE_IDS:
                 ids = {s: i for s, i in found if component.matches(s)}
+        if ids is not None and (len(ids) == 1 or (len(ids) <= _PER_STRING and len(nodes) >= _PAGE_MIN)) \
+                and len(ids) * len(nodes) <= _MAX_PROBES:
+            keys = list(nodes)  # one string at a time: the parents' keys as plain integers
+            for string, id_ in ids.items():
+                for start in range(0, len(keys), _PAGE):
+                    rows = conn.execute(
+                        f"SELECT j.value, t.key FROM json_each(?) AS j CROSS JOIN {table} AS t"
+                        f" ON t.parent = j.value AND t.{column} = ?{shown}",
+                        (json.dumps(keys[start:start + _PAGE]), id_)).fetchall()
+                    for parent, key in rows:
+                        yield key, join(nodes[parent], string)
+            return
         if ids is not None and len(ids) * len(nodes) <= _MAX_PROBES:
             pairs = [(key, string, id_) for key in nodes for string, id_ in ids.items()]
             for start in range(0, len(pairs), _PAGE):
@@ -150,11 +247,25 @@ class GlobMixin:
         found = dict(nodes)
         level = nodes
         while level:
+            if self._children_over(level, _MAX_SUBTREE - len(found)):
+                return None  # counted in the index, not listed: a big subtree costs no rows
             level = dict(self._child_rows("directories", level, None, visible=False))
             found.update(level)
             if len(found) > _MAX_SUBTREE:
                 return None
         return found
+
+    def _children_over(self, nodes: Nodes, limit: int) -> bool:
+        """Whether the directories under nodes (one level) are more than limit."""
+        keys, counted = list(nodes), 0
+        for start in range(0, len(keys), _PAGE):
+            counted += self._conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM json_each(?) AS j CROSS JOIN directories AS t"
+                f" ON t.parent = j.value LIMIT {max(limit - counted, 0) + 1})",
+                (json.dumps(keys[start:start + _PAGE]),)).fetchone()[0]
+            if counted > limit:
+                return True
+        return False
 
     def _inverted_start(self, table: str, trail: tuple[ComponentPattern, ...]
                         ) -> tuple[int, int, dict[str, int]] | None:

@@ -480,6 +480,67 @@ def test_candidates_of_a_globstar_between_fixed_components_are_bounded(big_store
     assert set(candidates) == {n for n in _plan_names() if n.startswith("a.b.c1") and n.count(".") > 2}
 
 
+@pytest.mark.parametrize("pattern", ["*.*.{leaf,d}", "*.*.{c,leaf,d,z0}", "*.*.leaf", "*.*.{c,leaf,d,z0,z1}"])
+def test_literals_under_many_directories_are_found_whichever_way_they_are_looked_up(big_store, pattern):
+    """A component of 1 to 5 literals under about 2,200 directories (one string at a time,
+    or in pairs past _PER_STRING): the glob engine's answer."""
+    from biggraphite_like.stores.sqlite import tree_glob
+
+    store = big_store.store
+    assert len(store.glob_directories(GlobPattern("*.*"), 10_000)) >= tree_glob._PAGE_MIN
+    for table, names in (("metrics", _plan_names()), ("directories", sorted({n.rpartition(".")[0] for n in _plan_names()}))):
+        found = store.glob_metrics(GlobPattern(pattern), 10_000) if table == "metrics" \
+            else store.glob_directories(GlobPattern(pattern), 10_000)
+        assert found == GlobPattern(pattern).filter(names), (table, pattern)
+    assert store.glob_metrics(GlobPattern(pattern), 10_000)
+
+
+def test_a_big_subtree_is_counted_not_listed(big_store, monkeypatch):
+    """`a.**.leaf` with a subtree bound below the directories under `a`: the planner counts
+    them in the index and takes the inverted index, without listing the directories."""
+    from biggraphite_like.stores.sqlite import tree_glob
+
+    store = big_store.store
+    listed = []
+    child_rows = type(store)._child_rows
+    monkeypatch.setattr(type(store), "_child_rows", lambda self, table, nodes, component, visible=True:
+                        listed.append((table, component)) or child_rows(self, table, nodes, component, visible))
+    monkeypatch.setattr(tree_glob, "_MAX_SUBTREE", 5)
+    found = store.glob_metrics(GlobPattern("a.**.leaf"), 10_000)
+    assert found == sorted(n for n in _plan_names() if n.startswith("a.") and n.endswith(".leaf"))
+    assert ("directories", None) not in listed, "the subtree was listed past its bound"
+
+
+def test_metric_spans_are_what_get_metrics_gives(tmp_path):
+    """metric_spans (a find's intervals) from the rows: the retention's duration and the
+    last write of each metric, as the Metric get_metrics builds; a row whose metadata
+    cannot be read is left out as get_metrics leaves it, a name that is no metric too."""
+    accessor = _new_store(tmp_path / "bgl.db", ["s.a", "s.b", "s.c.d"], retention="60s:1d,1h:30d")
+    accessor.create_metrics([("s.e", _meta("10s:1h"))], now=NOW + 50)
+    store = accessor.store
+    with store.write_batch():
+        store._conn.execute("INSERT INTO metadatas (retention, aggregator, xfilesfactor) VALUES ('60x:1d', 'average', 0)")
+        bad = store._conn.execute("SELECT max(id) FROM metadatas").fetchone()[0]
+        store._conn.execute("UPDATE metrics SET metadata = ? WHERE key = (SELECT key FROM named_metrics"
+                            " WHERE name = 's.b')", (bad,))
+    names = ["s.a", "s.b", "s.c.d", "s.e", "s.c", "nothing"]
+    expected = {name: (m.retention.duration, m.updated_on) for name, m in store.get_metrics(names).items()}
+    assert expected == {"s.a": (30 * 86400, NOW), "s.c.d": (30 * 86400, NOW), "s.e": (3600, NOW + 50)}
+    assert store.metric_spans(names) == expected
+    # many names of one last component (looked up per component): the same
+    many = [f"g.h{i}.cpu" for i in range(300)]
+    accessor.create_metrics([(name, _meta("10s:1h")) for name in many[:200]], now=NOW + 7)
+    accessor.create_metrics([(name, _meta()) for name in many[200:]], now=NOW + 9)
+    with store.write_batch():
+        store._conn.execute("UPDATE metrics SET metadata = ? WHERE key = (SELECT key FROM named_metrics"
+                            " WHERE name = 'g.h5.cpu')", (bad,))
+    asked = many + ["g.h1.cpu", "g.nothing.cpu", "s.a"]
+    expected = {name: (m.retention.duration, m.updated_on) for name, m in store.get_metrics(asked).items()}
+    assert len(expected) == 300 and "g.h5.cpu" not in expected and expected["g.h250.cpu"][1] == NOW + 9
+    assert store.metric_spans(asked) == expected
+    accessor.close()
+
+
 # -- 4. bounded storage and expiry -----------------------------------------------------
 
 STAGES = "20*1s:12*5s:10*30s"  # durations 20 s, 60 s, 300 s
