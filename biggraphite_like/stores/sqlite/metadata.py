@@ -2,7 +2,9 @@
 (name_tree), scans, and the store's statistics."""
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import os
 import sqlite3
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -22,6 +24,12 @@ _ROWS_PER_INSERT = 500  # rows of one INSERT ... VALUES (6 bound parameters each
 _LOOKUPS = 20_000  # names per json_each() lookup
 _METRIC_COLUMNS = "parent, leaf, metadata, created_on, updated_on, read_on"
 MetricRow = tuple[str, tuple[str, str, float], int, int, int]  # name, (retention, aggregator, xff), created, updated, read
+_NAME, _METADATA = operator.attrgetter("name"), operator.attrgetter("metadata")
+_CREATED, _UPDATED, _READ = (operator.attrgetter(field) for field in ("created_on", "updated_on", "read_on"))
+_FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(2)  # of str.rpartition's (parent, '.', leaf)
+# the greatest metric key the table ever had (AUTOINCREMENT's sequence, or a row's key past it)
+_LAST_KEY = ("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'metrics'), 0),"
+             " coalesce((SELECT max(key) FROM metrics), 0))")
 
 
 class MetadataMixin:
@@ -60,9 +68,9 @@ class MetadataMixin:
         names that are metrics, keyed by the caller's strings."""
         conn, tree = self._conn, self._tree
         names = list(dict.fromkeys(names))
-        parts = [name.rpartition(".") for name in names]
-        parents = tree.keys(conn, self._strings, {part[0] for part in parts})
-        leaves = self._strings.lookup(conn, {part[2] for part in parts})
+        parts = list(map(str.rpartition, names, itertools.repeat(".")))
+        parents = tree.keys(conn, self._strings, set(map(_FIRST, parts)))
+        leaves = self._strings.lookup(conn, set(map(_LAST, parts)))
         wanted = [(name, parents[parent], leaves[leaf]) for name, (parent, _, leaf) in zip(names, parts)
                   if parent in parents and leaf in leaves]
         found: dict[str, tuple] = {}
@@ -132,33 +140,82 @@ class MetadataMixin:
 
     def create_metrics(self, metrics: Sequence[Metric]) -> set[str]:
         """Store.create_metrics; returns the names that had no row (new keys: no point).
-        Names get_metrics found no row for in this write batch are not looked up again."""
+        Names get_metrics found no row for in this write batch are not looked up again, and
+        go in bulk (`_insert_new_metrics`); existing ones are upserted (`_insert_metrics`)."""
         if not metrics:
             return set()
         self._check_schema()
+        names = list(map(_NAME, metrics))
+        if len(set(names)) < len(names):  # the last of a name wins, as upserting each in turn would
+            metrics = list({m.name: m for m in metrics}.values())
+            names = list(map(_NAME, metrics))
         # metadata by object: a batch shares a few, and hashing or formatting one per metric cost more
         # than the rest of its row
-        metadatas = {id(m.metadata): m.metadata for m in metrics}
-        fields = {key: (str(md.retention), md.aggregator.value, md.xfilesfactor) for key, md in metadatas.items()}
+        objects = dict(zip(map(id, map(_METADATA, metrics)), map(_METADATA, metrics)))
+        fields = {key: (str(md.retention), md.aggregator.value, md.xfilesfactor) for key, md in objects.items()}
         with self.write_batch(), self._errors("create metrics"):
             absent = self._absent_names()
-            unchecked = [m.name for m in metrics if m.name not in absent]
+            unchecked = list(itertools.filterfalse(absent.__contains__, names))
             existing = self.get_metrics(unchecked) if unchecked else {}  # adds the names without a row to absent
-            new = {m.name for m in metrics if m.name in absent}
-            for retention in {md.retention for md in metadatas.values()}:
+            new = set(filter(absent.__contains__, names))
+            for retention in {md.retention for md in objects.values()}:
                 for index, stage in enumerate(retention.stages):
                     self._ensure_table(StageTable(stage, index > 0))
-            wanted = {m.name: m.retention for m in metrics} if existing else {}
-            for name, old in existing.items():
-                if old.retention != wanted[name]:
-                    self._drop_points(name, old.retention, keep=wanted[name])
-            # the keys come back with the rows: the first write of each new metric needs no lookup
-            # (a rollback forgets them, see write_batch)
-            self._keys.update(self._insert_metrics(
-                [(m.name, fields[id(m.metadata)], m.created_on, m.updated_on, m.read_on) for m in metrics]))
-            self._show({m.name.rpartition(".")[0] for m in metrics} - {""})
-            absent.difference_update(new)
+            self._keep_points(existing, metrics)
+            row_ids = self._tree.metadata_ids(self._conn, fields.values())
+            # the keys are known once the rows are written: the first write of each new metric needs
+            # no lookup (a rollback forgets them, see write_batch)
+            fresh = metrics if len(new) == len(metrics) else [m for m in metrics if m.name in new]
+            written, taken = self._insert_new_metrics(fresh, {key: row_ids[f] for key, f in fields.items()})
+            self._keys.update(written)
+            if taken:  # rows the write lock rules out: existing metrics after all
+                new.difference_update(m.name for m in taken)
+                self._keep_points(self.get_metrics([m.name for m in taken]), taken)
+            upserts = [m for m in metrics if m.name not in new] if len(new) < len(metrics) else []
+            if upserts:
+                self._keys.update(self._insert_metrics([(m.name, fields[id(m.metadata)], m.created_on, m.updated_on,
+                                                         m.read_on) for m in upserts]))
+            if self._hidden_keys():  # none, usually: the parents are not even listed then
+                self._show({name.rpartition(".")[0] for name in names} - {""})
+            absent.difference_update(names)
         return new
+
+    def _keep_points(self, existing: Mapping[str, Metric], metrics: Sequence[Metric]) -> None:
+        """Drop the points of the existing metrics whose new retention has not their stages."""
+        wanted = {m.name: m.retention for m in metrics} if existing else {}
+        for name, old in existing.items():
+            if old.retention != wanted[name]:
+                self._drop_points(name, old.retention, keep=wanted[name])
+
+    def _insert_new_metrics(self, metrics: Sequence[Metric], row_ids: Mapping[int, int]
+                            ) -> tuple[Iterable[tuple[str, int]], list[Metric]]:
+        """Insert metrics that have no row (get_metrics found none in this write batch), their
+        parent directories and strings first: ((name, key) of each row written, the metrics
+        that had a row after all). `row_ids`: the metadatas row of each metadata object, by
+        id(). One prepared statement for every row, under keys handed out here above every
+        key the table ever had, as AUTOINCREMENT would (an explicit key past the sequence
+        moves it): no row comes back to be matched to its name."""
+        if not metrics:
+            return (), []
+        conn = self._conn
+        names = list(map(_NAME, metrics))
+        parts = list(map(str.rpartition, names, itertools.repeat(".")))
+        parent_paths, leaf_strings = list(map(_FIRST, parts)), list(map(_LAST, parts))
+        parents = self._tree.keys(conn, self._strings, set(parent_paths), create=True)
+        leaves = self._strings.ids(conn, set(leaf_strings))
+        base = conn.execute(_LAST_KEY).fetchone()[0]
+        keys = range(base + 1, base + 1 + len(metrics))
+        cursor = conn.executemany(
+            f"INSERT INTO metrics (key, {_METRIC_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (parent, leaf) DO NOTHING",
+            zip(keys, map(parents.__getitem__, parent_paths), map(leaves.__getitem__, leaf_strings),
+                map(row_ids.__getitem__, map(id, map(_METADATA, metrics))), map(_CREATED, metrics),
+                map(_UPDATED, metrics), map(_READ, metrics)))
+        if cursor.rowcount == len(metrics):
+            return zip(names, keys), []
+        inserted = {row[0] for row in conn.execute("SELECT key FROM metrics WHERE key > ?", (base,))}
+        return ([(name, key) for name, key in zip(names, keys) if key in inserted],
+                [m for m, key in zip(metrics, keys) if key not in inserted])
 
     def _absent_names(self) -> set[str]:
         """Names found to have no metrics row in the current write batch (each write batch
