@@ -499,7 +499,7 @@ class Accessor:
         created = too_old = 0
         with self.store.write_batch():
             metrics = self._get_normalized(names)
-            unknown = [n for n in names if n not in metrics] if len(metrics) < len(names) else []
+            unknown = list(itertools.filterfalse(metrics.__contains__, names)) if len(metrics) < len(names) else []
             fresh: set[str] = set()
             stale: set[str] = set()
             if unknown and create is not None:
@@ -509,7 +509,7 @@ class Accessor:
                 made, stale = _with_points_to_keep(made, metadatas, batch_names, owner, timestamps, now)
                 if made:
                     fresh = self._create(made, now, check_ancestors=not self.store.atomic_write_batch)
-                metrics.update((m.name, m) for m in made)
+                metrics.update(zip(map(_NAME, made), made))
                 created = len(made)
             # renumber owners over the metrics written (others are refused, or too old to create)
             every = len(metrics) == len(batch_names)  # names are distinct: each has its metric
@@ -528,7 +528,7 @@ class Accessor:
                 if fresh else None
             if written:
                 too_old_written = self._downsampler.write(written, owner, timestamps, values, now, empty)
-                self.touch([m.name for m in written], "updated_on", now)
+                self.touch(batch_names if every else list(map(_NAME, written)), "updated_on", now)
             else:
                 too_old_written = 0
         return len(timestamps) - too_old_written, too_old + too_old_written, refused, created
