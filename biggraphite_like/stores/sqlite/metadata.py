@@ -63,11 +63,11 @@ class MetadataMixin:
                                     " RETURNING parent, leaf, key", [v for r in chunk for v in r]).fetchall()
         return [(by_pair[parent, leaf], key) for parent, leaf, key in written]
 
-    def _metric_rows(self, names: Sequence[str]) -> dict[str, tuple]:
+    def _metric_rows(self, names: Sequence[str], distinct: bool = False) -> dict[str, tuple]:
         """(key, retention, aggregator, xfilesfactor, created_on, updated_on, read_on) of the
-        names that are metrics, keyed by the caller's strings."""
+        names that are metrics, keyed by the caller's strings (`distinct`: names has no repeat)."""
         conn, tree = self._conn, self._tree
-        names = list(dict.fromkeys(names))
+        names = names if distinct else list(dict.fromkeys(names))
         parts = list(map(str.rpartition, names, itertools.repeat(".")))
         parents = tree.keys(conn, self._strings, set(map(_FIRST, parts)))
         leaves = self._strings.lookup(conn, set(map(_LAST, parts)))
@@ -230,11 +230,11 @@ class MetadataMixin:
         names = list(dict.fromkeys(names))
         with self._errors("read metrics"):
             self._check_directories()
-            rows = self._metric_rows(names)
+            rows = self._metric_rows(names, distinct=True)
         for name, row in rows.items():
             self._keys[name] = row[0]
         if len(rows) < len(names):
-            absent.update(set(names).difference(rows))
+            absent.update(set(names).difference(rows) if rows else names)
         return self.readable_metrics((name, *row[1:]) for name, row in rows.items())
 
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:
