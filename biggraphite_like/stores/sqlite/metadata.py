@@ -2,6 +2,7 @@
 (name_tree), scans, and the store's statistics."""
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import operator
@@ -21,6 +22,7 @@ from biggraphite_like.stores.base import ScanPage, StageTable, check_shard, metr
 from biggraphite_like.stores.sqlite.name_tree import METRIC_SELECT, ROOT, join, split
 
 _ROWS_PER_INSERT = 500  # rows of one INSERT ... VALUES (6 bound parameters each)
+_NEW_ROWS_PER_INSERT = 1_000  # rows of one INSERT of new metrics (7 bound parameters each)
 _LOOKUPS = 20_000  # names per json_each() lookup
 _METRIC_COLUMNS = "parent, leaf, metadata, created_on, updated_on, read_on"
 MetricRow = tuple[str, tuple[str, str, float], int, int, int]  # name, (retention, aggregator, xff), created, updated, read
@@ -30,6 +32,13 @@ _FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(2)  # of str.rpartit
 # the greatest metric key the table ever had (AUTOINCREMENT's sequence, or a row's key past it)
 _LAST_KEY = ("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'metrics'), 0),"
              " coalesce((SELECT max(key) FROM metrics), 0))")
+
+
+@functools.lru_cache(maxsize=4)
+def _new_rows_statement(rows: int) -> str:
+    """INSERT of `rows` new metrics under their keys (see _insert_new_metrics)."""
+    return (f"INSERT INTO metrics (key, {_METRIC_COLUMNS}) VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?)'] * rows)}"
+            " ON CONFLICT (parent, leaf) DO NOTHING")
 
 
 class MetadataMixin:
@@ -194,7 +203,9 @@ class MetadataMixin:
         that had a row after all). `row_ids`: the metadatas row of each metadata object, by
         id(). One prepared statement for every row, under keys handed out here above every
         key the table ever had, as AUTOINCREMENT would (an explicit key past the sequence
-        moves it): no row comes back to be matched to its name."""
+        moves it): no row comes back to be matched to its name. Rows go _NEW_ROWS_PER_INSERT
+        a statement (an executemany of one row a statement took twice the SQLite time: each
+        statement also writes the sequence)."""
         if not metrics:
             return (), []
         conn = self._conn
@@ -205,13 +216,15 @@ class MetadataMixin:
         leaves = self._strings.ids(conn, set(leaf_strings))
         base = conn.execute(_LAST_KEY).fetchone()[0]
         keys = range(base + 1, base + 1 + len(metrics))
-        cursor = conn.executemany(
-            f"INSERT INTO metrics (key, {_METRIC_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (parent, leaf) DO NOTHING",
-            zip(keys, map(parents.__getitem__, parent_paths), map(leaves.__getitem__, leaf_strings),
-                map(row_ids.__getitem__, map(id, map(_METADATA, metrics))), map(_CREATED, metrics),
-                map(_UPDATED, metrics), map(_READ, metrics)))
-        if cursor.rowcount == len(metrics):
+        values = list(itertools.chain.from_iterable(zip(
+            keys, map(parents.__getitem__, parent_paths), map(leaves.__getitem__, leaf_strings),
+            map(row_ids.__getitem__, map(id, map(_METADATA, metrics))), map(_CREATED, metrics),
+            map(_UPDATED, metrics), map(_READ, metrics))))
+        inserted = 0
+        for start in range(0, len(metrics), _NEW_ROWS_PER_INSERT):
+            count = min(_NEW_ROWS_PER_INSERT, len(metrics) - start)
+            inserted += conn.execute(_new_rows_statement(count), values[start * 7:(start + count) * 7]).rowcount
+        if inserted == len(metrics):
             return zip(names, keys), []
         inserted = {row[0] for row in conn.execute("SELECT key FROM metrics WHERE key > ?", (base,))}
         return ([(name, key) for name, key in zip(names, keys) if key in inserted],
