@@ -78,7 +78,10 @@ class MetadataMixin:
         conn, tree = self._conn, self._tree
         names = names if distinct else list(dict.fromkeys(names))
         parts = list(map(str.rpartition, names, itertools.repeat(".")))
-        parents = tree.keys(conn, self._strings, set(map(_FIRST, parts)))
+        parent_paths = set(map(_FIRST, parts))
+        parents = tree.keys(conn, self._strings, parent_paths)
+        if not any(map(parents.__contains__, parent_paths)):  # no parent directory (new names): no metric
+            return {}
         leaves = self._strings.lookup(conn, set(map(_LAST, parts)))
         wanted = [(name, parents[parent], leaves[leaf]) for name, (parent, _, leaf) in zip(names, parts)
                   if parent in parents and leaf in leaves]
