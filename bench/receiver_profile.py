@@ -66,22 +66,32 @@ def metric_name(index: int) -> str:
     return f"bench.host{index // 1000:04d}.service{index % 1000:03d}.value"
 
 
-def round_points(metrics: int, points: int, round_index: int, rounds: int, now: int):
+def metric_names(metrics: int, shape: str) -> list[str]:
+    """The stream's names: `bench` (make_input's, a directory a metric) or `tree` (the peer
+    bench's find part, bench/peer/cardinality.py: `tree.dcN.hostNNNN.cpuN`, 10 metrics a
+    directory)."""
+    if shape == "tree":
+        from bench.graphite_bench import tree_names
+        return tree_names(metrics)
+    return [metric_name(i) for i in range(metrics)]
+
+
+def round_points(metrics: int, points: int, round_index: int, rounds: int, now: int, shape: str = "bench"):
     """Round r's points as (name, timestamp, value) runs, point after point over every
     metric (make_input's stream): yields (timestamp, [(name, value), ...]) per minute."""
     base = now - now % 60 - rounds * 60 * points
-    names = [metric_name(i) for i in range(metrics)]
+    names = metric_names(metrics, shape)
     for p in range(points):
         ts = base + (round_index * points + p - points) * 60
         yield ts, [(name, float(i % 97 + p)) for i, name in enumerate(names)]
 
 
 def write_stream(path: Path, protocol: str, metrics: int, points: int, round_index: int, rounds: int,
-                 now: int) -> tuple[int, float]:
+                 now: int, shape: str = "bench") -> tuple[int, float]:
     """Write a round's bytes to `path`; (points, sum of the values)."""
     count, total = 0, math.fsum(float(i % 97 + p) for p in range(points) for i in range(metrics))
     with open(path, "wb") as out:
-        for ts, series in round_points(metrics, points, round_index, rounds, now):
+        for ts, series in round_points(metrics, points, round_index, rounds, now, shape):
             if protocol == "plaintext":
                 out.write("".join(f"{name} {value!r} {ts}\n" for name, value in series).encode())
             else:
@@ -167,21 +177,21 @@ class Receiver(BglReceive):
 
 # -- one run ---------------------------------------------------------------------------------------
 def run_once(root: Path, protocol: str, metrics: int, points: int, mode: str | None, verify: bool,
-             idle_seconds: float, timeout: float) -> dict:
-    """A fresh store, round `new` then round `existing`; the figures of each."""
+             idle_seconds: float, timeout: float, shape: str = "bench", rounds: int = 2) -> dict:
+    """A fresh store, round `new` then (rounds 2) round `existing`; the figures of each."""
     root.mkdir(parents=True)
     now = int(time.time())
     streams, expected = [], []
-    for index in range(2):
+    for index in range(rounds):
         path = root / f"round{index}.{protocol}"
-        expected.append(write_stream(path, protocol, metrics, points, index, 2, now))
+        expected.append(write_stream(path, protocol, metrics, points, index, 2, now, shape))
         streams.append(path)
     receiver = Receiver(root / "receiver", mode).start()
     pid = receiver.process.pid
     port = receiver.line_port if protocol == "plaintext" else receiver.pickle_port
     probe = FileProbe(receiver.metrics_file)
     figures: dict = {"protocol": protocol, "metrics": metrics, "points_per_metric": points, "mode": mode or "plain",
-                     "rounds": []}
+                     "shape": shape, "rounds": []}
     try:
         figures["memory_at_start"] = memory_status(pid)
         idle = measure_idle(pid, probe, idle_seconds)
@@ -214,13 +224,13 @@ def run_once(root: Path, protocol: str, metrics: int, points: int, mode: str | N
                                                             "creates")}
     figures["sent"] = {"points": sum(c for c, _ in expected), "value_sum": math.fsum(s for _, s in expected)}
     if verify:
-        figures["stored"] = stored(receiver.store_url, metrics, points, now)
+        figures["stored"] = stored(receiver.store_url, metric_names(metrics, shape), points, now)
     for path in streams:
         path.unlink()
     return figures
 
 
-def stored(url: str, metrics: int, points: int, now: int) -> dict:
+def stored(url: str, names: list[str], points: int, now: int) -> dict:
     """The bench's points read back from the store (both rounds): how many, their sum."""
     import numpy as np
 
@@ -230,8 +240,7 @@ def stored(url: str, metrics: int, points: int, now: int) -> dict:
     accessor = Accessor.from_url(url)
     count, total = 0, 0.0
     try:
-        names = [metric_name(i) for i in range(metrics)]
-        for offset in range(0, metrics, 5_000):
+        for offset in range(0, len(names), 5_000):
             for series in accessor.fetch(names[offset:offset + 5_000], int(wanted[0]) - 1, int(wanted[-1]) + 60,
                                          int(time.time())).values():
                 if series is None:
@@ -422,7 +431,7 @@ def summarize(runs: list[dict]) -> dict:
     """Per protocol and round: medians over the plain runs; the profile's stages scaled to them."""
     summary: dict = {}
     for protocol in sorted({r["protocol"] for r in runs}):
-        for index, round_name in enumerate(("new", "existing")):
+        for index, round_name in enumerate(("new", "existing")[:min(len(r["rounds"]) for r in runs)]):
             plain = [r["rounds"][index] for r in runs if r["protocol"] == protocol and r["mode"] == "plain"]
             key = f"{protocol} {round_name}"
             entry: dict = {}
@@ -529,6 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--no-verify", dest="verify", action="store_false",
                         help="do not read every point back from the store")
+    parser.add_argument("--shape", choices=("bench", "tree"), default="bench",
+                        help="names: bench.hostNNNN.serviceNNN.value (default) or the peer bench's find part's"
+                             " tree.dcN.hostNNNN.cpuN (10 metrics a directory)")
+    parser.add_argument("--new-only", action="store_true", help="round `new` only (creating names)")
     parser.add_argument("--json", metavar="PATH", help="every figure as JSON")
     args = parser.parse_args(argv)
     protocols = ("plaintext", "pickle") if args.protocol == "both" else (args.protocol,)
@@ -541,7 +554,8 @@ def main(argv: list[str] | None = None) -> int:
             for number, mode in enumerate(modes):
                 log(f"receiver profile: {protocol}, {mode or 'plain'} run, {args.metrics:,} metrics x {args.points}")
                 runs.append(run_once(Path(tmp) / f"{protocol}-{number}", protocol, args.metrics, args.points, mode,
-                                     args.verify, args.idle_seconds, args.timeout))
+                                     args.verify, args.idle_seconds, args.timeout, args.shape,
+                                     1 if args.new_only else 2))
         idle = idle_costs(Path(tmp) / "idle", args.idle) if args.idle else {}
     summary = summarize(runs)
     print_summary(summary, runs)

@@ -22,8 +22,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import itertools
 import logging
 import math
+import operator
 import threading
 import time
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -49,6 +51,7 @@ DEFAULT_TOUCH_INTERVAL = 3600  # seconds between two updates of a metric's updat
 DEFAULT_CACHE_TTL = 300  # seconds a metric's metadata is trusted without reading it again
 MAX_UNRECORDED_READS = 100_000  # reads kept for a later attempt while writers hold the store
 MAX_METRICS_PER_WRITE = 10_000  # metrics per store round of insert_columns (bounds transient memory)
+_NAME = operator.attrgetter("name")
 MAX_DIRECTORY_ROUNDS = 10  # write-then-check rounds before giving up on a directory that keeps vanishing
 
 
@@ -162,8 +165,9 @@ class Accessor:
         can delete a directory between the rows written here and the commit, so the
         re-check of the race protocol (see _check_ancestors) would find nothing missing."""
         empty = self.store.create_metrics(metrics)
-        names = [m.name for m in metrics]
-        tagged = [name for name in names if is_tagged(name)]
+        names = list(map(_NAME, metrics))
+        joined = "\n".join(names)  # one search of every name for the marks of a tagged one (is_tagged)
+        tagged = [name for name in names if is_tagged(name)] if ";" in joined or '"}' in joined else []
         if tagged:  # names are canonical (names.normalize): index them as graphite's TagDB would
             self.tags.tag_series(tagged, now)
         if check_ancestors:
@@ -501,16 +505,17 @@ class Accessor:
         created = too_old = 0
         with self.store.write_batch():
             metrics = self._get_normalized(names)
-            unknown = [n for n in names if n not in metrics] if len(metrics) < len(names) else []
+            unknown = list(itertools.filterfalse(metrics.__contains__, names)) if len(metrics) < len(names) else []
             fresh: set[str] = set()
             stale: set[str] = set()
             if unknown and create is not None:
-                made = [Metric(n, create(n) if callable(create) else create, created_on=now, updated_on=now)
-                        for n in unknown]  # names are canonical (insert_columns' contract, or normalised above)
-                made, stale = _with_points_to_keep(made, batch_names, owner, timestamps, now)
+                # names are canonical (insert_columns' contract, or normalised above)
+                metadatas = list(map(create, unknown)) if callable(create) else [create] * len(unknown)
+                made = list(map(Metric, unknown, metadatas, itertools.repeat(now), itertools.repeat(now)))
+                made, stale = _with_points_to_keep(made, metadatas, batch_names, owner, timestamps, now)
                 if made:
                     fresh = self._create(made, now, check_ancestors=not self.store.atomic_write_batch)
-                metrics.update((m.name, m) for m in made)
+                metrics.update(zip(map(_NAME, made), made))
                 created = len(made)
             # renumber owners over the metrics written (others are refused, or too old to create)
             every = len(metrics) == len(batch_names)  # names are distinct: each has its metric
@@ -525,10 +530,11 @@ class Accessor:
                 timestamps, values = timestamps[mask], values[mask]
             written = list(map(metrics.__getitem__, batch_names)) if every else [metrics[n] for n in batch_names
                                                                                   if n in metrics]
-            empty = np.fromiter((m.name in fresh for m in written), dtype=bool, count=len(written)) if fresh else None
+            empty = np.fromiter(map(fresh.__contains__, map(_NAME, written)), dtype=bool, count=len(written)) \
+                if fresh else None
             if written:
                 too_old_written = self._downsampler.write(written, owner, timestamps, values, now, empty)
-                self.touch([m.name for m in written], "updated_on", now)
+                self.touch(batch_names if every else list(map(_NAME, written)), "updated_on", now)
             else:
                 too_old_written = 0
         return len(timestamps) - too_old_written, too_old + too_old_written, refused, created
@@ -627,11 +633,13 @@ class Accessor:
         return self.store.expire_points(self.now() if now is None else now)
 
 
-def _with_points_to_keep(made: list[Metric], batch_names: list[str], owner: np.ndarray, timestamps: np.ndarray,
-                         now: int) -> tuple[list[Metric], set[str]]:
+def _with_points_to_keep(made: list[Metric], metadatas: list[MetricMetadata], batch_names: list[str],
+                         owner: np.ndarray, timestamps: np.ndarray, now: int) -> tuple[list[Metric], set[str]]:
     """(the metrics of `made` with at least one point within their retention, the names of
-    the others): a metric is created only to hold a point."""
-    if not len(timestamps) or now - float(timestamps.min()) <= min(m.retention.duration for m in made):
+    the others): a metric is created only to hold a point. `metadatas`: made's, in order
+    (a batch shares a few objects: each distinct one's retention is read once)."""
+    distinct = dict(zip(map(id, metadatas), metadatas)).values()
+    if not len(timestamps) or now - float(timestamps.min()) <= min(md.retention.duration for md in distinct):
         return made, set()  # every point is recent enough for any of them
     newest = np.full(len(batch_names), -np.inf)
     np.maximum.at(newest, owner, timestamps)

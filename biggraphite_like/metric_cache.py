@@ -15,6 +15,8 @@ from typing import Iterable
 
 from biggraphite_like.metric import Metric
 
+_NAME = operator.attrgetter("name")
+
 
 class MetricCache:
     """name -> Metric, each trusted for at most `ttl` seconds of a monotonic clock."""
@@ -46,6 +48,10 @@ class MetricCache:
         hits = list(map(self._young.get, names))
         if not any(map(operator.is_, hits, itertools.repeat(None))):
             return dict(zip(names, hits)), []
+        if not self._old:  # nothing else to look in (new metrics, a young cache): no loop either
+            cached = list(map(operator.is_not, hits, itertools.repeat(None)))
+            return (dict(zip(itertools.compress(names, cached), itertools.compress(hits, cached))),
+                    list(itertools.compress(names, map(operator.not_, cached))))
         found: dict[str, Metric] = {}
         missing = []
         for name, metric in zip(names, hits):
@@ -71,10 +77,11 @@ class MetricCache:
 
     def put(self, metrics: Iterable[Metric], now: float) -> None:
         self.rotate(now)
-        young = self._young
-        for metric in metrics:
-            young[metric.name] = metric
-            self._old.pop(metric.name, None)
+        metrics = metrics if isinstance(metrics, list) else list(metrics)
+        self._young.update(zip(map(_NAME, metrics), metrics))
+        if self._old:
+            for metric in metrics:
+                self._old.pop(metric.name, None)
 
     def clear(self) -> None:
         self._young.clear()

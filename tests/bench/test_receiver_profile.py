@@ -75,3 +75,19 @@ def test_memory_report_names_the_receiver_structures(figures):
             assert any(path.startswith("receiver.accessor") for path in paths), paths
             assert all(size > 0 for size in paths.values())
             assert report["sites"]
+
+
+@pytest.mark.slow
+def test_the_peer_benchs_names_new_only_are_created_stored_and_read_back(tmp_path):
+    out = tmp_path / "figures.json"
+    completed = subprocess.run(
+        [sys.executable, str(Path(REPO_ROOT) / "bench" / "receiver_profile.py"), "--metrics", "300", "--points", "1",
+         "--shape", "tree", "--new-only", "--protocol", "plaintext", "--idle-seconds", "0.5", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    (run,) = figures["runs"]
+    assert run["shape"] == "tree" and [r["round"] for r in run["rounds"]] == ["new"]
+    assert run["sent"]["points"] == run["stored"]["points"] == 300  # read back by the tree's names
+    assert run["counters"]["creates"] >= 300
+    assert list(figures["summary"]) == ["plaintext new"]

@@ -2,7 +2,10 @@
 (name_tree), scans, and the store's statistics."""
 from __future__ import annotations
 
+import functools
+import itertools
 import json
+import operator
 import os
 import sqlite3
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -19,9 +22,23 @@ from biggraphite_like.stores.base import ScanPage, StageTable, check_shard, metr
 from biggraphite_like.stores.sqlite.name_tree import METRIC_SELECT, ROOT, join, split
 
 _ROWS_PER_INSERT = 500  # rows of one INSERT ... VALUES (6 bound parameters each)
+_NEW_ROWS_PER_INSERT = 1_000  # rows of one INSERT of new metrics (7 bound parameters each)
 _LOOKUPS = 20_000  # names per json_each() lookup
 _METRIC_COLUMNS = "parent, leaf, metadata, created_on, updated_on, read_on"
 MetricRow = tuple[str, tuple[str, str, float], int, int, int]  # name, (retention, aggregator, xff), created, updated, read
+_NAME, _METADATA = operator.attrgetter("name"), operator.attrgetter("metadata")
+_CREATED, _UPDATED, _READ = (operator.attrgetter(field) for field in ("created_on", "updated_on", "read_on"))
+_FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(2)  # of str.rpartition's (parent, '.', leaf)
+# the greatest metric key the table ever had (AUTOINCREMENT's sequence, or a row's key past it)
+_LAST_KEY = ("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'metrics'), 0),"
+             " coalesce((SELECT max(key) FROM metrics), 0))")
+
+
+@functools.lru_cache(maxsize=4)
+def _new_rows_statement(rows: int) -> str:
+    """INSERT of `rows` new metrics under their keys (see _insert_new_metrics)."""
+    return (f"INSERT INTO metrics (key, {_METRIC_COLUMNS}) VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?)'] * rows)}"
+            " ON CONFLICT (parent, leaf) DO NOTHING")
 
 
 class MetadataMixin:
@@ -55,14 +72,17 @@ class MetadataMixin:
                                     " RETURNING parent, leaf, key", [v for r in chunk for v in r]).fetchall()
         return [(by_pair[parent, leaf], key) for parent, leaf, key in written]
 
-    def _metric_rows(self, names: Sequence[str]) -> dict[str, tuple]:
+    def _metric_rows(self, names: Sequence[str], distinct: bool = False) -> dict[str, tuple]:
         """(key, retention, aggregator, xfilesfactor, created_on, updated_on, read_on) of the
-        names that are metrics, keyed by the caller's strings."""
+        names that are metrics, keyed by the caller's strings (`distinct`: names has no repeat)."""
         conn, tree = self._conn, self._tree
-        names = list(dict.fromkeys(names))
-        parts = [name.rpartition(".") for name in names]
-        parents = tree.keys(conn, self._strings, {part[0] for part in parts})
-        leaves = self._strings.lookup(conn, {part[2] for part in parts})
+        names = names if distinct else list(dict.fromkeys(names))
+        parts = list(map(str.rpartition, names, itertools.repeat(".")))
+        parent_paths = set(map(_FIRST, parts))
+        parents = tree.keys(conn, self._strings, parent_paths)
+        if not any(map(parents.__contains__, parent_paths)):  # no parent directory (new names): no metric
+            return {}
+        leaves = self._strings.lookup(conn, set(map(_LAST, parts)))
         wanted = [(name, parents[parent], leaves[leaf]) for name, (parent, _, leaf) in zip(names, parts)
                   if parent in parents and leaf in leaves]
         found: dict[str, tuple] = {}
@@ -132,33 +152,86 @@ class MetadataMixin:
 
     def create_metrics(self, metrics: Sequence[Metric]) -> set[str]:
         """Store.create_metrics; returns the names that had no row (new keys: no point).
-        Names get_metrics found no row for in this write batch are not looked up again."""
+        Names get_metrics found no row for in this write batch are not looked up again, and
+        go in bulk (`_insert_new_metrics`); existing ones are upserted (`_insert_metrics`)."""
         if not metrics:
             return set()
         self._check_schema()
+        names = list(map(_NAME, metrics))
+        if len(set(names)) < len(names):  # the last of a name wins, as upserting each in turn would
+            metrics = list({m.name: m for m in metrics}.values())
+            names = list(map(_NAME, metrics))
         # metadata by object: a batch shares a few, and hashing or formatting one per metric cost more
         # than the rest of its row
-        metadatas = {id(m.metadata): m.metadata for m in metrics}
-        fields = {key: (str(md.retention), md.aggregator.value, md.xfilesfactor) for key, md in metadatas.items()}
+        objects = dict(zip(map(id, map(_METADATA, metrics)), map(_METADATA, metrics)))
+        fields = {key: (str(md.retention), md.aggregator.value, md.xfilesfactor) for key, md in objects.items()}
         with self.write_batch(), self._errors("create metrics"):
             absent = self._absent_names()
-            unchecked = [m.name for m in metrics if m.name not in absent]
+            unchecked = list(itertools.filterfalse(absent.__contains__, names))
             existing = self.get_metrics(unchecked) if unchecked else {}  # adds the names without a row to absent
-            new = {m.name for m in metrics if m.name in absent}
-            for retention in {md.retention for md in metadatas.values()}:
+            new = set(filter(absent.__contains__, names))
+            for retention in {md.retention for md in objects.values()}:
                 for index, stage in enumerate(retention.stages):
                     self._ensure_table(StageTable(stage, index > 0))
-            wanted = {m.name: m.retention for m in metrics} if existing else {}
-            for name, old in existing.items():
-                if old.retention != wanted[name]:
-                    self._drop_points(name, old.retention, keep=wanted[name])
-            # the keys come back with the rows: the first write of each new metric needs no lookup
-            # (a rollback forgets them, see write_batch)
-            self._keys.update(self._insert_metrics(
-                [(m.name, fields[id(m.metadata)], m.created_on, m.updated_on, m.read_on) for m in metrics]))
-            self._show({m.name.rpartition(".")[0] for m in metrics} - {""})
-            absent.difference_update(new)
+            self._keep_points(existing, metrics)
+            row_ids = self._tree.metadata_ids(self._conn, fields.values())
+            # the keys are known once the rows are written: the first write of each new metric needs
+            # no lookup (a rollback forgets them, see write_batch)
+            fresh = metrics if len(new) == len(metrics) else [m for m in metrics if m.name in new]
+            written, taken = self._insert_new_metrics(fresh, {key: row_ids[f] for key, f in fields.items()})
+            self._keys.update(written)
+            if taken:  # rows the write lock rules out: existing metrics after all
+                new.difference_update(m.name for m in taken)
+                self._keep_points(self.get_metrics([m.name for m in taken]), taken)
+            upserts = [m for m in metrics if m.name not in new] if len(new) < len(metrics) else []
+            if upserts:
+                self._keys.update(self._insert_metrics([(m.name, fields[id(m.metadata)], m.created_on, m.updated_on,
+                                                         m.read_on) for m in upserts]))
+            if self._hidden_keys():  # none, usually: the parents are not even listed then
+                self._show({name.rpartition(".")[0] for name in names} - {""})
+            absent.difference_update(names)
         return new
+
+    def _keep_points(self, existing: Mapping[str, Metric], metrics: Sequence[Metric]) -> None:
+        """Drop the points of the existing metrics whose new retention has not their stages."""
+        wanted = {m.name: m.retention for m in metrics} if existing else {}
+        for name, old in existing.items():
+            if old.retention != wanted[name]:
+                self._drop_points(name, old.retention, keep=wanted[name])
+
+    def _insert_new_metrics(self, metrics: Sequence[Metric], row_ids: Mapping[int, int]
+                            ) -> tuple[Iterable[tuple[str, int]], list[Metric]]:
+        """Insert metrics that have no row (get_metrics found none in this write batch), their
+        parent directories and strings first: ((name, key) of each row written, the metrics
+        that had a row after all). `row_ids`: the metadatas row of each metadata object, by
+        id(). One prepared statement for every row, under keys handed out here above every
+        key the table ever had, as AUTOINCREMENT would (an explicit key past the sequence
+        moves it): no row comes back to be matched to its name. Rows go _NEW_ROWS_PER_INSERT
+        a statement (an executemany of one row a statement took twice the SQLite time: each
+        statement also writes the sequence)."""
+        if not metrics:
+            return (), []
+        conn = self._conn
+        names = list(map(_NAME, metrics))
+        parts = list(map(str.rpartition, names, itertools.repeat(".")))
+        parent_paths, leaf_strings = list(map(_FIRST, parts)), list(map(_LAST, parts))
+        parents = self._tree.keys(conn, self._strings, set(parent_paths), create=True)
+        leaves = self._strings.ids(conn, set(leaf_strings))
+        base = conn.execute(_LAST_KEY).fetchone()[0]
+        keys = range(base + 1, base + 1 + len(metrics))
+        values = list(itertools.chain.from_iterable(zip(
+            keys, map(parents.__getitem__, parent_paths), map(leaves.__getitem__, leaf_strings),
+            map(row_ids.__getitem__, map(id, map(_METADATA, metrics))), map(_CREATED, metrics),
+            map(_UPDATED, metrics), map(_READ, metrics))))
+        inserted = 0
+        for start in range(0, len(metrics), _NEW_ROWS_PER_INSERT):
+            count = min(_NEW_ROWS_PER_INSERT, len(metrics) - start)
+            inserted += conn.execute(_new_rows_statement(count), values[start * 7:(start + count) * 7]).rowcount
+        if inserted == len(metrics):
+            return zip(names, keys), []
+        inserted = {row[0] for row in conn.execute("SELECT key FROM metrics WHERE key > ?", (base,))}
+        return ([(name, key) for name, key in zip(names, keys) if key in inserted],
+                [m for m, key in zip(metrics, keys) if key not in inserted])
 
     def _absent_names(self) -> set[str]:
         """Names found to have no metrics row in the current write batch (each write batch
@@ -173,11 +246,11 @@ class MetadataMixin:
         names = list(dict.fromkeys(names))
         with self._errors("read metrics"):
             self._check_directories()
-            rows = self._metric_rows(names)
+            rows = self._metric_rows(names, distinct=True)
         for name, row in rows.items():
             self._keys[name] = row[0]
         if len(rows) < len(names):
-            absent.update(set(names).difference(rows))
+            absent.update(set(names).difference(rows) if rows else names)
         return self.readable_metrics((name, *row[1:]) for name, row in rows.items())
 
     def update_metadata(self, name: str, metadata: MetricMetadata) -> None:

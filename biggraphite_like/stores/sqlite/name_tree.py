@@ -127,19 +127,20 @@ class NameTree:
         if len(known) + len(todo) > self.limit:
             self.forget_keys()
             known = self._keys
-        levels: dict[int, set[str]] = {}
+        levels: dict[int, dict[str, tuple[str, str]]] = {}  # depth: {path: (parent path, last component)}
         for path in todo:
             while path not in known:
-                level = levels.setdefault(path.count("."), set())
+                level = levels.setdefault(path.count("."), {})
                 if path in level:  # an ancestor of an earlier path
                     break
-                level.add(path)
-                path = path.rpartition(".")[0]
-        components = {split(p)[1] for level in levels.values() for p in level}
+                parent, _, last = path.rpartition(".")
+                level[path] = (parent, last)
+                path = parent
+        components = {last for level in levels.values() for _, last in level.values()}
         ids = strings.ids(conn, components) if create else strings.lookup(conn, components)
         for depth in sorted(levels):
-            wanted = [(p, known[parent], ids[last]) for p in sorted(levels[depth])
-                      for parent, last in (split(p),) if parent in known and last in ids]
+            wanted = [(p, known[parent], ids[last]) for p, (parent, last) in sorted(levels[depth].items())
+                      if parent in known and last in ids]
             self._lookup(conn, wanted)
             if create:
                 self._insert(conn, [w for w in wanted if w[0] not in known])
