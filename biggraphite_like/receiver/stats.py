@@ -57,6 +57,7 @@ class ReceiverStats(Counters):
 
     def __init__(self) -> None:
         super().__init__(COUNTERS)
+        self._last_record: tuple[int, dict[str, int]] = (-1, {})  # second and counts of the last record
 
     def take(self) -> dict[str, int]:
         """Counts since the previous take, the deprecated aliases included."""
@@ -67,10 +68,17 @@ class ReceiverStats(Counters):
         return _with_aliases(super().totals())
 
     def self_metric_points(self, prefix: str, buffered: int, now: float) -> ReceivedPoints:
-        """The counts since the last call, and the gauges, as points to store."""
-        values = {**self.take(), "bufferedPoints": buffered}
+        """The counts since the last call, and the gauges, as points to store. A record in the
+        same second as the previous one (the last record at shutdown, soon after the interval's)
+        replaces it in the store, so it carries the previous one's counts too."""
+        second, counts = int(now), self.take()
+        last_second, last_counts = self._last_record
+        if second == last_second:
+            counts = {name: count + last_counts.get(name, 0) for name, count in counts.items()}
+        self._last_record = (second, counts)
+        values = {**counts, "bufferedPoints": buffered}
         names = [f"{prefix}.{name}" for name in values]
-        return ReceivedPoints(names, np.full(len(names), float(int(now))), np.array(list(values.values()), dtype=np.float64))
+        return ReceivedPoints(names, np.full(len(names), float(second)), np.array(list(values.values()), dtype=np.float64))
 
     def write_prometheus(self, path: str, buffered: int, mode: int = 0o644) -> None:
         metrics_file.write(path, "receiver", {**self.totals(), "bufferedPoints": buffered}, HELP, mode)

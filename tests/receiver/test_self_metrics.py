@@ -1,13 +1,14 @@
 """The receiver's self-metrics (receiver/stats.py) from a real `bgl receive`: `storedPoints`
 counts the points the store accepted, and `committedPoints`, its former name, carries the
-same value (in the store and in the Prometheus text file) while the alias lives."""
+same value (in the store and in the Prometheus text file) while the alias lives; a record
+in the same second as the previous one (the last at shutdown) loses none of its counts."""
 from __future__ import annotations
 
 import socket
 import time
 
 from biggraphite_like.accessor import Accessor
-from biggraphite_like.receiver.stats import agent_prefix
+from biggraphite_like.receiver.stats import ReceiverStats, agent_prefix
 from tests.receiver_env import BglReceive
 
 POINTS = 300
@@ -50,3 +51,20 @@ def test_stored_points_and_its_deprecated_alias_carry_the_same_value(tmp_path):
     totals = receiver.counters()
     assert totals["storedPoints"] == totals["committedPoints"] >= POINTS, totals
     assert "deprecated" in receiver.metrics_file.read_text().split("bgl_receiver_committedPoints", 1)[1]
+
+
+def test_a_record_in_the_same_second_carries_the_previous_counts():
+    stats = ReceiverStats()
+    stats.increment("storedPoints", 300)
+    first = stats.self_metric_points("p", 0, 1000.2)
+    stats.increment("storedPoints", 16)
+    same_second = stats.self_metric_points("p", 0, 1000.9)  # replaces `first` in the store
+    stats.increment("storedPoints", 5)
+    later = stats.self_metric_points("p", 0, 1001.0)
+
+    def value(points, name):
+        return dict(zip(points.names, points.values.tolist()))[f"p.{name}"]
+
+    assert [value(p, "storedPoints") for p in (first, same_second, later)] == [300, 316, 5]
+    assert [value(p, "committedPoints") for p in (first, same_second, later)] == [300, 316, 5]
+    assert set(same_second.timestamps.tolist()) == {1000.0}

@@ -54,11 +54,15 @@ def _killed_child(url: str, round_: str, watched: int, reader: Accessor) -> tupl
     child = subprocess.Popen([sys.executable, "-c", CHILD, url, round_, str(BATCHES)], stdout=subprocess.PIPE,
                              text=True, cwd=root, env={**os.environ, "PYTHONPATH": root})
     sent, acknowledged = set(), set()
+
+    def count(line: str) -> None:
+        what, number = line.split()
+        (sent if what == "sending" else acknowledged).add(int(number))
+
     try:
         for line in child.stdout:
-            what, number = line.split()
-            (sent if what == "sending" else acknowledged).add(int(number))
-            if acknowledged and what == "sending":
+            count(line)
+            if acknowledged and line.startswith("sending"):
                 deadline = time.monotonic() + 120
                 while not reader.store.get_metrics([watched_name]) and time.monotonic() < deadline:
                     time.sleep(0.002)
@@ -66,6 +70,10 @@ def _killed_child(url: str, round_: str, watched: int, reader: Accessor) -> tupl
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
+        # what it printed between the watched metric's row and the kill (it may have finished
+        # that batch and started the next): those batches were sent too
+        for line in child.stdout.read().splitlines():
+            count(line)
     assert child.returncode == -signal.SIGKILL and acknowledged, "the child did not create a batch"
     return ({n for b in sent for n in batch_names(round_, b)},
             {n for b in acknowledged for n in batch_names(round_, b)})
