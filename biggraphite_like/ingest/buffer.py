@@ -178,12 +178,13 @@ class PointBuffer:
         as asked; for a timestamp received twice, the last value."""
         wanted: dict[int, str] = {}
         for name in names:
-            try:
-                canonical = names_mod.normalize(name)
-            except InvalidMetricName:
-                continue
-            index = self._ids.get(canonical)
-            if index is not None:
+            index = self._ids.get(name)  # as received: its id, or INVALID (no normalising again)
+            if index is None:
+                try:
+                    index = self._ids.get(names_mod.normalize(name))
+                except InvalidMetricName:
+                    continue
+            if index is not None and index != INVALID:
                 wanted[index] = name
         result: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
         if not wanted:
