@@ -14,7 +14,8 @@ refuses the bulk request (older carbon) is asked series by series.
 in one string, answered with only the names holding points): graphite's bulk request of
 20,000 names and its answer of 20,000 mostly empty lists, each read by a pure-Python
 unpickler, cost more than a wide render's sum. An instance that does not know that form
-(carbon-cache: `Invalid request type`) is remembered and asked `cache-query-bulk`.
+(carbon-cache: `Invalid request type`) is remembered and asked `cache-query-bulk` (for
+BULK_ONLY_SECONDS, then asked the compact form again).
 
 Answers are read with the receiver's bounded, restricted unpickler (never graphite's
 unpickle.loads, which builds whatever the answer describes), and each series' points are
@@ -43,8 +44,10 @@ from biggraphite_like.receiver.carbonlink import NAMES_QUERY
 _log = logging.getLogger(__name__)
 
 CachedPoints = list[tuple[int, float]]
-# instances that answered NAMES_QUERY `Invalid request type` (carbon-cache): asked cache-query-bulk
-_BULK_ONLY: set[tuple] = set()
+# instance -> monotonic time until which it is asked cache-query-bulk: it answered NAMES_QUERY
+# `Invalid request type` (carbon-cache); asked again after a while (another may listen there then)
+_BULK_ONLY: dict[tuple, float] = {}
+BULK_ONLY_SECONDS = 600.0
 
 
 def cached_points(names: Sequence[str]) -> dict[str, CachedPoints]:
@@ -79,13 +82,13 @@ def _query_one(pool, name: str) -> CachedPoints:
 
 def _query_bulk(pool, host: tuple, metrics: list[str]) -> dict[str, CachedPoints]:
     joined = "\n".join(metrics)
-    if host not in _BULK_ONLY and joined.count("\n") == len(metrics) - 1:  # no name holds a newline
+    if _BULK_ONLY.get(host, 0.0) < time.monotonic() and joined.count("\n") == len(metrics) - 1:  # no newline in a name
         result = _ask(pool, host, {"type": NAMES_QUERY, "names": joined}, f"{len(metrics)} series", len(metrics))
         if result is None or "error" not in result:
             return {} if result is None else _by_metric(result, host, len(metrics))
         if str(result["error"]).startswith("Invalid request type"):
             _log.info("CarbonLink %s does not answer %s: asking it cache-query-bulk", host, NAMES_QUERY)
-            _BULK_ONLY.add(host)
+            _BULK_ONLY[host] = time.monotonic() + BULK_ONLY_SECONDS
     result = _ask(pool, host, {"type": "cache-query-bulk", "metrics": metrics}, f"{len(metrics)} series",
                   len(metrics))
     if result is None:

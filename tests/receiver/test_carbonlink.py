@@ -80,6 +80,7 @@ def test_render_merges_buffered_points(receiver, monkeypatch):
     hosts = [f"127.0.0.1:{process.carbonlink_port}"]
     asked = []  # the type of every request our finder sends: the compact query only
     ask = plugin_carbonlink._ask
+    monkeypatch.setattr(plugin_carbonlink, "_BULK_ONLY", {})  # a carbon-cache another test ran on this port
     monkeypatch.setattr(plugin_carbonlink, "_ask", lambda pool, host, request, *rest:
                         asked.append(request["type"]) or ask(pool, host, request, *rest))
     with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=hosts):
