@@ -10,6 +10,13 @@ as `merge_with_carbonlink` would. A failed instance is logged and marked failed 
 pool (as graphite does) and its series go without cached points; an instance that
 refuses the bulk request (older carbon) is asked series by series.
 
+`bgl receive` is first asked its compact form of the bulk query (NAMES_QUERY: the names
+in one string, answered with only the names holding points): graphite's bulk request of
+20,000 names and its answer of 20,000 mostly empty lists, each read by a pure-Python
+unpickler, cost more than a wide render's sum. An instance that does not know that form
+(carbon-cache: `Invalid request type`) is remembered and asked `cache-query-bulk` (for
+BULK_ONLY_SECONDS, then asked the compact form again).
+
 Answers are read with the receiver's bounded, restricted unpickler (never graphite's
 unpickle.loads, which builds whatever the answer describes), and each series' points are
 checked to be (timestamp, value) pairs of numbers: an answer that is not one is logged and
@@ -32,10 +39,15 @@ from graphite.carbonlink import CarbonLink
 from biggraphite_like.ingest.pickles import as_float
 from biggraphite_like.ingest.points import describe
 from biggraphite_like.ingest.unpickler import restricted_loads
+from biggraphite_like.receiver.carbonlink import NAMES_QUERY
 
 _log = logging.getLogger(__name__)
 
 CachedPoints = list[tuple[int, float]]
+# instance -> monotonic time until which it is asked cache-query-bulk: it answered NAMES_QUERY
+# `Invalid request type` (carbon-cache); asked again after a while (another may listen there then)
+_BULK_ONLY: dict[tuple, float] = {}
+BULK_ONLY_SECONDS = 600.0
 
 
 def cached_points(names: Sequence[str]) -> dict[str, CachedPoints]:
@@ -69,6 +81,14 @@ def _query_one(pool, name: str) -> CachedPoints:
 
 
 def _query_bulk(pool, host: tuple, metrics: list[str]) -> dict[str, CachedPoints]:
+    joined = "\n".join(metrics)
+    if _BULK_ONLY.get(host, 0.0) < time.monotonic() and joined.count("\n") == len(metrics) - 1:  # no newline in a name
+        result = _ask(pool, host, {"type": NAMES_QUERY, "names": joined}, f"{len(metrics)} series", len(metrics))
+        if result is None or "error" not in result:
+            return {} if result is None else _by_metric(result, host, len(metrics))
+        if str(result["error"]).startswith("Invalid request type"):
+            _log.info("CarbonLink %s does not answer %s: asking it cache-query-bulk", host, NAMES_QUERY)
+            _BULK_ONLY[host] = time.monotonic() + BULK_ONLY_SECONDS
     result = _ask(pool, host, {"type": "cache-query-bulk", "metrics": metrics}, f"{len(metrics)} series",
                   len(metrics))
     if result is None:
@@ -77,10 +97,15 @@ def _query_bulk(pool, host: tuple, metrics: list[str]) -> dict[str, CachedPoints
         _log.warning("CarbonLink %s refused a bulk query (%s): asking for %d series one by one",
                      host, describe(result["error"]), len(metrics))
         return {name: _query_one(pool, name) for name in metrics}
+    return _by_metric(result, host, len(metrics))
+
+
+def _by_metric(result: dict, host: tuple, series: int) -> dict[str, CachedPoints]:
+    """The points by name of a bulk answer (checked, as _points checks them)."""
     by_metric = result.get("datapointsByMetric", {})
     if type(by_metric) is not dict:
         _log.warning("CarbonLink %s answered %s, not points by metric: %d series without cached points",
-                     host, describe(by_metric), len(metrics))
+                     host, describe(by_metric), series)
         return {}
     return {name: _points(points, name, host) for name, points in by_metric.items() if type(name) is str}
 

@@ -175,16 +175,22 @@ class PointBuffer:
 
     def cached(self, names: list[str]) -> dict[str, list[tuple[int, float]]]:
         """Points of these metrics not in the store yet (CarbonLink's cache-query), by name
-        as asked; for a timestamp received twice, the last value."""
+        as asked (each spelling asked of one metric gets its points); for a timestamp
+        received twice, the last value."""
         wanted: dict[int, str] = {}
+        spellings: list[tuple[str, int]] = []  # another name asked of a metric already wanted
         for name in names:
-            try:
-                canonical = names_mod.normalize(name)
-            except InvalidMetricName:
-                continue
-            index = self._ids.get(canonical)
-            if index is not None:
-                wanted[index] = name
+            index = self._ids.get(name)  # as received: its id, or INVALID (no normalising again)
+            if index is None:
+                try:
+                    index = self._ids.get(names_mod.normalize(name))
+                except InvalidMetricName:
+                    continue
+            if index is not None and index != INVALID:
+                if index in wanted:
+                    spellings.append((name, index))
+                else:
+                    wanted[index] = name
         result: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
         if not wanted:
             return result
@@ -202,4 +208,6 @@ class PointBuffer:
         for name, points in result.items():
             if points:
                 result[name] = sorted(dict(points).items())
+        for name, index in spellings:
+            result[name] = list(result[wanted[index]])
         return result

@@ -35,11 +35,22 @@ def test_cached_points_merged_like_whisper_reader(carbon_and_data, monkeypatch):
         expected = [render(form) for form in forms]
     answers = []  # every CarbonLink answer our finder reads (over graphite's pool, with the bounded unpickler)
     ask = plugin_carbonlink._ask
+    monkeypatch.setattr(plugin_carbonlink, "_BULK_ONLY", {})
     monkeypatch.setattr(plugin_carbonlink, "_ask", lambda *args: answers.append(ask(*args)) or answers[-1])
     with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=hosts):
         actual = [render(form) for form in forms]
-    # one bulk request per render for both series, not one request per series
-    assert len(answers) == len(forms) and all(set(a["datapointsByMetric"]) == set(METRICS) for a in answers)
+    # carbon-cache refuses our compact query once (remembered), then one bulk request per
+    # render for both series, not one request per series
+    refused = [a for a in answers if "error" in a]
+    assert len(refused) == 1 and refused[0]["error"].startswith("Invalid request type")
+    bulk = [a for a in answers if "error" not in a]
+    assert len(bulk) == len(forms) and all(set(a["datapointsByMetric"]) == set(METRICS) for a in bulk)
+    monkeypatch.setattr(plugin_carbonlink, "BULK_ONLY_SECONDS", -1.0)  # the refusal forgotten at once:
+    answers.clear()  # each render asks the compact query again, then the bulk one
+    plugin_carbonlink._BULK_ONLY.clear()
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=hosts):
+        assert [render(forms[0]) for _ in range(2)] == [expected[0]] * 2
+    assert ["error" in a for a in answers] == [True, False, True, False]
     with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=[]):
         without = render(forms[0])
     assert actual == expected

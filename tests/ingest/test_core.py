@@ -49,6 +49,20 @@ def test_carbonlink_set_metadata_normalises_its_name_once(tmp_path, monkeypatch)
     assert Accessor.from_url(f"sqlite://{tmp_path / 'bgl.db'}").get_metric("cl.m").metadata.aggregator.value == "max"
 
 
+def test_cached_points_normalise_only_names_never_received(monkeypatch):
+    """CarbonLink's lookup (20,000 names for a wide render) uses the id of a name as
+    received; only a spelling the buffer has not seen is normalised, with the same answer."""
+    buffer = PointBuffer()
+    received = ["c.m", "c..alias", "bad name"]
+    buffer.add(ReceivedPoints(received, np.array([NOW, NOW + 60, NOW], dtype=float), np.array([1.0, 2.0, 3.0])),
+               Refusals())
+    calls = counting_normalize(monkeypatch)
+    asked = ["c.m", "c..alias", "c.alias", ".c.m", "bad name", "c.none", "bad\tname"]
+    assert buffer.cached(asked) == {"c.m": [(NOW, 1.0)], "c..alias": [(NOW + 60, 2.0)], "c.alias": [(NOW + 60, 2.0)],
+                                    ".c.m": [(NOW, 1.0)], "bad name": [], "c.none": [], "bad\tname": []}
+    assert calls == [".c.m", "c.none", "bad\tname"]  # "c.alias" was interned when "c..alias" came
+
+
 def test_get_metric_and_update_metadata_normalise_a_name_once(tmp_path, monkeypatch):
     accessor = Accessor.from_url(f"sqlite://{tmp_path / 'bgl.db'}")
     accessor.syncdb()

@@ -9,6 +9,7 @@ import pytest
 
 from biggraphite_like.accessor import Accessor
 from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.receiver.carbonlink import NAMES_QUERY
 from tests.carbon_env import carbonlink_request, plaintext, send_to_carbon
 from tests.graphite_env import setup_graphite_app, use_finders
 from tests.receiver_env import BglReceive
@@ -55,15 +56,38 @@ def test_carbonlink_pool_queries_and_metadata(receiver):
     assert "Unsupported metadata key" in refused["error"]
 
 
-def test_render_merges_buffered_points(receiver):
+def test_names_query_answers_only_names_with_points(receiver):
+    process, _, cached = receiver
+    names = "\n".join(["cl.avg", "nope", "cl..new.max", "bad name", "cl.unknown"])
+    answer = carbonlink_request(process.carbonlink_port, {"type": NAMES_QUERY, "names": names})
+    bulk = carbonlink_request(process.carbonlink_port, {"type": "cache-query-bulk", "metrics": names.split("\n")})
+    # the bulk answer without its empty lists; a name is answered as asked ("cl..new.max")
+    assert answer == {"datapointsByMetric": {n: p for n, p in bulk["datapointsByMetric"].items() if p}}
+    assert answer["datapointsByMetric"]["cl..new.max"] == [(NOW - 60, 7.0), (NOW, 9.0)]
+    assert answer["datapointsByMetric"]["cl.avg"] == sorted((t, v) for n, t, v in cached if n == "cl.avg")
+    assert set(answer["datapointsByMetric"]) == {"cl.avg", "cl..new.max"}
+    assert carbonlink_request(process.carbonlink_port, {"type": NAMES_QUERY, "names": ""}) == \
+        {"datapointsByMetric": {}}
+    wrong = carbonlink_request(process.carbonlink_port, {"type": NAMES_QUERY, "names": ["cl.avg"]})
+    assert "one string, one name a line" in wrong["error"]
+
+
+def test_render_merges_buffered_points(receiver, monkeypatch):
     from django.test import Client
+    from graphite_plugin import carbonlink as plugin_carbonlink
 
     process, url, cached = receiver
     hosts = [f"127.0.0.1:{process.carbonlink_port}"]
+    asked = []  # the type of every request our finder sends: the compact query only
+    ask = plugin_carbonlink._ask
+    monkeypatch.setattr(plugin_carbonlink, "_BULK_ONLY", {})  # a carbon-cache another test ran on this port
+    monkeypatch.setattr(plugin_carbonlink, "_ask", lambda pool, host, request, *rest:
+                        asked.append(request["type"]) or ask(pool, host, request, *rest))
     with use_finders(["graphite_plugin.Finder"], BG_STORE=url, CARBONLINK_HOSTS=hosts):
         response = Client().post("/render", {"target": "cl.avg", "format": "json", "from": "-30min",
                                              "now": str(NOW)})
     assert response.status_code == 200, response.content[:300]
+    assert asked == [NAMES_QUERY]
     points = {t: v for v, t in json.loads(response.content)[0]["datapoints"]}
     for name, timestamp, value in cached:
         if name == "cl.avg":
