@@ -1,5 +1,5 @@
 """graphite_plugin.gunicorn_worker: freed memory given back to the system, each process's
-resident memory, the access log's lines."""
+resident memory, the access log's lines, the heartbeat."""
 from __future__ import annotations
 
 import json
@@ -123,3 +123,54 @@ def test_access_log_lines_are_gunicorns(log_format, tmp_path):
     assert len(set(lines["ours"])) == len(ACCESS_REQUESTS)
     if "%(u)s" in (log_format or "%(u)s"):  # the user of a Basic authorization, quotes escaped
         assert "alice" in lines["ours"][1] and '\\"b\\"' in lines["ours"][1]
+
+
+PID_APP = """
+import os
+
+def application(environ, start_response):
+    body = str(os.getpid()).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+"""
+
+
+def test_a_worker_beating_once_a_second_is_not_taken_for_stuck(tmp_path):
+    """RequestFirstWorker's heartbeat, at most once a second, on /dev/shm as bgl run puts it:
+    an idle worker and a busy one outlive an arbiter timeout of 3 s several times over."""
+    import time
+    import urllib.request
+
+    from tests.carbon_env import free_port
+
+    (tmp_path / "pid_app.py").write_text(PID_APP)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--worker-class", "graphite_plugin.gunicorn_worker.RequestFirstWorker",
+         "--workers", "1", "--threads", "2", "--timeout", "3", "--worker-tmp-dir", "/dev/shm", "--bind",
+         f"127.0.0.1:{port}", "--chdir", str(tmp_path), "pid_app:application"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def worker_pid() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as response:
+            return response.read().decode()
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                first = worker_pid()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "gunicorn did not start"
+                time.sleep(0.2)
+        time.sleep(5)  # idle
+        answers = set()
+        busy_until = time.monotonic() + 5
+        while time.monotonic() < busy_until:  # busy
+            answers.add(worker_pid())
+        assert answers == {first} and worker_pid() == first, "the arbiter replaced the worker"
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=60)[0]
+    assert "WORKER TIMEOUT" not in output, output
