@@ -19,9 +19,11 @@ import gc
 import os
 import re
 import selectors
+import threading
 import time
 from functools import partial
 
+from gunicorn.glogging import Logger
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 REQUEST_ARRIVAL_TIMEOUT = 10.0  # seconds a client has to send a whole request
@@ -31,6 +33,7 @@ _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 _READ_SIZE = 1 << 16
 MAX_WORKER_RSS = 1 << 30  # bytes: a worker past this after a request is replaced (bgl run's default) ...
 MAX_WORKER_RSS_ENV = "BGL_WEB_MAX_RSS"  # ... unless this variable gives another number of bytes
+HEARTBEAT_INTERVAL = 1.0  # seconds between two heartbeats to the arbiter (its timeout: bgl run's 120 s)
 
 
 def request_complete(data: bytes, max_head: int) -> bool:
@@ -49,6 +52,18 @@ def request_complete(data: bytes, max_head: int) -> bool:
 
 class RequestFirstWorker(ThreadWorker):
     """gthread, except that a thread gets a connection only once its request has arrived."""
+
+    _heartbeat_due = 0.0
+    _max_head = 0
+
+    def notify(self):
+        """The heartbeat (a utime on the worker's temporary file), at most once every
+        HEARTBEAT_INTERVAL seconds: gthread beats at every turn of its loop, three a request,
+        and a utime on a disk file waits for the file system's journal when it is busy."""
+        now = time.monotonic()
+        if now >= self._heartbeat_due:
+            self._heartbeat_due = now + HEARTBEAT_INTERVAL
+            super().notify()
 
     def load_wsgi(self):
         """gthread's, then what loading the application made (Django, graphite-web, their
@@ -92,8 +107,10 @@ class RequestFirstWorker(ThreadWorker):
             data = b""
         if data:
             conn.arrived += data
-            max_head = self.cfg.limit_request_line + self.cfg.limit_request_fields * self.cfg.limit_request_field_size
-            if not request_complete(bytes(conn.arrived), max_head):
+            if not self._max_head:
+                cfg = self.cfg
+                self._max_head = cfg.limit_request_line + cfg.limit_request_fields * cfg.limit_request_field_size
+            if not request_complete(bytes(conn.arrived), self._max_head):
                 return
         self.poller.unregister(sock)
         self.pending_conns.remove(conn)
@@ -109,11 +126,33 @@ class RequestFirstWorker(ThreadWorker):
         self.enqueue_req(conn)
 
 
+class _Statm:
+    """/proc/self/statm kept open by each process that reads it (one pread a request after
+    the first, instead of an open, a read and a close: a tenth of the cost)."""
+
+    PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+    def __init__(self) -> None:
+        self._pid = self._fd = -1
+        self._lock = threading.Lock()
+
+    def resident_bytes(self) -> int:
+        pid = os.getpid()
+        if self._pid != pid:  # first read in this process (a forked worker: not its parent's file)
+            with self._lock:
+                if self._pid != pid:
+                    self._fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+                    self._pid = pid
+        return int(os.pread(self._fd, 128, 0).split()[1]) * self.PAGE_SIZE
+
+
+_STATM = _Statm()
+
+
 def resident_bytes() -> int:
     """This process's resident memory (Linux /proc/self/statm), 0 when unknown."""
     try:
-        with open("/proc/self/statm") as file:
-            return int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return _STATM.resident_bytes()
     except (OSError, ValueError, IndexError):
         return 0
 
@@ -167,3 +206,41 @@ def recycle_past(worker, limit: int | None = None) -> None:
         worker.log.warning("worker %s holds %d MiB, more than %d MiB: replaced by a new worker",
                            worker.pid, rss >> 20, limit >> 20)
         worker.alive = False
+
+
+_FORMAT_KEY = re.compile(r"%\(([^)]*)\)")
+
+
+class AccessLogger(Logger):
+    """gunicorn's Logger, whose access-log line is built only from the atoms its format
+    names. gunicorn's builds every request header, response header and environ variable
+    as an atom (some fifty) and copies them all to escape quotes, for a line that reads
+    nine (its default format): a third of the line's cost. The line is the same."""
+
+    def atoms(self, resp, req, environ, request_time):
+        """gunicorn's atoms when the format names a header or environ atom ({...}), else
+        only the plain ones."""
+        if self._names_braced_atom():
+            return super().atoms(resp, req, environ, request_time)
+        status = resp.status
+        if isinstance(status, str):
+            status = status.split(None, 1)[0]
+        sent = getattr(resp, "sent", None)
+        return {
+            "h": environ.get("REMOTE_ADDR", "-"), "l": "-", "u": self._get_user(environ) or "-", "t": self.now(),
+            "r": "%s %s %s" % (environ["REQUEST_METHOD"], environ["RAW_URI"], environ["SERVER_PROTOCOL"]),
+            "s": status, "m": environ.get("REQUEST_METHOD"), "U": environ.get("PATH_INFO"),
+            "q": environ.get("QUERY_STRING"), "H": environ.get("SERVER_PROTOCOL"),
+            "b": sent is not None and str(sent) or "-", "B": sent,
+            "f": environ.get("HTTP_REFERER", "-"), "a": environ.get("HTTP_USER_AGENT", "-"),
+            "T": request_time.seconds, "D": request_time.seconds * 1000000 + request_time.microseconds,
+            "M": request_time.seconds * 1000 + int(request_time.microseconds / 1000),
+            "L": "%d.%06d" % (request_time.seconds, request_time.microseconds), "p": "<%s>" % os.getpid(),
+        }
+
+    def _names_braced_atom(self) -> bool:
+        log_format = self.cfg.access_log_format
+        if getattr(self, "_format_checked", None) != log_format:  # a reload may change it
+            self._braced = any(key.startswith("{") for key in _FORMAT_KEY.findall(log_format))
+            self._format_checked = log_format
+        return self._braced

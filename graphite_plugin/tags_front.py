@@ -5,7 +5,8 @@ Grafana asks these on every keystroke of a tag query; the store answers them in 
 a millisecond or two, Django's request handling and middleware chain cost about 1.7 ms
 more. As for plain finds (graphite_plugin.wsgi), the front answers only when nothing of
 that chain can change the answer: a GET with no cookie, no remote user, no gzip wanted, a
-Host Django accepts and a User-Agent it does not refuse, answered 200, with the headers
+Host Django accepts and does not redirect and a User-Agent it does not refuse (the same
+checks as the find front's), answered 200, with the headers
 the chain adds to such an answer (Content-Length; `Vary: Accept-Encoding` from gzip on a
 body of 200 bytes or more; these views never read the session). Anything else, every error
 answer included, goes to graphite's application, which answers it as it always does.
@@ -32,12 +33,10 @@ PATHS = frozenset({FIND_SERIES, AUTOCOMPLETE_TAGS, AUTOCOMPLETE_VALUES})
 
 
 def eligible(environ: dict) -> bool:
-    """Whether the front may answer this request (see the module docstring)."""
-    from graphite_plugin.wsgi import REMOTE_USER_KEYS
+    """Whether the front may answer this request (graphite_plugin.wsgi.eligible on PATHS)."""
+    from graphite_plugin import wsgi
 
-    return (environ.get("PATH_INFO") in PATHS and environ.get("REQUEST_METHOD") == "GET"
-            and not environ.get("HTTP_COOKIE") and "gzip" not in environ.get("HTTP_ACCEPT_ENCODING", "")
-            and not any(key in environ for key in REMOTE_USER_KEYS))
+    return wsgi.eligible(environ, PATHS)
 
 
 def serve(environ: dict, start_response: Callable) -> Iterable[bytes] | None:
@@ -62,13 +61,11 @@ def answer(environ: dict):
 
     from graphite_plugin.wsgi import GZIP_MIN_LENGTH, django_would_serve
 
-    from django.conf import settings
-
-    if not _only_our_tag_index() or settings.PREPEND_WWW:  # CommonMiddleware would redirect a host without www.
+    if not _only_our_tag_index():
         return None
     request = WSGIRequest(environ)
     if not django_would_serve(request):
-        return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 403 for a refused agent)
+        return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 301 to www., 403 for a refused agent)
     response = _VIEWS[environ["PATH_INFO"]](request)
     if response is None or response.status_code != 200:
         return None  # errors get the chain's error answer (graphite_plugin.middleware)

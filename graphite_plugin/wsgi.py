@@ -12,8 +12,9 @@ find_view's checks), answered 200. The answer carries the headers the chain woul
 for it (Content-Length, `Vary: Cookie` from the session the treejson profile lookup
 reads, `Vary: Accept-Encoding` from gzip on a body of 200 bytes or more) and is counted
 in the self-metrics as a find. Anything else goes to graphite's application unchanged;
-so does a request Django would refuse before any view (a Host header not in
-ALLOWED_HOSTS: DNS rebinding; a User-Agent in DISALLOWED_USER_AGENTS).
+so does a request Django would refuse or redirect before any view (a Host header not in
+ALLOWED_HOSTS: DNS rebinding; one without www. under PREPEND_WWW; a User-Agent in
+DISALLOWED_USER_AGENTS).
 
 Every request first takes one of its client address's BG_MAX_CLIENT_REQUESTS slots in
 this process (ClientSlots); with none left it answers 503 at once, so that one client
@@ -28,16 +29,22 @@ import threading
 import time
 from typing import Callable, Iterable
 
+from django.conf import settings
 from graphite.wsgi import application as graphite_application
 
 from graphite_plugin import tags_front
+from graphite_plugin.options import DEFAULT_MAX_CLIENT_REQUESTS
 
 REMOTE_USER_KEYS = ("REMOTE_USER", "HTTP_REMOTE_USER")
 GZIP_MIN_LENGTH = 200  # django.middleware.gzip.GZipMiddleware leaves shorter bodies alone
+FIND_PATHS = frozenset({"/metrics/find"})
 
 
-def _eligible(environ: dict) -> bool:
-    return (environ.get("PATH_INFO") == "/metrics/find" and environ.get("REQUEST_METHOD") == "GET"
+def eligible(environ: dict, paths: frozenset[str] = FIND_PATHS) -> bool:
+    """Whether a front may answer this request to one of `paths` (this module's finds,
+    graphite_plugin.tags_front's tag reads): a GET with no cookie, no remote user and no
+    gzip wanted. django_would_serve checks the rest once the request is built."""
+    return (environ.get("PATH_INFO") in paths and environ.get("REQUEST_METHOD") == "GET"
             and not environ.get("HTTP_COOKIE") and "gzip" not in environ.get("HTTP_ACCEPT_ENCODING", "")
             and not any(key in environ for key in REMOTE_USER_KEYS))
 
@@ -52,7 +59,7 @@ def _front_find(environ: dict):
 
     request = WSGIRequest(environ)
     if not django_would_serve(request):
-        return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 403 for a refused agent)
+        return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 301 to www., 403 for a refused agent)
     request.user = AnonymousUser()  # AuthenticationMiddleware's answer for a request without a session
     response = find_answer(request)
     if response is None or response.status_code != 200:
@@ -67,14 +74,16 @@ def _front_find(environ: dict):
 
 def django_would_serve(request) -> bool:
     """Whether Django's request handling lets this request reach a view: a Host header in
-    ALLOWED_HOSTS (HttpRequest.get_host, which answers 400 otherwise: DNS rebinding), a
-    User-Agent not in DISALLOWED_USER_AGENTS (CommonMiddleware's 403)."""
-    from django.conf import settings
+    ALLOWED_HOSTS (HttpRequest.get_host, which answers 400 otherwise: DNS rebinding), not
+    redirected to www. (CommonMiddleware's 301 under PREPEND_WWW), a User-Agent not in
+    DISALLOWED_USER_AGENTS (CommonMiddleware's 403)."""
     from django.core.exceptions import DisallowedHost
 
     try:
-        request.get_host()
+        host = request.get_host()
     except DisallowedHost:
+        return False
+    if settings.PREPEND_WWW and host and not host.startswith("www."):
         return False
     agent = request.META.get("HTTP_USER_AGENT")
     return agent is None or not any(pattern.search(agent) for pattern in settings.DISALLOWED_USER_AGENTS)
@@ -90,10 +99,6 @@ class ClientSlots:
 
     @staticmethod
     def limit() -> int:
-        from django.conf import settings
-
-        from graphite_plugin.options import DEFAULT_MAX_CLIENT_REQUESTS
-
         return int(getattr(settings, "BG_MAX_CLIENT_REQUESTS", DEFAULT_MAX_CLIENT_REQUESTS))
 
     def take(self, client: str, limit: int) -> bool:
@@ -159,7 +164,7 @@ class _Releasing:
 
 
 def _serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
-    if _eligible(environ):
+    if eligible(environ):
         started = time.perf_counter()
         try:
             response = _front_find(environ)

@@ -45,6 +45,7 @@ _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SIOCGIFADDR = 0x8915
 SETTINGS_MODULE = "local_settings"
 _MAX_UNIX_SOCKET_PATH = 107  # bytes in sockaddr_un.sun_path, less its final NUL (Linux)
+_MEMORY_TMP_DIR = "/dev/shm"  # tmpfs: the workers' heartbeat files, off the disk's journal
 
 SCHEMAS = f"""\
 # Retentions of new metrics, first matching pattern wins (carbon's storage-schemas.conf).
@@ -340,8 +341,9 @@ pythonpath = {str(config.conf_dir)!r}
 raw_env = {env!r}
 errorlog = {str(config.web_log)!r}
 accesslog = {str(config.log_dir / 'webapp' / 'access.log')!r}
+logger_class = "graphite_plugin.gunicorn_worker.AccessLogger"  # gunicorn's lines, built from the atoms they name
 proc_name = "bgl-graphite-web"
-
+""" + _worker_tmp_dir_line() + f"""
 
 def post_request(worker, req, environ, resp):  # ... or as soon as it holds more than 1 GiB ($BGL_WEB_MAX_RSS)
     from graphite_plugin.gunicorn_worker import recycle_past
@@ -350,6 +352,15 @@ def post_request(worker, req, environ, resp):  # ... or as soon as it holds more
 
 
 """ + _control_socket_lines(config)
+
+
+def _worker_tmp_dir_line() -> str:
+    """gunicorn's worker_tmp_dir on tmpfs when there is one: a worker's heartbeat is a utime
+    on a file there, which on a disk file system can wait for the journal (gunicorn's own
+    advice); elsewhere gunicorn's default, the temporary directory."""
+    if os.path.isdir(_MEMORY_TMP_DIR) and os.access(_MEMORY_TMP_DIR, os.W_OK | os.X_OK):
+        return f"worker_tmp_dir = {_MEMORY_TMP_DIR!r}  # the workers' heartbeat files, in memory\n"
+    return ""
 
 
 def _control_socket_lines(config: StackConfig) -> str:

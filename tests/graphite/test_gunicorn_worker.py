@@ -1,9 +1,13 @@
-"""graphite_plugin.gunicorn_worker's memory hook: freed memory given back to the system."""
+"""graphite_plugin.gunicorn_worker: freed memory given back to the system, each process's
+resident memory, the access log's lines, the heartbeat."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
+
+import pytest
 
 from tests.paths import REPO_ROOT
 
@@ -39,3 +43,134 @@ def test_freed_memory_is_given_back_past_some_growth():
     assert seen["kept"] > seen["start"] + seen["growth"], f"the allocator kept the freed memory: {seen}"
     assert seen["trims"] == 1 and seen["after"] == seen["trimmed_at"]
     assert seen["after"] < seen["kept"] - (32 << 20), seen
+
+
+FORKED = """
+import json, os
+from graphite_plugin.gunicorn_worker import resident_bytes
+
+parent = resident_bytes()  # opens /proc/self/statm in the parent, as gunicorn's arbiter may
+reader, writer = os.pipe()
+pid = os.fork()
+if pid == 0:
+    held = bytearray(os.urandom(1 << 20) * 160)  # 160 MiB resident in the child only
+    os.write(writer, json.dumps({"child": resident_bytes(), "direct": int(open("/proc/self/statm").read().split()[1])
+                                 * os.sysconf("SC_PAGE_SIZE")}).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(json.dumps(dict(json.loads(os.read(reader, 4096)), parent=parent, again=resident_bytes())))
+"""
+
+
+def test_resident_bytes_are_each_processs_own_after_a_fork():
+    """The statm file is kept open per process: a forked worker reads its own memory, not
+    the file its parent opened."""
+    done = subprocess.run([sys.executable, "-c", FORKED], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["child"] > seen["parent"] + (150 << 20), seen
+    assert abs(seen["child"] - seen["direct"]) < (16 << 20), seen
+    assert seen["again"] < seen["parent"] + (64 << 20), seen
+
+
+ACCESS_FORMATS = [
+    None,  # gunicorn's default (bgl run's)
+    '%(h)s %(l)s %(u)s "%(r)s" %(s)s %(m)s %(U)s %(q)s %(H)s %(b)s %(B)s %(f)s %(a)s %(T)s %(D)s %(M)s %(L)s %(p)s %(x)s',
+    '%(h)s "%(r)s" %(s)s %({host}i)s %({Content-Type}o)s %({remote_addr}e)s %({missing}i)s',
+]
+ACCESS_REQUESTS = [
+    ({}, "200 OK", 120),
+    ({"HTTP_AUTHORIZATION": "Basic YWxpY2U6c2VjcmV0", "HTTP_REFERER": 'http://x/"q"', "HTTP_USER_AGENT": 'a "b"'},
+     "503 Service Unavailable", 0),
+    ({"RAW_URI": '/metrics/find?query=a"b'}, "404 Not Found", None),
+]
+
+
+@pytest.mark.parametrize("log_format", ACCESS_FORMATS, ids=["default", "plain atoms", "braced atoms"])
+def test_access_log_lines_are_gunicorns(log_format, tmp_path):
+    """AccessLogger writes, for every format and request, the line gunicorn's Logger writes."""
+    import datetime
+    import logging
+
+    from gunicorn.config import Config
+    from gunicorn.glogging import Logger
+
+    from graphite_plugin.gunicorn_worker import AccessLogger
+
+    lines: dict[str, list[str]] = {}
+    for name, logger_class in (("gunicorn", Logger), ("ours", AccessLogger)):
+        cfg = Config()
+        cfg.set("accesslog", str(tmp_path / f"{name}.log"))
+        if log_format:
+            cfg.set("access_log_format", log_format)
+        log = logger_class(cfg)
+        log.now = lambda: "[28/Nov/2026:01:00:00 +0000]"
+        seen = lines[name] = []
+        capture = logging.Handler()
+        capture.emit = lambda record, seen=seen: seen.append(record.getMessage())
+        log.access_log.addHandler(capture)
+        try:
+            for extra, status, sent in ACCESS_REQUESTS:
+                environ = {"REQUEST_METHOD": "GET", "RAW_URI": "/metrics/find?query=a.*", "SERVER_PROTOCOL": "HTTP/1.1",
+                           "REMOTE_ADDR": "127.0.0.1", "PATH_INFO": "/metrics/find", "QUERY_STRING": "query=a.*",
+                           "HTTP_HOST": "127.0.0.1:8080", **extra}
+                resp = SimpleNamespace(status=status, sent=sent, headers=[("Content-Type", "application/json")])
+                req = SimpleNamespace(headers=[("HOST", "127.0.0.1:8080"), ("USER-AGENT", "curl")])
+                log.access(resp, req, environ, datetime.timedelta(seconds=1, microseconds=2345))
+        finally:
+            log.access_log.removeHandler(capture)
+    assert len(lines["ours"]) == len(ACCESS_REQUESTS) and lines["ours"] == lines["gunicorn"]
+    assert len(set(lines["ours"])) == len(ACCESS_REQUESTS)
+    if "%(u)s" in (log_format or "%(u)s"):  # the user of a Basic authorization, quotes escaped
+        assert "alice" in lines["ours"][1] and '\\"b\\"' in lines["ours"][1]
+
+
+PID_APP = """
+import os
+
+def application(environ, start_response):
+    body = str(os.getpid()).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+"""
+
+
+def test_a_worker_beating_once_a_second_is_not_taken_for_stuck(tmp_path):
+    """RequestFirstWorker's heartbeat, at most once a second, on /dev/shm as bgl run puts it:
+    an idle worker and a busy one outlive an arbiter timeout of 3 s several times over."""
+    import time
+    import urllib.request
+
+    from tests.carbon_env import free_port
+
+    (tmp_path / "pid_app.py").write_text(PID_APP)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--worker-class", "graphite_plugin.gunicorn_worker.RequestFirstWorker",
+         "--workers", "1", "--threads", "2", "--timeout", "3", "--worker-tmp-dir", "/dev/shm", "--bind",
+         f"127.0.0.1:{port}", "--chdir", str(tmp_path), "pid_app:application"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def worker_pid() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as response:
+            return response.read().decode()
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                first = worker_pid()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "gunicorn did not start"
+                time.sleep(0.2)
+        time.sleep(5)  # idle
+        answers = set()
+        busy_until = time.monotonic() + 5
+        while time.monotonic() < busy_until:  # busy
+            answers.add(worker_pid())
+        assert answers == {first} and worker_pid() == first, "the arbiter replaced the worker"
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=60)[0]
+    assert "WORKER TIMEOUT" not in output, output

@@ -40,7 +40,7 @@ def test_a_front_find_is_answered_by_the_front_as_by_django(stack, pattern):
     for extra in ({}, {"HTTP_ACCEPT": "*/*"}, {"HTTP_ACCEPT_ENCODING": "identity"}):
         env = environ(params={"query": pattern}, **extra)
         first = call(django, env)  # fills the glob cache (graphite's view and worker pool)
-        assert front._eligible(env)
+        assert front.eligible(env)
         assert front._front_find(dict(env)) is not None, "the front answers the pattern itself"
         assert call(front.application, env) == first
         assert call(front.application, environ(params={"query": pattern, "format": "treejson"}, **extra)) == first
@@ -59,7 +59,7 @@ def test_requests_the_answer_may_differ_for_go_to_django(stack, extra):
     method, params = extra.pop("method", "GET"), extra.pop("params", {"query": "srv.*"})
     call(django, environ(params={"query": "srv.*"}))  # cached
     env = environ(method, params, **extra)
-    assert not front._eligible(env) or front._front_find(dict(env)) is None
+    assert not front.eligible(env) or front._front_find(dict(env)) is None
     assert call(front.application, env) == call(django, env)
 
 
@@ -114,3 +114,23 @@ def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypa
     with pytest.raises(RuntimeError):
         front._front_find(dict(env))
     assert call(front.application, env) == expected  # Django's view (not broken here) answered
+
+
+@pytest.mark.parametrize("host", ["testserver", "www.testserver"])
+def test_prepend_www_leaves_a_host_without_www_to_djangos_redirect(stack, host):
+    """Under PREPEND_WWW, CommonMiddleware answers 301 to www.<host>: the front must not
+    answer such a request 200 itself; a www. host is served as usual (by the front)."""
+    from django.test import override_settings
+
+    front, django = stack
+    env = environ(params={"query": "srv.*"}, HTTP_HOST=host)
+    with override_settings(PREPEND_WWW=True, ALLOWED_HOSTS=["testserver", "www.testserver"]):
+        expected = call(django, env)
+        served = front._front_find(dict(env))
+        assert call(front.application, env) == expected
+    if host == "testserver":
+        assert expected[0].startswith("301") and ("Location", "http://www.testserver/metrics/find?query=srv.%2A") \
+            in expected[1]
+        assert served is None
+    else:
+        assert expected[0].startswith("200") and served is not None
