@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--carbon", action="store_true",
                    help="receive with carbon-cache and our carbon plugin instead of `bgl receive` (needs carbon)")
     p.add_argument("--web-workers", type=int, default=2, metavar="N",
-                   help="graphite-web processes, 4 threads each (default 2)")
+                   help="graphite-web processes, 8 threads each (default 2)")
     p.add_argument("--self-metrics-interval", type=float, metavar="SECONDS",
                    help="seconds between two records of the receiver's (or carbon-cache's) carbon.agents.*"
                         f" and graphite-web's bgl.web.* self-metrics (default {settings.DEFAULT_SELF_METRICS_INTERVAL:g};"
