@@ -93,13 +93,12 @@ class GlobCache:
         return answer
 
     def _check_token(self, now: float) -> None:
-        """Read the names token (one thread at a time; the others go on with the entries)
-        and empty the cache when it changed or cannot be read."""
-        if not self._checking.acquire(blocking=False):
-            return
-        try:
+        """Read the names token (one thread at a time) and empty the cache when it changed
+        or cannot be read. A thread that finds a check due while another makes it waits for
+        that check (four index lookups) rather than answer from entries it may invalidate."""
+        with self._checking:
             if now < self._next_check:
-                return
+                return  # another thread checked while this one waited
             try:
                 token: object = self._token()
             except Exception as exc:  # the store is unreachable: do not answer from what it held
@@ -110,8 +109,6 @@ class GlobCache:
                 self._invalidate()
             self._seen = token
             self._next_check = time.monotonic() + self.check_interval
-        finally:
-            self._checking.release()
 
     def _invalidate(self) -> None:
         with self._lock:

@@ -472,6 +472,34 @@ def test_glob_cache_keeps_no_answer_computed_across_a_change_and_survives_token_
     assert cache.token_errors >= 1
 
 
+
+def test_glob_cache_answers_nothing_cached_while_a_due_token_check_is_in_progress():
+    from graphite_plugin.glob_cache import GlobCache
+
+    tokens, reading, release = [1], threading.Event(), threading.Event()
+
+    def token():
+        if tokens[0] == 2:  # the names changed: this read is slow (a loaded machine)
+            reading.set()
+            assert release.wait(10)
+        return tokens[0]
+
+    cache = GlobCache(ttl=3600, token=token, check_interval=0.05)
+    assert cache.get("nodes", "a.*", lambda p: (("old",),)) == (("old",),)
+    tokens[0] = 2  # another process creates a.new
+    time.sleep(0.1)  # a check is due
+    checker = threading.Thread(target=cache.get, args=("nodes", "b.*", lambda p: (("b",),)))
+    checker.start()
+    assert reading.wait(10)  # the checker reads the new token ...
+    answers = []
+    other = threading.Thread(target=lambda: answers.append(cache.get("nodes", "a.*", lambda p: (("old", "new"),))))
+    other.start()  # ... while another request asks a.*
+    other.join(0.3)
+    release.set()
+    checker.join(10)
+    other.join(10)
+    assert answers == [(("old", "new"),)]  # not the entry the check is about to drop
+
 # -- settings module and compat shim ---------------------------------------------------------
 def test_settings_module(monkeypatch):
     import sys

@@ -196,7 +196,8 @@ class ConnectionMixin:
             try:
                 statement = connection.session.prepare(query)
             except Exception as exc:
-                raise translate(exc, f"prepare {query[:80]!r}", self.options.timeout, self._display_url) from exc
+                raise connection.runner.with_progress(
+                    translate(exc, f"prepare {query[:80]!r}", self.options.timeout, self._display_url)) from exc
             statement.consistency_level = self._levels[kind]
             self._prepared[query] = statement
         return statement

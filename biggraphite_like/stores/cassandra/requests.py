@@ -102,6 +102,13 @@ class _Operation:
         steps = self.done if len(self.done) <= 10 else [*self.done[:9], f"... ({len(self.done) - 10} more)", self.done[-1]]
         return "completed before: " + "; ".join(steps)
 
+    def noted(self, exc: BaseException) -> BaseException:
+        """A CassandraUnavailable saying what this operation completed before it (exc itself
+        when nothing was, or it says so already)."""
+        if isinstance(exc, CassandraUnavailable) and self.done and "completed before" not in str(exc):
+            return CassandraUnavailable(f"{exc}; {self.progress()}", exc.what, exc.hosts)
+        return exc
+
 
 class RequestRunner:
     """Runs many statements concurrently, at most `limit` in flight (shared across threads)."""
@@ -133,6 +140,12 @@ class RequestRunner:
             f" operation ({elapsed:.1f}s spent{'; ' + cause if cause else ''}); {operation.progress()}",
             what, [where] if host is not None else [])
 
+    def with_progress(self, exc: BaseException) -> BaseException:
+        """exc, saying what the operation in progress in this thread completed before it
+        (a failure outside `run`, e.g. preparing its next statement, says it too)."""
+        operation = getattr(self._local, "operation", None)
+        return operation.noted(exc) if operation is not None else exc
+
     def run(self, session, requests: Sequence[tuple[Any, Any]], what: str) -> list[list[tuple]]:
         """Rows of each (statement, parameters) request, every page, in request order."""
         operation = getattr(self._local, "operation", None)
@@ -141,8 +154,9 @@ class RequestRunner:
         try:
             results = self._run(session, requests, what, operation)
         except CassandraUnavailable as exc:
-            if operation.done and "completed before" not in str(exc):
-                raise CassandraUnavailable(f"{exc}; {operation.progress()}", exc.what, exc.hosts) from exc
+            noted = operation.noted(exc)
+            if noted is not exc:
+                raise noted from exc
             raise
         operation.done.append(what)
         return results
