@@ -223,7 +223,7 @@ RATE_SECONDS = 2.0  # how long each operation is repeated to measure its rate
 RATE_RUNS = 200  # at most this many runs of one operation
 
 
-def _rate(action, seconds: float) -> float:
+def rate(action, seconds: float) -> float:
     """Operations per second of action(), after one run that prepares its statements."""
     action()
     runs, started = 0, time.perf_counter()

@@ -229,7 +229,7 @@ def measure_real(workdir: str, seconds: float, bulk: int = BULK_METRICS, modes: 
     """Operations per second, finds and bulk figures on SQLite and a real node (or cluster) in
     each index mode, same data; bytes on disk once the nodes have stopped; with index_cost,
     creation on a metadata keyspace without indexes too."""
-    from bench.cassandra_bench import _rate, operations, tree_names
+    from bench.cassandra_bench import operations, rate, tree_names
 
     stores = {"sqlite": f"sqlite://{os.path.join(workdir, 'bench.db')}"}
     rates: dict[str, dict[str, float]] = {}
@@ -254,7 +254,7 @@ def measure_real(workdir: str, seconds: float, bulk: int = BULK_METRICS, modes: 
                 for first in range(0, len(svc), BULK_BATCH):
                     accessor.create_metrics([(name, metadata) for name in svc[first:first + BULK_BATCH]])
                 for label, action in operations(accessor, names).items():
-                    rates.setdefault(label, {})[store] = _rate(action, seconds)
+                    rates.setdefault(label, {})[store] = rate(action, seconds)
                 if reference is None:
                     reference = accessor
                     accessor = None
