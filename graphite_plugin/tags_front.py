@@ -57,22 +57,15 @@ def serve(environ: dict, start_response: Callable) -> Iterable[bytes] | None:
 def answer(environ: dict):
     """The view's 200 HttpResponse with the middleware chain's headers, or None."""
     from django.core.handlers.wsgi import WSGIRequest
-    from django.utils.cache import patch_vary_headers
 
-    from graphite_plugin.wsgi import GZIP_MIN_LENGTH, django_would_serve
+    from graphite_plugin.wsgi import django_would_serve, with_chain_headers
 
     if not _only_our_tag_index():
         return None
     request = WSGIRequest(environ)
     if not django_would_serve(request):
         return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 301 to www., 403 for a refused agent)
-    response = _VIEWS[environ["PATH_INFO"]](request)
-    if response is None or response.status_code != 200:
-        return None  # errors get the chain's error answer (graphite_plugin.middleware)
-    if len(response.content) >= GZIP_MIN_LENGTH:
-        patch_vary_headers(response, ("Accept-Encoding",))  # GZipMiddleware, even when not compressing
-    response["Content-Length"] = str(len(response.content))  # CommonMiddleware
-    return response
+    return with_chain_headers(_VIEWS[environ["PATH_INFO"]](request))  # these views never read the session
 
 
 def _only_our_tag_index() -> bool:

@@ -62,10 +62,18 @@ def _front_find(environ: dict):
         return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 301 to www., 403 for a refused agent)
     request.user = AnonymousUser()  # AuthenticationMiddleware's answer for a request without a session
     response = find_answer(request)
-    if response is None or response.status_code != 200:
-        return None  # errors get the chain's error answer (graphite_plugin.middleware)
-    if request.GET.get("format", "treejson") == "treejson":
+    if response is not None and response.status_code == 200 and request.GET.get("format", "treejson") == "treejson":
         patch_vary_headers(response, ("Cookie",))  # SessionMiddleware: the profile lookup read the session
+    return with_chain_headers(response)
+
+
+def with_chain_headers(response):
+    """A front's 200 answer with the headers Django's middleware chain adds to it, or None
+    for anything else (errors get the chain's error answer: graphite_plugin.middleware)."""
+    from django.utils.cache import patch_vary_headers
+
+    if response is None or response.status_code != 200:
+        return None
     if len(response.content) >= GZIP_MIN_LENGTH:
         patch_vary_headers(response, ("Accept-Encoding",))  # GZipMiddleware, even when not compressing
     response["Content-Length"] = str(len(response.content))  # CommonMiddleware
