@@ -7,12 +7,51 @@ use"; below that range only another server choosing the same port at random can 
 """
 from __future__ import annotations
 
+import os
 import random
+import shutil
 import socket
+import tempfile
+import time
 from pathlib import Path
 
 LOWEST = 10_000
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+_HANDED_OUT: set[int] = set()
+
+
+def _reservations() -> Path:
+    """The folder every worker of this test run reserves its ports in."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+    folder = Path(tempfile.gettempdir()) / f"bgl-test-ports-{run}"
+    if not folder.exists():
+        _remove_stale(folder.parent)
+        folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _remove_stale(parent: Path, age: float = 2 * 86_400) -> None:
+    """Earlier runs' folders left for more than two days."""
+    for old in parent.glob("bgl-test-ports-*"):
+        try:
+            if time.time() - old.stat().st_mtime > age:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _reserve(port: int) -> bool:
+    """True when no process of this run was handed the port before."""
+    if port in _HANDED_OUT:
+        return False
+    try:
+        os.close(os.open(_reservations() / str(port), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    _HANDED_OUT.add(port)
+    return True
 
 
 def _ephemeral() -> range:
@@ -46,6 +85,6 @@ def free_port(addresses: tuple[str, ...] = ("127.0.0.1",)) -> int:
             with socket.socket() as probe:
                 probe.bind((addresses[0], 0))
                 port = probe.getsockname()[1]
-        if _bindable(port, addresses):
+        if _bindable(port, addresses) and _reserve(port):
             return port
     raise OSError(f"no TCP port free on all of {addresses}")
