@@ -143,18 +143,30 @@ def application(environ: dict, start_response: Callable) -> Iterable[bytes]:
     except BaseException:
         CLIENT_SLOTS.give_back(client)
         raise
-    return _Releasing(body, lambda: CLIENT_SLOTS.give_back(client))
+    return ReleasingBody(body, lambda: CLIENT_SLOTS.give_back(client))
 
 
-class _Releasing:
-    """A response body that gives the client's slot back once: after its last byte, or when
-    the server closes it (then closing the application's body: Django's request_finished)."""
+_END = object()
+
+
+class ReleasingBody:
+    """A response body that gives the client's slot back once: as it hands the server its last
+    chunk, or when the server closes it (then closing the application's body: Django's
+    request_finished). Not after the last chunk: the server writes it first, and a client
+    that has its whole answer may send its next request before this generator resumes."""
 
     def __init__(self, body: Iterable[bytes], release: Callable[[], None]):
         self.body, self._release = body, release
 
     def __iter__(self):
-        yield from self.body
+        chunks = iter(self.body)
+        chunk = next(chunks, _END)
+        while chunk is not _END:
+            following = next(chunks, _END)
+            if following is _END:
+                self.release()
+            yield chunk
+            chunk = following
         self.release()
 
     def release(self) -> None:

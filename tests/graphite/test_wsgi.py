@@ -134,3 +134,21 @@ def test_prepend_www_leaves_a_host_without_www_to_djangos_redirect(stack, host):
         assert served is None
     else:
         assert expected[0].startswith("200") and served is not None
+
+
+def test_a_clients_slot_is_free_when_its_last_chunk_is_handed_to_the_server(stack):
+    """The server writes the last chunk before the body's generator resumes; a client that has
+    its whole answer may send its next request meanwhile, and must find its slot free
+    (a loaded machine answered 503 to a client that never had more than its share in flight)."""
+    front, _ = stack
+    env = environ(params={"query": "srv.*"}, REMOTE_ADDR="127.0.0.9")
+    from django.test.client import FakePayload
+
+    env["wsgi.input"] = FakePayload(env["_body"])
+    body = iter(front.application(env, lambda *args: None))
+    assert front.CLIENT_SLOTS.take("127.0.0.9", 1) is False  # the request holds the client's one slot
+    last = next(body)  # the front's find answer is one chunk
+    assert b"srv.web1" in last
+    assert front.CLIENT_SLOTS.take("127.0.0.9", 1) is True, "the slot is given back with the last chunk"
+    front.CLIENT_SLOTS.give_back("127.0.0.9")
+    assert next(body, None) is None
