@@ -77,13 +77,15 @@ def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[
     return tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
 
 
-def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool) -> bytes:
+def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool,
+              spans: dict[str, tuple[int, int]] | None = None) -> bytes:
     """find_view's json content (json_nodes) as json.dumps encodes it: path, is_leaf and a
     leaf's intervals, in path order, a directory before a metric of its name. Each leaf's
-    retention and last write are read JSON_CHUNK leaves at a time (Store.metric_spans: no
-    Metric built, nothing kept), the entries written as json.dumps writes them (strings by
-    json's own encoder, numbers by repr), JSON_CHUNK at a time: no dict per node, and an
-    answer of BG_MAX_GLOB_RESULTS paths holds its text about twice at most."""
+    retention and last write come from the glob's walk (`spans`, Store.glob_node_spans),
+    else are read JSON_CHUNK leaves at a time (Store.metric_spans: no Metric built, nothing
+    kept); the entries are written as json.dumps writes them (strings by json's own
+    encoder, numbers by repr), JSON_CHUNK at a time: no dict per node, and an answer of
+    BG_MAX_GLOB_RESULTS paths holds its text about twice at most."""
     if branches:
         nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
         nodes.sort(key=lambda node: node[0])  # stable: the directory first
@@ -91,12 +93,15 @@ def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], 
         nodes = None  # the leaves alone, sorted already
     quoted = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
     store, accessor, now = backend.accessor.store, backend.accessor, time.time()
+    walked = spans
+    written: dict[tuple[int, int], str] = {}  # a span's intervals text: leaves written at once share them
     chunks = []
     for offset in range(0, len(nodes if nodes is not None else leaves), JSON_CHUNK):
         chunk = nodes[offset:offset + JSON_CHUNK] if nodes is not None \
             else [(path, True) for path in leaves[offset:offset + JSON_CHUNK]]
-        wanted = [path for path, is_leaf in chunk if is_leaf]
-        spans = store.metric_spans(wanted) if wanted else {}  # not kept: bounded memory
+        if walked is None:
+            wanted = [path for path, is_leaf in chunk if is_leaf]
+            spans = store.metric_spans(wanted) if wanted else {}  # not kept: bounded memory
         parts = []
         for path, is_leaf in chunk:
             if not is_leaf:
@@ -105,10 +110,12 @@ def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], 
             span = spans.get(path)
             if span is None:  # deleted since the glob: graphite's reader gives no interval
                 parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, "intervals": []}}')
-            else:
+                continue
+            intervals = written.get(span)
+            if intervals is None:
                 start, end = span_interval(accessor, *span, now)
-                parts.append(f'{{"path": {quoted(path)}, "is_leaf": true,'
-                             f' "intervals": [{{"start": {start!r}, "end": {end!r}}}]}}')
+                intervals = written[span] = f'"intervals": [{{"start": {start!r}, "end": {end!r}}}]'
+            parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, {intervals}}}')
         chunks.append(", ".join(parts).encode())
     return b"[" + b", ".join(chunks) + b"]"
 
@@ -149,7 +156,7 @@ def find_answer(request) -> HttpResponse | None:
         query = completer_query(query)
     backend = shared_backend()
     try:
-        leaves, branches = backend.glob_nodes(query)
+        leaves, branches, spans = backend.glob_node_spans(query) if form == "json" else (*backend.glob_nodes(query), None)
     except REFUSED as exc:  # graphite's view: InputParameterError -> 400 with its text
         message = str(refused(exc).error)
         log.warning("%s", message)
@@ -161,7 +168,7 @@ def find_answer(request) -> HttpResponse | None:
     log.info("received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
              % (query, None, None, 0, form, count))
     if form == "json":
-        response = json_text_response(request, json_body(backend, leaves, branches, ascii_only(request)))
+        response = json_text_response(request, json_body(backend, leaves, branches, ascii_only(request), spans))
     else:
         content = tree_content(request, query, leaves, branches) if form == "treejson" \
             else completer_content(leaves, branches)

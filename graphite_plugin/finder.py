@@ -82,6 +82,20 @@ class Backend:
 
         return self.globs.get("nodes", pattern, compute)
 
+    def glob_node_spans(self, pattern: str) -> tuple[Sequence[str], Sequence[str], dict[str, tuple[int, int]] | None]:
+        """glob_nodes and, when the answer was not cached and the store read them in its
+        walk, each metric's (retention seconds, last write) (Store.glob_node_spans); else None."""
+        spans = None
+
+        def compute(p: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+            nonlocal spans
+            if long_plain_name(p):
+                return tuple(self._glob_metrics(p)), ()  # metrics only
+            metrics, directories, spans = self.accessor.glob_node_spans(p)
+            return tuple(metrics), tuple(directories)
+
+        return (*self.globs.get("nodes", pattern, compute), spans)
+
 
 
 _NODE_ORDER = operator.attrgetter("path", "is_leaf")

@@ -36,6 +36,8 @@ _PER_STRING = 4
 _PAGE_MIN = 1000
 _SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
 
+_CARRIED = ", t.metadata, t.updated_on"  # a metric row's columns a find's json intervals need, last
+
 Nodes = dict[int, str]  # directory key -> path
 
 
@@ -67,6 +69,8 @@ def _variable(component: ComponentPattern) -> bool:
 class GlobMixin:
     """The store's `_glob`, behind Store's glob_metrics and glob_directories."""
 
+    _duration_map: dict[int, int | None] = {}  # metadata id -> duration (_read_durations), replaced whole
+
     def glob_nodes(self, pattern: GlobPattern, max_results: int) -> tuple[list[str], list[str]]:
         """Store.glob_nodes: the directories walked (and the subtree listed) for the metrics
         are those of the directories' glob: done once for both."""
@@ -76,6 +80,44 @@ class GlobMixin:
             walked: dict = {}
             return (pattern.filter(self._candidates("metrics", pattern, walked), max_results),
                     pattern.filter(self._candidates("directories", pattern, walked), max_results))
+
+    def glob_node_spans(self, pattern: GlobPattern, max_results: int
+                        ) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
+        """Store.glob_node_spans: the metrics' rows walked carry their metadata id and last
+        write, so their spans need no second lookup (names the walk did not read, as an
+        exact pattern's: metric_spans' lookup)."""
+        self._check_schema()
+        with self._errors(f"glob {pattern.pattern!r}"):
+            self._check_directories()
+            walked: dict = {}
+            rows: dict[str, tuple] = {}
+            metrics = pattern.filter(self._candidates("metrics", pattern, walked, rows), max_results)
+            directories = pattern.filter(self._candidates("directories", pattern, walked), max_results)
+            spans, unread = {}, []
+            durations, reread = self._duration_map, False
+            for name in metrics:
+                row = rows.get(name)
+                if row is None:  # not read by the walk (an exact pattern's names)
+                    unread.append(name)
+                    continue
+                if row[-2] not in durations and not reread:
+                    durations, reread = self._read_durations(), True
+                duration = durations.get(row[-2])
+                if duration is None:  # unreadable: metric_spans' way (get_metrics logs it)
+                    unread.append(name)
+                else:
+                    spans[name] = (duration, row[-1] or 0)
+        if unread:
+            spans.update(self.metric_spans(unread))
+        return metrics, directories, spans
+
+    def _read_durations(self) -> dict[int, int | None]:
+        """Seconds each metadata row's retention covers (None: unreadable), kept: rows are
+        never changed nor deleted, so the map is read again only for an id it lacks."""
+        durations = {id_: _duration(retention, aggregator, xfilesfactor) for id_, retention, aggregator, xfilesfactor
+                     in self._conn.execute("SELECT id, retention, aggregator, xfilesfactor FROM metadatas")}
+        self._duration_map = durations
+        return durations
 
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         self._check_schema()
@@ -130,9 +172,12 @@ class GlobMixin:
                     found[under[parent]] = (*metadatas.get(metadata, (None, None, None)), updated_on)
         return found
 
-    def _candidates(self, table: str, pattern: GlobPattern, walked: dict | None = None) -> Iterator[str]:
+    def _candidates(self, table: str, pattern: GlobPattern, walked: dict | None = None,
+                    rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Names that may match (a superset of the matches). `walked` keeps the directories
-        walked and the subtree listed, for another table's candidates of the same pattern."""
+        walked and the subtree listed, for another table's candidates of the same pattern;
+        `rows` (metrics) gets each candidate's row read by the walk, ending with its metadata
+        id and last write (not an exact pattern's)."""
         walked = {} if walked is None else walked
         if pattern.matches_nothing:
             return
@@ -148,7 +193,7 @@ class GlobMixin:
             walked["walk"] = self._walk(components[:head])
         nodes = walked["walk"]
         if not variable:
-            yield from self._children(table, nodes, components[-1])
+            yield from self._children(table, nodes, components[-1], rows)
             return
         if not nodes:
             return
@@ -160,12 +205,12 @@ class GlobMixin:
             subtree = walked["subtree"]
             if subtree is not None:
                 last = components[-1]
-                yield from self._children(table, subtree, None if _variable(last) else last)
+                yield from self._children(table, subtree, None if _variable(last) else last, rows)
                 return
         if start is not None:
-            yield from self._from_inverted(table, trail, start[0], start[2])
+            yield from self._from_inverted(table, trail, start[0], start[2], rows)
             return
-        yield from self._every_name(table)
+        yield from self._every_name(table, rows)
 
     # -- steps of the walk ------------------------------------------------------------
     def _walk(self, components: tuple[ComponentPattern, ...]) -> Nodes:
@@ -187,17 +232,20 @@ class GlobMixin:
                 break
         return nodes
 
-    def _children(self, table: str, nodes: Nodes, component: ComponentPattern | None) -> Iterator[str]:
+    def _children(self, table: str, nodes: Nodes, component: ComponentPattern | None,
+                  rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Names of the children (in table) of nodes matching component (None: every child)."""
-        return (path for _, path in self._child_rows(table, nodes, component))
+        return (path for _, path in self._child_rows(table, nodes, component, rows=rows))
 
     def _child_rows(self, table: str, nodes: Nodes, component: ComponentPattern | None,
-                    visible: bool = True) -> Iterator[tuple[int, str]]:
-        """(key, name) of the children of nodes in table matching component."""
+                    visible: bool = True, rows: dict[str, tuple] | None = None) -> Iterator[tuple[int, str]]:
+        """(key, name) of the children of nodes in table matching component; `rows`
+        (metrics) gets each one's row, ending with its metadata id and last write."""
         if not nodes:
             return
         conn, column = self._conn, _column(table)
         shown = " AND NOT t.hidden" if table == "directories" and visible else ""
+        carried = _CARRIED if rows is not None else ""
         ids: dict[str, int] | None = None
         if component is not None and component.literals is not None:
             ids = {s: i for s, i in self._strings.lookup(conn, component.literals).items()
@@ -212,35 +260,44 @@ class GlobMixin:
             keys = list(nodes)  # one string at a time: the parents' keys as plain integers
             for string, id_ in ids.items():
                 for start in range(0, len(keys), _PAGE):
-                    rows = conn.execute(
-                        f"SELECT j.value, t.key FROM json_each(?) AS j CROSS JOIN {table} AS t"
+                    found = conn.execute(
+                        f"SELECT j.value, t.key{carried} FROM json_each(?) AS j CROSS JOIN {table} AS t"
                         f" ON t.parent = j.value AND t.{column} = ?{shown}",
                         (json.dumps(keys[start:start + _PAGE]), id_)).fetchall()
-                    for parent, key in rows:
-                        yield key, join(nodes[parent], string)
+                    for row in found:
+                        name = join(nodes[row[0]], string)
+                        if rows is not None:
+                            rows[name] = row
+                        yield row[1], name
             return
         if ids is not None and len(ids) * len(nodes) <= _MAX_PROBES:
             pairs = [(key, string, id_) for key in nodes for string, id_ in ids.items()]
             for start in range(0, len(pairs), _PAGE):
                 chunk = pairs[start:start + _PAGE]
-                rows = conn.execute(
-                    f"SELECT j.key, t.key FROM json_each(?) AS j CROSS JOIN {table} AS t"
+                found = conn.execute(
+                    f"SELECT j.key, t.key{carried} FROM json_each(?) AS j CROSS JOIN {table} AS t"
                     f" ON t.parent = j.value ->> 0 AND t.{column} = j.value ->> 1{shown}",
                     (json.dumps([[key, id_] for key, _, id_ in chunk]),)).fetchall()
-                for index, key in rows:
-                    parent, string, _ = chunk[index]
-                    yield key, join(nodes[parent], string)
+                for row in found:
+                    parent, string, _ = chunk[row[0]]
+                    name = join(nodes[parent], string)
+                    if rows is not None:
+                        rows[name] = row
+                    yield row[1], name
             return
         keys = list(nodes)
         matches = None if component is None or component.alternatives == ("*",) else component.matches
         for start in range(0, len(keys), _PAGE):
-            rows = conn.execute(
-                f"SELECT t.key, t.parent, s.value FROM json_each(?) AS j CROSS JOIN {table} AS t ON t.parent = j.value"
-                f" JOIN name_strings AS s ON s.id = t.{column} WHERE true{shown}",
+            found = conn.execute(
+                f"SELECT t.key, t.parent, s.value{carried} FROM json_each(?) AS j CROSS JOIN {table} AS t"
+                f" ON t.parent = j.value JOIN name_strings AS s ON s.id = t.{column} WHERE true{shown}",
                 (json.dumps(keys[start:start + _PAGE]),)).fetchall()
-            for key, parent, string in rows:
-                if matches is None or matches(string):
-                    yield key, join(nodes[parent], string)
+            for row in found:
+                if matches is None or matches(row[2]):
+                    name = join(nodes[row[1]], row[2])
+                    if rows is not None:
+                        rows[name] = row
+                    yield row[0], name
 
     def _subtree(self, nodes: Nodes) -> Nodes | None:
         """nodes and every directory under them (hidden ones too); None past _MAX_SUBTREE."""
@@ -286,35 +343,46 @@ class GlobMixin:
         return best
 
     def _from_inverted(self, table: str, trail: tuple[ComponentPattern, ...], position: int,
-                       ids: dict[str, int]) -> Iterator[str]:
+                       ids: dict[str, int], rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Candidates from the rows of the inverted index holding trail[position]'s literals,
-        then the rest of the trail walked down from them."""
+        then the rest of the trail walked down from them (`rows`: as _child_rows)."""
         last = position == len(trail) - 1
         target = table if last else "directories"
         shown = " AND NOT t.hidden" if target == "directories" and last else ""
-        rows = self._conn.execute(
-            f"SELECT t.key, t.parent, s.value FROM {target} AS t JOIN name_strings AS s ON s.id = t.{_column(target)}"
-            f" WHERE t.{_column(target)} IN (SELECT value FROM json_each(?)){shown}",
+        carried = _CARRIED if rows is not None and last else ""
+        found = self._conn.execute(
+            f"SELECT t.key, t.parent, s.value{carried} FROM {target} AS t JOIN name_strings AS s"
+            f" ON s.id = t.{_column(target)} WHERE t.{_column(target)} IN (SELECT value FROM json_each(?)){shown}",
             (json.dumps(list(ids.values())),)).fetchall()
-        paths = self._tree.paths(self._conn, {parent for _, parent, _ in rows})
-        nodes = {key: join(paths[parent], string) for key, parent, string in rows if parent in paths}
         if last:
-            yield from nodes.values()
+            yield from self._named(found, rows)
             return
+        paths = self._tree.paths(self._conn, {row[1] for row in found})
+        nodes = {key: join(paths[parent], string) for key, parent, string in found if parent in paths}
         for component in trail[position + 1:-1]:
             nodes = dict(self._child_rows("directories", nodes, component, visible=False))
-        yield from self._children(table, nodes, trail[-1])
+        yield from self._children(table, nodes, trail[-1], rows)
 
-    def _every_name(self, table: str) -> Iterator[str]:
-        """Every name of table, a page at a time (a pattern nothing narrows)."""
+    def _every_name(self, table: str, rows: dict[str, tuple] | None = None) -> Iterator[str]:
+        """Every name of table, a page at a time (a pattern nothing narrows; `rows`: as _child_rows)."""
         shown = " AND NOT t.hidden" if table == "directories" else ""
+        carried = _CARRIED if rows is not None else ""
         after = 0
         while True:
-            rows = self._conn.execute(
-                f"SELECT t.key, t.parent, s.value FROM {table} AS t JOIN name_strings AS s ON s.id = t.{_column(table)}"
-                f" WHERE t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}", (after,)).fetchall()
-            if not rows:
+            found = self._conn.execute(
+                f"SELECT t.key, t.parent, s.value{carried} FROM {table} AS t JOIN name_strings AS s"
+                f" ON s.id = t.{_column(table)} WHERE t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}", (after,)).fetchall()
+            if not found:
                 return
-            paths = self._tree.paths(self._conn, {parent for _, parent, _ in rows})
-            yield from (join(paths[parent], string) for _, parent, string in rows if parent in paths)
-            after = rows[-1][0]
+            yield from self._named(found, rows)
+            after = found[-1][0]
+
+    def _named(self, found: list[tuple], rows: dict[str, tuple] | None) -> Iterator[str]:
+        """Names of (key, parent key, last component, ...) rows (`rows`: as _child_rows)."""
+        paths = self._tree.paths(self._conn, {row[1] for row in found})
+        for row in found:
+            if row[1] in paths:
+                name = join(paths[row[1]], row[2])
+                if rows is not None:
+                    rows[name] = row
+                yield name
