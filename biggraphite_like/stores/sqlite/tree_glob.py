@@ -16,6 +16,7 @@ the glob engine then filters the candidates (every match is among them).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from typing import Iterator, Sequence
 
@@ -66,6 +67,26 @@ def _variable(component: ComponentPattern) -> bool:
     return component.is_globstar or component.optional
 
 
+def _walked_exactly(pattern: GlobPattern) -> bool:
+    """Whether the walk's candidates are the matches: a fixed-depth pattern (not only
+    literals) is walked component by component, each matched by its ComponentPattern
+    (one row a parent and component: no name twice)."""
+    return not pattern.matches_nothing and not any(map(_variable, pattern.components)) \
+        and any(c.literals is None for c in pattern.components)
+
+
+def _matches(pattern: GlobPattern, candidates: Iterator[str], max_results: int) -> list[str]:
+    """The sorted matches among the candidates (the glob engine's filter, or only sorted
+    when the walk matched them already); TooManyResults past max_results."""
+    if not _walked_exactly(pattern):
+        return pattern.filter(candidates, max_results)
+    names = list(itertools.islice(candidates, max_results + 1))
+    if len(names) > max_results:
+        pattern.filter(names, max_results)  # raises TooManyResults as the engine words it
+    names.sort()
+    return names
+
+
 class GlobMixin:
     """The store's `_glob`, behind Store's glob_metrics and glob_directories."""
 
@@ -78,8 +99,8 @@ class GlobMixin:
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
             walked: dict = {}
-            return (pattern.filter(self._candidates("metrics", pattern, walked), max_results),
-                    pattern.filter(self._candidates("directories", pattern, walked), max_results))
+            return (_matches(pattern, self._candidates("metrics", pattern, walked), max_results),
+                    _matches(pattern, self._candidates("directories", pattern, walked), max_results))
 
     def glob_node_spans(self, pattern: GlobPattern, max_results: int
                         ) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
@@ -91,8 +112,8 @@ class GlobMixin:
             self._check_directories()
             walked: dict = {}
             rows: dict[str, tuple] = {}
-            metrics = pattern.filter(self._candidates("metrics", pattern, walked, rows), max_results)
-            directories = pattern.filter(self._candidates("directories", pattern, walked), max_results)
+            metrics = _matches(pattern, self._candidates("metrics", pattern, walked, rows), max_results)
+            directories = _matches(pattern, self._candidates("directories", pattern, walked), max_results)
             spans, unread = {}, []
             durations, reread = self._duration_map, False
             for name in metrics:
@@ -123,7 +144,7 @@ class GlobMixin:
         self._check_schema()
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
-            return pattern.filter(self._candidates(table, pattern), max_results)
+            return _matches(pattern, self._candidates(table, pattern), max_results)
 
     def metric_spans(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Store.metric_spans from the rows alone (no Metric, no key kept: a find's leaves are

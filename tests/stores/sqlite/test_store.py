@@ -547,6 +547,31 @@ def test_metric_spans_are_what_get_metrics_gives(tmp_path):
     accessor.close()
 
 
+@pytest.mark.parametrize("tree", ["fixed", "random"])
+def test_the_walk_answers_the_glob_engines_matches(tmp_path, tree):
+    """The walk's candidates of a fixed-depth pattern are taken as its matches (not filtered
+    again): over the names and patterns of the StandardFinder differential (brackets and
+    braces in names, character classes, `?`, nested braces) and random ones, the store's
+    answers are the glob engine's over every name."""
+    from tests.core import test_glob_standardfinder as differential
+
+    rng = random.Random(7)
+    if tree == "fixed":
+        names, patterns = sorted(differential.FIXED_NAMES), differential.FIXED_PATTERNS
+    else:
+        names = differential.random_names(rng, 300)
+        others = sorted({part for name in names for part in name.split(".")})
+        patterns = [differential.random_pattern(rng, names, others) for _ in range(300)]
+    accessor = _new_store(tmp_path / "bgl.db", names)
+    directories = sorted({name.rsplit(".", i)[0] for name in names for i in range(1, name.count(".") + 1)})
+    for pattern in patterns:
+        glob = GlobPattern(pattern)
+        expected = ([], []) if glob.matches_nothing else (glob.filter(names), glob.filter(directories))
+        assert accessor.glob_nodes(pattern) == expected, pattern
+        assert accessor.glob_node_spans(pattern)[:2] == expected, pattern
+    accessor.close()
+
+
 SPAN_PATTERNS = ["s.*", "s.h1.{a,b}", "s.*.a", "s.*.{a,b,c,d,e}", "s.h1*.*", "s.h?.[a-c]", "s.**", "**.a",
                  "**.h1.a", "s.**.a", "**", "*.*.*", "s.{h1,h2}.*", "s.h1.a", "nothing.*"]
 
