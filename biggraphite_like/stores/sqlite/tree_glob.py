@@ -253,6 +253,12 @@ class GlobMixin:
                 break
         return nodes
 
+    def _literal_ids(self, literals: frozenset[str]) -> dict[str, int]:
+        """Ids of the interned ones among a component's literals (read from the cache of ids
+        by each literal: the cache may hold a million strings, and other threads add to it)."""
+        known = self._strings.lookup(self._conn, literals)
+        return {string: id_ for string in literals if (id_ := known.get(string)) is not None}
+
     def _children(self, table: str, nodes: Nodes, component: ComponentPattern | None,
                   rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Names of the children (in table) of nodes matching component (None: every child)."""
@@ -269,8 +275,7 @@ class GlobMixin:
         carried = _CARRIED if rows is not None else ""
         ids: dict[str, int] | None = None
         if component is not None and component.literals is not None:
-            ids = {s: i for s, i in self._strings.lookup(conn, component.literals).items()
-                   if s in component.literals}
+            ids = self._literal_ids(component.literals)
         elif component is not None and component.prefix:
             found = conn.execute(f"SELECT value, id FROM name_strings WHERE value >= ? AND value < ? LIMIT {_MAX_RANGE_IDS}",
                                  _prefix_bounds(component.prefix)).fetchall()
@@ -353,8 +358,7 @@ class GlobMixin:
         for position, component in enumerate(trail):
             if component.literals is None:
                 continue
-            ids = {s: i for s, i in self._strings.lookup(self._conn, component.literals).items()
-                   if s in component.literals}
+            ids = self._literal_ids(component.literals)
             target = table if position == len(trail) - 1 else "directories"
             rows = self._conn.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM {target} WHERE {_column(target)} IN"

@@ -572,6 +572,33 @@ def test_the_walk_answers_the_glob_engines_matches(tmp_path, tree):
     accessor.close()
 
 
+class _UnscannedIds(dict):
+    """A cache of string ids that fails when anything scans it (it may hold a million)."""
+
+    def items(self):
+        raise AssertionError("the cache of string ids was scanned")
+
+    def __iter__(self):
+        raise AssertionError("the cache of string ids was scanned")
+
+
+def test_literal_components_read_the_cache_of_ids_by_string(tmp_path, monkeypatch):
+    """A literal component's ids are read from the cache by each literal, never by going
+    through the whole cache (a worker's holds up to a million strings, and other threads
+    add to it meanwhile): on each way a literal is looked up."""
+    from biggraphite_like.stores.sqlite import tree_glob
+
+    accessor = _new_store(tmp_path / "bgl.db", [f"a.h{h}.{leaf}" for h in range(30) for leaf in "bcd"])
+    store = accessor.store
+    monkeypatch.setattr(tree_glob, "_MAX_SUBTREE", 1)  # `**.c`: from the inverted index
+    store._strings._ids = _UnscannedIds(store._strings._ids)
+    assert store.glob_metrics(GlobPattern("a.*.c"), 100) == [f"a.h{h}.c" for h in sorted(range(30), key=str)]
+    assert len(store.glob_metrics(GlobPattern("a.*.{b,c,d,e,f}"), 100)) == 90
+    assert len(store.glob_metrics(GlobPattern("a.h1*.b"), 100)) == 11
+    assert len(store.glob_metrics(GlobPattern("**.c"), 100)) == 30
+    accessor.close()
+
+
 SPAN_PATTERNS = ["s.*", "s.h1.{a,b}", "s.*.a", "s.*.{a,b,c,d,e}", "s.h1*.*", "s.h?.[a-c]", "s.**", "**.a",
                  "**.h1.a", "s.**.a", "**", "*.*.*", "s.{h1,h2}.*", "s.h1.a", "nothing.*"]
 
