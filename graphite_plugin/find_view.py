@@ -29,7 +29,7 @@ from typing import Sequence
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseBadRequest
 from graphite.logger import log
-from graphite.metrics.views import json_response_for, tree_json
+from graphite.metrics.views import tree_json
 from graphite.storage import STORE
 
 from graphite_plugin.finder import REFUSED, TAG_CALL, Backend, Finder, refused, shared_backend
@@ -136,8 +136,8 @@ def ascii_only(request) -> bool:
 
 
 def json_text_response(request, content: bytes) -> HttpResponse:
-    """json_response_for's response for content already encoded (no pretty, no jsonp:
-    PARAMETERS has neither)."""
+    """graphite's json_response_for's response for content already encoded (no pretty, no
+    jsonp: PARAMETERS has neither; and no read of request.POST, which it makes for `pretty`)."""
     return HttpResponse(content, content_type="application/json" if ascii_only(request)
                         else "application/json;charset=utf-8")
 
@@ -172,7 +172,7 @@ def find_answer(request) -> HttpResponse | None:
     else:
         content = tree_content(request, query, leaves, branches) if form == "treejson" \
             else completer_content(leaves, branches)
-        response = json_response_for(request, content)
+        response = json_text_response(request, json.dumps(content, ensure_ascii=ascii_only(request)).encode())
     response["Pragma"] = "no-cache"
     response["Cache-Control"] = "no-cache"
     return response
