@@ -32,7 +32,8 @@ _MAX_PROBES = 50_000  # (parent, component) lookups of one step (else: list the 
 _PAGE = 20_000  # keys per json_each() list, rows per page of a full scan
 # the literal strings of a component are looked up one at a time (the parents' keys as plain
 # integers: half the time of (parent, string) pairs) when there is one, or up to _PER_STRING
-# under _PAGE_MIN directories or more; else in pairs (one query)
+# under _PAGE_MIN directories or more; else one parent at a time (the strings' ids as plain
+# integers) under up to _PER_STRING directories; else in pairs (one query)
 _PER_STRING = 4
 _PAGE_MIN = 1000
 _SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
@@ -281,17 +282,22 @@ class GlobMixin:
                                  _prefix_bounds(component.prefix)).fetchall()
             if len(found) < _MAX_RANGE_IDS:
                 ids = {s: i for s, i in found if component.matches(s)}
-        if ids is not None and (len(ids) == 1 or (len(ids) <= _PER_STRING and len(nodes) >= _PAGE_MIN)) \
-                and len(ids) * len(nodes) <= _MAX_PROBES:
-            keys = list(nodes)  # one string at a time: the parents' keys as plain integers
-            for string, id_ in ids.items():
-                for start in range(0, len(keys), _PAGE):
+        if ids is not None and len(ids) * len(nodes) <= _MAX_PROBES and (
+                len(ids) == 1 or len(nodes) <= _PER_STRING or (len(ids) <= _PER_STRING and len(nodes) >= _PAGE_MIN)):
+            # a string at a time with the parents' keys as plain integers, or (few parents) a
+            # parent at a time with the strings' ids: half the time of (parent, string) pairs
+            by_string = len(ids) == 1 or len(nodes) > _PER_STRING
+            by_id = {id_: string for string, id_ in ids.items()}
+            fixed = [(id_, string) for string, id_ in ids.items()] if by_string else list(nodes.items())
+            listed = list(nodes) if by_string else list(by_id)
+            on = f"t.parent = j.value AND t.{column} = ?" if by_string else f"t.parent = ? AND t.{column} = j.value"
+            for value, text in fixed:
+                for start in range(0, len(listed), _PAGE):
                     found = conn.execute(
-                        f"SELECT j.value, t.key{carried} FROM json_each(?) AS j CROSS JOIN {table} AS t"
-                        f" ON t.parent = j.value AND t.{column} = ?{shown}",
-                        (json.dumps(keys[start:start + _PAGE]), id_)).fetchall()
+                        f"SELECT j.value, t.key{carried} FROM json_each(?) AS j CROSS JOIN {table} AS t ON {on}{shown}",
+                        (json.dumps(listed[start:start + _PAGE]), value)).fetchall()
                     for row in found:
-                        name = join(nodes[row[0]], string)
+                        name = join(nodes[row[0]], text) if by_string else join(text, by_id[row[0]])
                         if rows is not None:
                             rows[name] = row
                         yield row[1], name

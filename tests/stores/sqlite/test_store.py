@@ -599,7 +599,7 @@ def test_literal_components_read_the_cache_of_ids_by_string(tmp_path, monkeypatc
     accessor.close()
 
 
-SPAN_PATTERNS = ["s.*", "s.h1.{a,b}", "s.*.a", "s.*.{a,b,c,d,e}", "s.h1*.*", "s.h?.[a-c]", "s.**", "**.a",
+SPAN_PATTERNS = ["s.*", "s.h1.{a,b}", "s.h1*.{a,b,c,d,e}", "s.*.a", "s.*.{a,b,c,d,e}", "s.h1*.*", "s.h?.[a-c]", "s.**", "**.a",
                  "**.h1.a", "s.**.a", "**", "*.*.*", "s.{h1,h2}.*", "s.h1.a", "nothing.*"]
 
 
