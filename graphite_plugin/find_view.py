@@ -6,7 +6,7 @@ graphite's find_view runs the finder in its worker pool (a thread hand-off per r
 builds a node object per match, looks the user's profile up with two database queries
 (treejson) and, for json, reads each leaf's intervals one by one. `find_answer` builds
 the same answer from the glob's names (graphite's profile through
-graphite_plugin.profiles, `tree_json`, `json_response_for`, its log lines: the same bytes
+graphite_plugin.profiles, `tree_json`, json_response_for's encoding, its log lines: the same bytes
 and headers), in the request's thread: the pattern's answer from the glob cache, else the
 store's glob (then cached for the next request), bounded by BG_MAX_GLOB_RESULTS and
 BG_MAX_GLOB_EXPANSION (a pattern over them answers 400 naming the setting, as graphite's
@@ -33,7 +33,7 @@ from graphite.metrics.views import tree_json
 from graphite.storage import STORE
 
 from graphite_plugin.finder import REFUSED, TAG_CALL, Backend, Finder, refused, shared_backend
-from graphite_plugin.profiles import profile_for
+from graphite_plugin.profiles import advanced_ui
 from graphite_plugin.reader import span_interval
 
 PARAMETERS = frozenset({"query", "format"})  # a request with any other goes to graphite's view
@@ -74,7 +74,7 @@ def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[
     if len(entries) == 1 and len(leaves) + len(branches) > 1:
         entries.append(entries[0])  # skipped by tree_json as a repeat, counted for its wildcard entry
     base_path = query.rsplit(".", 1)[0] + "." if "." in query else ""
-    return tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
+    return tree_json(entries, base_path, wildcards=advanced_ui(request))
 
 
 def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool,
