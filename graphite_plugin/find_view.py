@@ -142,8 +142,10 @@ def json_text_response(request, content: bytes) -> HttpResponse:
                         else "application/json;charset=utf-8")
 
 
-def find_answer(request) -> HttpResponse | None:
-    """find_view's answer to a plain find in one of the three formats, or None for graphite's view."""
+def find_answer(request, log_lines: list[str] | None = None) -> HttpResponse | None:
+    """find_view's answer to a plain find in one of the three formats, or None for graphite's
+    view; graphite's info log lines of the answer are logged, or added to `log_lines` for
+    the caller to log (the WSGI front: once the answer is sent)."""
     params = request.GET
     if request.method != "GET" or not params.keys() <= PARAMETERS:
         return None
@@ -164,9 +166,9 @@ def find_answer(request) -> HttpResponse | None:
     if len(leaves) > settings.METRICS_FIND_WARNING_THRESHOLD or len(leaves) > settings.METRICS_FIND_FAILURE_THRESHOLD:
         return None  # graphite's view warns or fails
     count = len(leaves) + len(branches)
-    log.info("find_view query=%s local_only=%s matches=%d" % (query, 0, count))
-    log.info("received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
-             % (query, None, None, 0, form, count))
+    lines = ["find_view query=%s local_only=%s matches=%d" % (query, 0, count),
+             "received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
+             % (query, None, None, 0, form, count)]
     if form == "json":
         response = json_text_response(request, json_body(backend, leaves, branches, ascii_only(request), spans))
     else:
@@ -175,4 +177,14 @@ def find_answer(request) -> HttpResponse | None:
         response = json_text_response(request, json.dumps(content, ensure_ascii=ascii_only(request)).encode())
     response["Pragma"] = "no-cache"
     response["Cache-Control"] = "no-cache"
+    if log_lines is None:
+        log_info(lines)
+    else:
+        log_lines.extend(lines)
     return response
+
+
+def log_info(lines: Sequence[str]) -> None:
+    """graphite's info log lines of a find (find_view's two), each a record of its own."""
+    for line in lines:
+        log.info(line)
