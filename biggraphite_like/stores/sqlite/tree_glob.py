@@ -1,12 +1,14 @@
 """The SQLite store's glob planner: a walk of the name tree (name_tree), as StandardFinder
 walks directories, with the inverted index of components for `**` and optional components;
-the glob engine then filters the candidates (every match is among them).
+the glob engine then filters the candidates (every match is among them). A find's json
+intervals come with the metric rows walked (glob_node_spans).
 
 - Fixed-depth patterns: each component but the last expands the directories matched so far,
   level by level: a literal is one (parent, component) index lookup a directory, a literal
   prefix (`host00*`) looks up the interned strings of that range (when they are few), any
   other wildcard lists the children and matches them. The last component does the same
-  in `metrics` (or `directories`).
+  in `metrics` (or `directories`). Every component matched on the way, the names found
+  are the matches: sorted, not filtered again.
 - A pattern with `**` or an optional component: the fixed components before the first of
   them are walked as above; then the fixed components after the last of them (the trail)
   may start from the inverted index (`metrics.leaf`, `directories.component`): the trailing
