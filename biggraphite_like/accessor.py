@@ -383,6 +383,12 @@ class Accessor:
         glob = self.glob(pattern)
         return ([], []) if glob.matches_nothing else self.store.glob_nodes(glob, self.max_glob_results)
 
+    def glob_node_spans(self, pattern: str) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
+        """glob_nodes and, where the store reads them in its walk, each metric's (retention
+        seconds, last write) (Store.glob_node_spans; None otherwise)."""
+        glob = self.glob(pattern)
+        return ([], [], {}) if glob.matches_nothing else self.store.glob_node_spans(glob, self.max_glob_results)
+
     # -- points ------------------------------------------------------------------------
     def insert_points(
         self,

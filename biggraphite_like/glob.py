@@ -41,6 +41,7 @@ non-empty components (a `**` counts as one); braces nest at most `MAX_BRACE_DEPT
 from __future__ import annotations
 
 import fnmatch
+import functools
 import itertools
 import os.path
 import re
@@ -263,6 +264,13 @@ class ComponentPattern:
         return f"ComponentPattern({'|'.join(self.alternatives)!r})"
 
 
+@functools.lru_cache(maxsize=4096)
+def _component(alternatives: frozenset[str]) -> ComponentPattern:
+    """The ComponentPattern of these alternatives, shared (it is never changed): patterns
+    asked one after another mostly repeat their components (`tree`, `dc3`, `*`, `cpu1`)."""
+    return ComponentPattern(alternatives)
+
+
 class GlobPattern:
     """A compiled glob over dotted names (see the module docstring for the semantics).
 
@@ -300,7 +308,7 @@ class GlobPattern:
             alternatives = expander.expand(part)
             if alternatives == {""}:  # `{}` or `{,}`: an empty component, dropped
                 continue
-            components.append(ComponentPattern(alternatives))
+            components.append(_component(frozenset(alternatives)))
         if not components:
             raise InvalidGlob(f"glob pattern {pattern!r} is empty once braces are expanded")
         #: True when the pattern can match no name whatever is stored (a trailing empty

@@ -6,7 +6,7 @@ graphite's find_view runs the finder in its worker pool (a thread hand-off per r
 builds a node object per match, looks the user's profile up with two database queries
 (treejson) and, for json, reads each leaf's intervals one by one. `find_answer` builds
 the same answer from the glob's names (graphite's profile through
-graphite_plugin.profiles, `tree_json`, `json_response_for`, its log lines: the same bytes
+graphite_plugin.profiles, `tree_json`, json_response_for's encoding, its log lines: the same bytes
 and headers), in the request's thread: the pattern's answer from the glob cache, else the
 store's glob (then cached for the next request), bounded by BG_MAX_GLOB_RESULTS and
 BG_MAX_GLOB_EXPANSION (a pattern over them answers 400 naming the setting, as graphite's
@@ -29,11 +29,11 @@ from typing import Sequence
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseBadRequest
 from graphite.logger import log
-from graphite.metrics.views import json_response_for, tree_json
+from graphite.metrics.views import tree_json
 from graphite.storage import STORE
 
 from graphite_plugin.finder import REFUSED, TAG_CALL, Backend, Finder, refused, shared_backend
-from graphite_plugin.profiles import profile_for
+from graphite_plugin.profiles import advanced_ui
 from graphite_plugin.reader import span_interval
 
 PARAMETERS = frozenset({"query", "format"})  # a request with any other goes to graphite's view
@@ -74,16 +74,18 @@ def tree_content(request, query: str, leaves: Sequence[str], branches: Sequence[
     if len(entries) == 1 and len(leaves) + len(branches) > 1:
         entries.append(entries[0])  # skipped by tree_json as a repeat, counted for its wildcard entry
     base_path = query.rsplit(".", 1)[0] + "." if "." in query else ""
-    return tree_json(entries, base_path, wildcards=profile_for(request).advancedUI)
+    return tree_json(entries, base_path, wildcards=advanced_ui(request))
 
 
-def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool) -> bytes:
+def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], ensure_ascii: bool,
+              spans: dict[str, tuple[int, int]] | None = None) -> bytes:
     """find_view's json content (json_nodes) as json.dumps encodes it: path, is_leaf and a
     leaf's intervals, in path order, a directory before a metric of its name. Each leaf's
-    retention and last write are read JSON_CHUNK leaves at a time (Store.metric_spans: no
-    Metric built, nothing kept), the entries written as json.dumps writes them (strings by
-    json's own encoder, numbers by repr), JSON_CHUNK at a time: no dict per node, and an
-    answer of BG_MAX_GLOB_RESULTS paths holds its text about twice at most."""
+    retention and last write come from the glob's walk (`spans`, Store.glob_node_spans),
+    else are read JSON_CHUNK leaves at a time (Store.metric_spans: no Metric built, nothing
+    kept); the entries are written as json.dumps writes them (strings by json's own
+    encoder, numbers by repr), JSON_CHUNK at a time: no dict per node, and an answer of
+    BG_MAX_GLOB_RESULTS paths holds its text about twice at most."""
     if branches:
         nodes = [(path, False) for path in branches] + [(path, True) for path in leaves]
         nodes.sort(key=lambda node: node[0])  # stable: the directory first
@@ -91,12 +93,15 @@ def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], 
         nodes = None  # the leaves alone, sorted already
     quoted = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
     store, accessor, now = backend.accessor.store, backend.accessor, time.time()
+    walked = spans
+    written: dict[tuple[int, int], str] = {}  # a span's intervals text: leaves written at once share them
     chunks = []
     for offset in range(0, len(nodes if nodes is not None else leaves), JSON_CHUNK):
         chunk = nodes[offset:offset + JSON_CHUNK] if nodes is not None \
             else [(path, True) for path in leaves[offset:offset + JSON_CHUNK]]
-        wanted = [path for path, is_leaf in chunk if is_leaf]
-        spans = store.metric_spans(wanted) if wanted else {}  # not kept: bounded memory
+        if walked is None:
+            wanted = [path for path, is_leaf in chunk if is_leaf]
+            spans = store.metric_spans(wanted) if wanted else {}  # not kept: bounded memory
         parts = []
         for path, is_leaf in chunk:
             if not is_leaf:
@@ -105,10 +110,12 @@ def json_body(backend: Backend, leaves: Sequence[str], branches: Sequence[str], 
             span = spans.get(path)
             if span is None:  # deleted since the glob: graphite's reader gives no interval
                 parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, "intervals": []}}')
-            else:
+                continue
+            intervals = written.get(span)
+            if intervals is None:
                 start, end = span_interval(accessor, *span, now)
-                parts.append(f'{{"path": {quoted(path)}, "is_leaf": true,'
-                             f' "intervals": [{{"start": {start!r}, "end": {end!r}}}]}}')
+                intervals = written[span] = f'"intervals": [{{"start": {start!r}, "end": {end!r}}}]'
+            parts.append(f'{{"path": {quoted(path)}, "is_leaf": true, {intervals}}}')
         chunks.append(", ".join(parts).encode())
     return b"[" + b", ".join(chunks) + b"]"
 
@@ -129,14 +136,16 @@ def ascii_only(request) -> bool:
 
 
 def json_text_response(request, content: bytes) -> HttpResponse:
-    """json_response_for's response for content already encoded (no pretty, no jsonp:
-    PARAMETERS has neither)."""
+    """graphite's json_response_for's response for content already encoded (no pretty, no
+    jsonp: PARAMETERS has neither; and no read of request.POST, which it makes for `pretty`)."""
     return HttpResponse(content, content_type="application/json" if ascii_only(request)
                         else "application/json;charset=utf-8")
 
 
-def find_answer(request) -> HttpResponse | None:
-    """find_view's answer to a plain find in one of the three formats, or None for graphite's view."""
+def find_answer(request, log_lines: list[str] | None = None) -> HttpResponse | None:
+    """find_view's answer to a plain find in one of the three formats, or None for graphite's
+    view; graphite's info log lines of the answer are logged, or added to `log_lines` for
+    the caller to log (the WSGI front: once the answer is sent)."""
     params = request.GET
     if request.method != "GET" or not params.keys() <= PARAMETERS:
         return None
@@ -149,7 +158,7 @@ def find_answer(request) -> HttpResponse | None:
         query = completer_query(query)
     backend = shared_backend()
     try:
-        leaves, branches = backend.glob_nodes(query)
+        leaves, branches, spans = backend.glob_node_spans(query) if form == "json" else (*backend.glob_nodes(query), None)
     except REFUSED as exc:  # graphite's view: InputParameterError -> 400 with its text
         message = str(refused(exc).error)
         log.warning("%s", message)
@@ -157,15 +166,25 @@ def find_answer(request) -> HttpResponse | None:
     if len(leaves) > settings.METRICS_FIND_WARNING_THRESHOLD or len(leaves) > settings.METRICS_FIND_FAILURE_THRESHOLD:
         return None  # graphite's view warns or fails
     count = len(leaves) + len(branches)
-    log.info("find_view query=%s local_only=%s matches=%d" % (query, 0, count))
-    log.info("received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
-             % (query, None, None, 0, form, count))
+    lines = ["find_view query=%s local_only=%s matches=%d" % (query, 0, count),
+             "received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
+             % (query, None, None, 0, form, count)]
     if form == "json":
-        response = json_text_response(request, json_body(backend, leaves, branches, ascii_only(request)))
+        response = json_text_response(request, json_body(backend, leaves, branches, ascii_only(request), spans))
     else:
         content = tree_content(request, query, leaves, branches) if form == "treejson" \
             else completer_content(leaves, branches)
-        response = json_response_for(request, content)
+        response = json_text_response(request, json.dumps(content, ensure_ascii=ascii_only(request)).encode())
     response["Pragma"] = "no-cache"
     response["Cache-Control"] = "no-cache"
+    if log_lines is None:
+        log_info(lines)
+    else:
+        log_lines.extend(lines)
     return response
+
+
+def log_info(lines: Sequence[str]) -> None:
+    """graphite's info log lines of a find (find_view's two), each a record of its own."""
+    for line in lines:
+        log.info(line)

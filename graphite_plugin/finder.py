@@ -24,6 +24,8 @@ import time
 from typing import Sequence
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from graphite.finders.utils import BaseFinder
 from graphite.node import BranchNode, LeafNode
 
@@ -81,6 +83,20 @@ class Backend:
             return tuple(metrics), tuple(directories)
 
         return self.globs.get("nodes", pattern, compute)
+
+    def glob_node_spans(self, pattern: str) -> tuple[Sequence[str], Sequence[str], dict[str, tuple[int, int]] | None]:
+        """glob_nodes and, when the answer was not cached and the store read them in its
+        walk, each metric's (retention seconds, last write) (Store.glob_node_spans); else None."""
+        spans = None
+
+        def compute(p: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+            nonlocal spans
+            if long_plain_name(p):
+                return tuple(self._glob_metrics(p)), ()  # metrics only
+            metrics, directories, spans = self.accessor.glob_node_spans(p)
+            return tuple(metrics), tuple(directories)
+
+        return (*self.globs.get("nodes", pattern, compute), spans)
 
 
 
@@ -140,9 +156,14 @@ def store_url() -> str:
 
 def shared_backend() -> Backend:
     """The process's accessor and glob cache for the configured store and options
-    (created once, lazily, under a lock)."""
+    (created once, lazily, under a lock). The last one is kept for its store URL until a
+    setting changes (Django's setting_changed): most requests read no option."""
+    url = store_url()
+    last = _last_backend
+    if last is not None and last[0] == url:
+        return last[1]
     options = {k: getattr(settings, k, default) for k, default in OPTION_DEFAULTS.items()}
-    key = (store_url(), *sorted(options.items()))
+    key = (url, *sorted(options.items()))
     backend = backends.get(key)
     if backend is None:
         with _backends_lock:
@@ -156,7 +177,22 @@ def shared_backend() -> Backend:
                                   accessor.names_token, float(options["BG_FIND_CACHE_CHECK_INTERVAL"]),
                                   int(options["BG_FIND_CACHE_NAMES"]))
                 backend = backends[key] = Backend(accessor, globs)
+    _remember_backend((url, backend))
     return backend
+
+
+_last_backend: tuple[str, Backend] | None = None  # (store URL, its backend): shared_backend's last answer
+
+
+def _remember_backend(last: tuple[str, Backend] | None) -> None:
+    global _last_backend
+    _last_backend = last
+
+
+@receiver(setting_changed)
+def _forget_last_backend(**_) -> None:
+    """A setting changed (override_settings): the next shared_backend reads the options again."""
+    _remember_backend(None)
 
 
 def shared_accessor() -> Accessor:

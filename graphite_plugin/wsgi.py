@@ -11,7 +11,8 @@ remote user, no gzip wanted, only `query` and `format` (treejson, json or comple
 find_view's checks), answered 200. The answer carries the headers the chain would add
 for it (Content-Length, `Vary: Cookie` from the session the treejson profile lookup
 reads, `Vary: Accept-Encoding` from gzip on a body of 200 bytes or more) and is counted
-in the self-metrics as a find. Anything else goes to graphite's application unchanged;
+in the self-metrics as a find; graphite's two log lines of the find are written once the
+body has been sent. Anything else goes to graphite's application unchanged;
 so does a request Django would refuse or redirect before any view (a Host header not in
 ALLOWED_HOSTS: DNS rebinding; one without www. under PREPEND_WWW; a User-Agent in
 DISALLOWED_USER_AGENTS).
@@ -49,8 +50,9 @@ def eligible(environ: dict, paths: frozenset[str] = FIND_PATHS) -> bool:
             and not any(key in environ for key in REMOTE_USER_KEYS))
 
 
-def _front_find(environ: dict):
-    """find_view's 200 HttpResponse with the middleware chain's headers, or None."""
+def _front_find(environ: dict, log_lines: list[str] | None = None):
+    """find_view's 200 HttpResponse with the middleware chain's headers, or None; its log
+    lines added to log_lines (None: logged)."""
     from django.contrib.auth.models import AnonymousUser
     from django.core.handlers.wsgi import WSGIRequest
     from django.utils.cache import patch_vary_headers
@@ -61,7 +63,7 @@ def _front_find(environ: dict):
     if not django_would_serve(request):
         return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 301 to www., 403 for a refused agent)
     request.user = AnonymousUser()  # AuthenticationMiddleware's answer for a request without a session
-    response = find_answer(request)
+    response = find_answer(request, log_lines)
     if response is not None and response.status_code == 200 and request.GET.get("format", "treejson") == "treejson":
         patch_vary_headers(response, ("Cookie",))  # SessionMiddleware: the profile lookup read the session
     return with_chain_headers(response)
@@ -186,8 +188,9 @@ class ReleasingBody:
 def _serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
     if eligible(environ):
         started = time.perf_counter()
+        log_lines: list[str] = []
         try:
-            response = _front_find(environ)
+            response = _front_find(environ, log_lines)
         except Exception:  # noqa: BLE001 - graphite's view then fails (or not) and logs as it does
             response = None
         if response is not None:
@@ -195,5 +198,24 @@ def _serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
 
             start_response(f"{response.status_code} {response.reason_phrase}", list(response.items()))
             RequestTimingMiddleware.record("find", (time.perf_counter() - started) * 1000)
-            return [response.content]
+            return _LoggedAfter(response.content, log_lines)
     return tags_front.serve(environ, start_response) or graphite_application(environ, start_response)
+
+
+class _LoggedAfter:
+    """A find's body, its graphite log lines written once it has been sent (after its last
+    byte, or when the server closes it, whichever comes first): the client does not wait
+    for two log records (a file write each)."""
+
+    def __init__(self, content: bytes, log_lines: list[str]):
+        self.content, self._lines = content, log_lines
+
+    def __iter__(self):
+        yield self.content
+        self.close()
+
+    def close(self) -> None:
+        from graphite_plugin.find_view import log_info
+
+        lines, self._lines = self._lines, []
+        log_info(lines)

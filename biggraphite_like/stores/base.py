@@ -218,6 +218,12 @@ class Store(abc.ABC):
         """(glob_metrics, glob_directories) of one pattern; a store may share their work."""
         return self.glob_metrics(pattern, max_results), self.glob_directories(pattern, max_results)
 
+    def glob_node_spans(self, pattern: GlobPattern, max_results: int
+                        ) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
+        """glob_nodes and the metrics' metric_spans, when the store reads them in the same
+        walk (else None: the caller asks metric_spans, a chunk of names at a time)."""
+        return (*self.glob_nodes(pattern, max_results), None)
+
     def metric_spans(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """(retention duration in seconds, updated_on) of the existing metrics among names:
         what a find's intervals need (graphite_plugin.find_view). A store may read them

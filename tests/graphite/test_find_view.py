@@ -252,3 +252,22 @@ def test_treejson_with_the_wildcard_entry_answers_as_find_view(store_url, patter
     assert texts[0] == "*" if pattern != "top" else texts == ["top"]
     if pattern == "srv.*.cpu":
         assert texts == ["*", "cpu"]
+
+
+def test_the_shared_backend_follows_the_settings(store_url, tmp_path):
+    """shared_backend keeps its last answer while no setting changes, and reads the store
+    URL and options again when one does (override_settings, graphite-web's own settings)."""
+    from django.test import override_settings
+
+    from graphite_plugin.finder import shared_backend
+
+    other = names_store(tmp_path, ["other.metric"])
+    with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, BG_MAX_GLOB_RESULTS=7):
+        first = shared_backend()
+        assert shared_backend() is first and first.accessor.max_glob_results == 7
+        with override_settings(BG_MAX_GLOB_RESULTS=9):
+            assert shared_backend().accessor.max_glob_results == 9
+        assert shared_backend() is first
+        with override_settings(BG_STORE=other):
+            assert shared_backend().accessor.glob_metrics("other.*") == ["other.metric"]
+        assert shared_backend() is first and first.accessor.glob_metrics("other.*") == []

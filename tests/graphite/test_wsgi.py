@@ -86,6 +86,36 @@ def test_an_uncached_find_is_answered_by_the_front_as_by_django(stack, monkeypat
     assert ("Vary", "Cookie") in expected[1] or form != "treejson" or len(expected[2]) >= 200
 
 
+def test_a_front_find_logs_graphites_lines_once_its_body_is_sent(stack, caplog):
+    """The front's find writes graphite's two info log lines, the ones graphite's view
+    writes for it, once: after the body has been read, or when the server closes a body it
+    did not read."""
+    import logging
+
+    front, django = stack
+
+    def lines() -> list[str]:
+        found = [r.getMessage() for r in caplog.records if r.name == "info"]
+        caplog.clear()
+        return found
+
+    for form in ("treejson", "json", "completer"):
+        env = environ(params={"query": "srv.web1*.cpu", "format": form})
+        with caplog.at_level(logging.INFO, logger="info"):
+            call(django, env)
+            theirs = lines()
+            body = front.application(dict(env), lambda *args: None)
+            assert lines() == [], "nothing is logged before the body is sent"
+            assert b"".join(body) and lines() == theirs and len(theirs) == 2
+            body.close()
+            unread = front.application(dict(env), lambda *args: None)
+            assert lines() == []
+            unread.close()
+            assert lines() == theirs
+            unread.close()
+            assert lines() == []
+
+
 def test_a_refused_pattern_gets_djangos_short_reason(store_url, monkeypatch):
     import graphite_plugin.settings as plugin_settings
     import graphite_plugin.wsgi as front
@@ -107,7 +137,7 @@ def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypa
     env = environ(params={"query": "srv.*"})
     expected = call(django, env)
 
-    def broken(request):
+    def broken(request, log_lines=None):
         raise RuntimeError("store unreachable")
 
     monkeypatch.setattr("graphite_plugin.find_view.find_answer", broken)

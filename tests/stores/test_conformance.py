@@ -170,6 +170,9 @@ def test_globs_equal_the_glob_engine(accessor, seed):
         assert accessor.glob_metrics(pattern) == glob.filter(metric_names), pattern
         assert accessor.glob_directories(pattern) == glob.filter(directories), pattern
         assert accessor.glob_nodes(pattern) == (glob.filter(metric_names), glob.filter(directories)), pattern
+        metrics, found_directories, spans = accessor.glob_node_spans(pattern)
+        assert (metrics, found_directories) == (glob.filter(metric_names), glob.filter(directories)), pattern
+        assert spans is None or spans == accessor.store.metric_spans(metrics), pattern
 
 
 def test_glob_results_are_sorted_and_unique(accessor):

@@ -1,12 +1,14 @@
 """The SQLite store's glob planner: a walk of the name tree (name_tree), as StandardFinder
 walks directories, with the inverted index of components for `**` and optional components;
-the glob engine then filters the candidates (every match is among them).
+the glob engine then filters the candidates (every match is among them). A find's json
+intervals come with the metric rows walked (glob_node_spans).
 
 - Fixed-depth patterns: each component but the last expands the directories matched so far,
   level by level: a literal is one (parent, component) index lookup a directory, a literal
   prefix (`host00*`) looks up the interned strings of that range (when they are few), any
   other wildcard lists the children and matches them. The last component does the same
-  in `metrics` (or `directories`).
+  in `metrics` (or `directories`). Every component matched on the way, the names found
+  are the matches: sorted, not filtered again.
 - A pattern with `**` or an optional component: the fixed components before the first of
   them are walked as above; then the fixed components after the last of them (the trail)
   may start from the inverted index (`metrics.leaf`, `directories.component`): the trailing
@@ -16,6 +18,7 @@ the glob engine then filters the candidates (every match is among them).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from typing import Iterator, Sequence
 
@@ -31,10 +34,13 @@ _MAX_PROBES = 50_000  # (parent, component) lookups of one step (else: list the 
 _PAGE = 20_000  # keys per json_each() list, rows per page of a full scan
 # the literal strings of a component are looked up one at a time (the parents' keys as plain
 # integers: half the time of (parent, string) pairs) when there is one, or up to _PER_STRING
-# under _PAGE_MIN directories or more; else in pairs (one query)
+# under _PAGE_MIN directories or more; else one parent at a time (the strings' ids as plain
+# integers) under up to _PER_STRING directories; else in pairs (one query)
 _PER_STRING = 4
 _PAGE_MIN = 1000
 _SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
+
+_CARRIED = ", t.metadata, t.updated_on"  # a metric row's columns a find's json intervals need, last
 
 Nodes = dict[int, str]  # directory key -> path
 
@@ -64,8 +70,30 @@ def _variable(component: ComponentPattern) -> bool:
     return component.is_globstar or component.optional
 
 
+def _walked_exactly(pattern: GlobPattern) -> bool:
+    """Whether the walk's candidates are the matches: a fixed-depth pattern (not only
+    literals) is walked component by component, each matched by its ComponentPattern
+    (one row a parent and component: no name twice)."""
+    return not pattern.matches_nothing and not any(map(_variable, pattern.components)) \
+        and any(c.literals is None for c in pattern.components)
+
+
+def _matches(pattern: GlobPattern, candidates: Iterator[str], max_results: int) -> list[str]:
+    """The sorted matches among the candidates (the glob engine's filter, or only sorted
+    when the walk matched them already); TooManyResults past max_results."""
+    if not _walked_exactly(pattern):
+        return pattern.filter(candidates, max_results)
+    names = list(itertools.islice(candidates, max_results + 1))
+    if len(names) > max_results:
+        pattern.filter(names, max_results)  # raises TooManyResults as the engine words it
+    names.sort()
+    return names
+
+
 class GlobMixin:
     """The store's `_glob`, behind Store's glob_metrics and glob_directories."""
+
+    _duration_map: dict[int, int | None] = {}  # metadata id -> duration (_read_durations), replaced whole
 
     def glob_nodes(self, pattern: GlobPattern, max_results: int) -> tuple[list[str], list[str]]:
         """Store.glob_nodes: the directories walked (and the subtree listed) for the metrics
@@ -74,14 +102,52 @@ class GlobMixin:
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
             walked: dict = {}
-            return (pattern.filter(self._candidates("metrics", pattern, walked), max_results),
-                    pattern.filter(self._candidates("directories", pattern, walked), max_results))
+            return (_matches(pattern, self._candidates("metrics", pattern, walked), max_results),
+                    _matches(pattern, self._candidates("directories", pattern, walked), max_results))
+
+    def glob_node_spans(self, pattern: GlobPattern, max_results: int
+                        ) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
+        """Store.glob_node_spans: the metrics' rows walked carry their metadata id and last
+        write, so their spans need no second lookup (names the walk did not read, as an
+        exact pattern's: metric_spans' lookup)."""
+        self._check_schema()
+        with self._errors(f"glob {pattern.pattern!r}"):
+            self._check_directories()
+            walked: dict = {}
+            rows: dict[str, tuple] = {}
+            metrics = _matches(pattern, self._candidates("metrics", pattern, walked, rows), max_results)
+            directories = _matches(pattern, self._candidates("directories", pattern, walked), max_results)
+            spans, unread = {}, []
+            durations, reread = self._duration_map, False
+            for name in metrics:
+                row = rows.get(name)
+                if row is None:  # not read by the walk (an exact pattern's names)
+                    unread.append(name)
+                    continue
+                if row[-2] not in durations and not reread:
+                    durations, reread = self._read_durations(), True
+                duration = durations.get(row[-2])
+                if duration is None:  # unreadable: metric_spans' way (get_metrics logs it)
+                    unread.append(name)
+                else:
+                    spans[name] = (duration, row[-1] or 0)
+        if unread:
+            spans.update(self.metric_spans(unread))
+        return metrics, directories, spans
+
+    def _read_durations(self) -> dict[int, int | None]:
+        """Seconds each metadata row's retention covers (None: unreadable), kept: rows are
+        never changed nor deleted, so the map is read again only for an id it lacks."""
+        durations = {id_: _duration(retention, aggregator, xfilesfactor) for id_, retention, aggregator, xfilesfactor
+                     in self._conn.execute("SELECT id, retention, aggregator, xfilesfactor FROM metadatas")}
+        self._duration_map = durations
+        return durations
 
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         self._check_schema()
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
-            return pattern.filter(self._candidates(table, pattern), max_results)
+            return _matches(pattern, self._candidates(table, pattern), max_results)
 
     def metric_spans(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Store.metric_spans from the rows alone (no Metric, no key kept: a find's leaves are
@@ -130,9 +196,12 @@ class GlobMixin:
                     found[under[parent]] = (*metadatas.get(metadata, (None, None, None)), updated_on)
         return found
 
-    def _candidates(self, table: str, pattern: GlobPattern, walked: dict | None = None) -> Iterator[str]:
+    def _candidates(self, table: str, pattern: GlobPattern, walked: dict | None = None,
+                    rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Names that may match (a superset of the matches). `walked` keeps the directories
-        walked and the subtree listed, for another table's candidates of the same pattern."""
+        walked and the subtree listed, for another table's candidates of the same pattern;
+        `rows` (metrics) gets each candidate's row read by the walk, ending with its metadata
+        id and last write (not an exact pattern's)."""
         walked = {} if walked is None else walked
         if pattern.matches_nothing:
             return
@@ -148,7 +217,7 @@ class GlobMixin:
             walked["walk"] = self._walk(components[:head])
         nodes = walked["walk"]
         if not variable:
-            yield from self._children(table, nodes, components[-1])
+            yield from self._children(table, nodes, components[-1], rows)
             return
         if not nodes:
             return
@@ -160,12 +229,12 @@ class GlobMixin:
             subtree = walked["subtree"]
             if subtree is not None:
                 last = components[-1]
-                yield from self._children(table, subtree, None if _variable(last) else last)
+                yield from self._children(table, subtree, None if _variable(last) else last, rows)
                 return
         if start is not None:
-            yield from self._from_inverted(table, trail, start[0], start[2])
+            yield from self._from_inverted(table, trail, start[0], start[2], rows)
             return
-        yield from self._every_name(table)
+        yield from self._every_name(table, rows)
 
     # -- steps of the walk ------------------------------------------------------------
     def _walk(self, components: tuple[ComponentPattern, ...]) -> Nodes:
@@ -187,60 +256,82 @@ class GlobMixin:
                 break
         return nodes
 
-    def _children(self, table: str, nodes: Nodes, component: ComponentPattern | None) -> Iterator[str]:
+    def _literal_ids(self, literals: frozenset[str]) -> dict[str, int]:
+        """Ids of the interned ones among a component's literals (read from the cache of ids
+        by each literal: the cache may hold a million strings, and other threads add to it)."""
+        known = self._strings.lookup(self._conn, literals)
+        return {string: id_ for string in literals if (id_ := known.get(string)) is not None}
+
+    def _children(self, table: str, nodes: Nodes, component: ComponentPattern | None,
+                  rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Names of the children (in table) of nodes matching component (None: every child)."""
-        return (path for _, path in self._child_rows(table, nodes, component))
+        return (path for _, path in self._child_rows(table, nodes, component, rows=rows))
 
     def _child_rows(self, table: str, nodes: Nodes, component: ComponentPattern | None,
-                    visible: bool = True) -> Iterator[tuple[int, str]]:
-        """(key, name) of the children of nodes in table matching component."""
+                    visible: bool = True, rows: dict[str, tuple] | None = None) -> Iterator[tuple[int, str]]:
+        """(key, name) of the children of nodes in table matching component; `rows`
+        (metrics) gets each one's row, ending with its metadata id and last write."""
         if not nodes:
             return
         conn, column = self._conn, _column(table)
         shown = " AND NOT t.hidden" if table == "directories" and visible else ""
+        carried = _CARRIED if rows is not None else ""
         ids: dict[str, int] | None = None
         if component is not None and component.literals is not None:
-            ids = {s: i for s, i in self._strings.lookup(conn, component.literals).items()
-                   if s in component.literals}
+            ids = self._literal_ids(component.literals)
         elif component is not None and component.prefix:
             found = conn.execute(f"SELECT value, id FROM name_strings WHERE value >= ? AND value < ? LIMIT {_MAX_RANGE_IDS}",
                                  _prefix_bounds(component.prefix)).fetchall()
             if len(found) < _MAX_RANGE_IDS:
                 ids = {s: i for s, i in found if component.matches(s)}
-        if ids is not None and (len(ids) == 1 or (len(ids) <= _PER_STRING and len(nodes) >= _PAGE_MIN)) \
-                and len(ids) * len(nodes) <= _MAX_PROBES:
-            keys = list(nodes)  # one string at a time: the parents' keys as plain integers
-            for string, id_ in ids.items():
-                for start in range(0, len(keys), _PAGE):
-                    rows = conn.execute(
-                        f"SELECT j.value, t.key FROM json_each(?) AS j CROSS JOIN {table} AS t"
-                        f" ON t.parent = j.value AND t.{column} = ?{shown}",
-                        (json.dumps(keys[start:start + _PAGE]), id_)).fetchall()
-                    for parent, key in rows:
-                        yield key, join(nodes[parent], string)
+        if ids is not None and len(ids) * len(nodes) <= _MAX_PROBES and (
+                len(ids) == 1 or len(nodes) <= _PER_STRING or (len(ids) <= _PER_STRING and len(nodes) >= _PAGE_MIN)):
+            # a string at a time with the parents' keys as plain integers, or (few parents) a
+            # parent at a time with the strings' ids: half the time of (parent, string) pairs
+            by_string = len(ids) == 1 or len(nodes) > _PER_STRING
+            by_id = {id_: string for string, id_ in ids.items()}
+            fixed = [(id_, string) for string, id_ in ids.items()] if by_string else list(nodes.items())
+            listed = list(nodes) if by_string else list(by_id)
+            on = f"t.parent = j.value AND t.{column} = ?" if by_string else f"t.parent = ? AND t.{column} = j.value"
+            for value, text in fixed:
+                for start in range(0, len(listed), _PAGE):
+                    found = conn.execute(
+                        f"SELECT j.value, t.key{carried} FROM json_each(?) AS j CROSS JOIN {table} AS t ON {on}{shown}",
+                        (json.dumps(listed[start:start + _PAGE]), value)).fetchall()
+                    for row in found:
+                        name = join(nodes[row[0]], text) if by_string else join(text, by_id[row[0]])
+                        if rows is not None:
+                            rows[name] = row
+                        yield row[1], name
             return
         if ids is not None and len(ids) * len(nodes) <= _MAX_PROBES:
             pairs = [(key, string, id_) for key in nodes for string, id_ in ids.items()]
             for start in range(0, len(pairs), _PAGE):
                 chunk = pairs[start:start + _PAGE]
-                rows = conn.execute(
-                    f"SELECT j.key, t.key FROM json_each(?) AS j CROSS JOIN {table} AS t"
+                found = conn.execute(
+                    f"SELECT j.key, t.key{carried} FROM json_each(?) AS j CROSS JOIN {table} AS t"
                     f" ON t.parent = j.value ->> 0 AND t.{column} = j.value ->> 1{shown}",
                     (json.dumps([[key, id_] for key, _, id_ in chunk]),)).fetchall()
-                for index, key in rows:
-                    parent, string, _ = chunk[index]
-                    yield key, join(nodes[parent], string)
+                for row in found:
+                    parent, string, _ = chunk[row[0]]
+                    name = join(nodes[parent], string)
+                    if rows is not None:
+                        rows[name] = row
+                    yield row[1], name
             return
         keys = list(nodes)
         matches = None if component is None or component.alternatives == ("*",) else component.matches
         for start in range(0, len(keys), _PAGE):
-            rows = conn.execute(
-                f"SELECT t.key, t.parent, s.value FROM json_each(?) AS j CROSS JOIN {table} AS t ON t.parent = j.value"
-                f" JOIN name_strings AS s ON s.id = t.{column} WHERE true{shown}",
+            found = conn.execute(
+                f"SELECT t.key, t.parent, s.value{carried} FROM json_each(?) AS j CROSS JOIN {table} AS t"
+                f" ON t.parent = j.value JOIN name_strings AS s ON s.id = t.{column} WHERE true{shown}",
                 (json.dumps(keys[start:start + _PAGE]),)).fetchall()
-            for key, parent, string in rows:
-                if matches is None or matches(string):
-                    yield key, join(nodes[parent], string)
+            for row in found:
+                if matches is None or matches(row[2]):
+                    name = join(nodes[row[1]], row[2])
+                    if rows is not None:
+                        rows[name] = row
+                    yield row[0], name
 
     def _subtree(self, nodes: Nodes) -> Nodes | None:
         """nodes and every directory under them (hidden ones too); None past _MAX_SUBTREE."""
@@ -275,8 +366,7 @@ class GlobMixin:
         for position, component in enumerate(trail):
             if component.literals is None:
                 continue
-            ids = {s: i for s, i in self._strings.lookup(self._conn, component.literals).items()
-                   if s in component.literals}
+            ids = self._literal_ids(component.literals)
             target = table if position == len(trail) - 1 else "directories"
             rows = self._conn.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM {target} WHERE {_column(target)} IN"
@@ -286,35 +376,46 @@ class GlobMixin:
         return best
 
     def _from_inverted(self, table: str, trail: tuple[ComponentPattern, ...], position: int,
-                       ids: dict[str, int]) -> Iterator[str]:
+                       ids: dict[str, int], rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Candidates from the rows of the inverted index holding trail[position]'s literals,
-        then the rest of the trail walked down from them."""
+        then the rest of the trail walked down from them (`rows`: as _child_rows)."""
         last = position == len(trail) - 1
         target = table if last else "directories"
         shown = " AND NOT t.hidden" if target == "directories" and last else ""
-        rows = self._conn.execute(
-            f"SELECT t.key, t.parent, s.value FROM {target} AS t JOIN name_strings AS s ON s.id = t.{_column(target)}"
-            f" WHERE t.{_column(target)} IN (SELECT value FROM json_each(?)){shown}",
+        carried = _CARRIED if rows is not None and last else ""
+        found = self._conn.execute(
+            f"SELECT t.key, t.parent, s.value{carried} FROM {target} AS t JOIN name_strings AS s"
+            f" ON s.id = t.{_column(target)} WHERE t.{_column(target)} IN (SELECT value FROM json_each(?)){shown}",
             (json.dumps(list(ids.values())),)).fetchall()
-        paths = self._tree.paths(self._conn, {parent for _, parent, _ in rows})
-        nodes = {key: join(paths[parent], string) for key, parent, string in rows if parent in paths}
         if last:
-            yield from nodes.values()
+            yield from self._named(found, rows)
             return
+        paths = self._tree.paths(self._conn, {row[1] for row in found})
+        nodes = {key: join(paths[parent], string) for key, parent, string in found if parent in paths}
         for component in trail[position + 1:-1]:
             nodes = dict(self._child_rows("directories", nodes, component, visible=False))
-        yield from self._children(table, nodes, trail[-1])
+        yield from self._children(table, nodes, trail[-1], rows)
 
-    def _every_name(self, table: str) -> Iterator[str]:
-        """Every name of table, a page at a time (a pattern nothing narrows)."""
+    def _every_name(self, table: str, rows: dict[str, tuple] | None = None) -> Iterator[str]:
+        """Every name of table, a page at a time (a pattern nothing narrows; `rows`: as _child_rows)."""
         shown = " AND NOT t.hidden" if table == "directories" else ""
+        carried = _CARRIED if rows is not None else ""
         after = 0
         while True:
-            rows = self._conn.execute(
-                f"SELECT t.key, t.parent, s.value FROM {table} AS t JOIN name_strings AS s ON s.id = t.{_column(table)}"
-                f" WHERE t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}", (after,)).fetchall()
-            if not rows:
+            found = self._conn.execute(
+                f"SELECT t.key, t.parent, s.value{carried} FROM {table} AS t JOIN name_strings AS s"
+                f" ON s.id = t.{_column(table)} WHERE t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}", (after,)).fetchall()
+            if not found:
                 return
-            paths = self._tree.paths(self._conn, {parent for _, parent, _ in rows})
-            yield from (join(paths[parent], string) for _, parent, string in rows if parent in paths)
-            after = rows[-1][0]
+            yield from self._named(found, rows)
+            after = found[-1][0]
+
+    def _named(self, found: list[tuple], rows: dict[str, tuple] | None) -> Iterator[str]:
+        """Names of (key, parent key, last component, ...) rows (`rows`: as _child_rows)."""
+        paths = self._tree.paths(self._conn, {row[1] for row in found})
+        for row in found:
+            if row[1] in paths:
+                name = join(paths[row[1]], row[2])
+                if rows is not None:
+                    rows[name] = row
+                yield name

@@ -503,12 +503,24 @@ def test_a_big_subtree_is_counted_not_listed(big_store, monkeypatch):
     store = big_store.store
     listed = []
     child_rows = type(store)._child_rows
-    monkeypatch.setattr(type(store), "_child_rows", lambda self, table, nodes, component, visible=True:
-                        listed.append((table, component)) or child_rows(self, table, nodes, component, visible))
+    monkeypatch.setattr(type(store), "_child_rows", lambda self, table, nodes, component, visible=True, rows=None:
+                        listed.append((table, component)) or child_rows(self, table, nodes, component, visible, rows))
     monkeypatch.setattr(tree_glob, "_MAX_SUBTREE", 5)
     found = store.glob_metrics(GlobPattern("a.**.leaf"), 10_000)
     assert found == sorted(n for n in _plan_names() if n.startswith("a.") and n.endswith(".leaf"))
     assert ("directories", None) not in listed, "the subtree was listed past its bound"
+
+
+def _unreadable_metadata(store, name: str, bad: int | None = None) -> int:
+    """Give the metric `name` a metadata row whose retention cannot be read (created unless
+    `bad` names one); returns its id."""
+    with store.write_batch():
+        if bad is None:
+            store._conn.execute("INSERT INTO metadatas (retention, aggregator, xfilesfactor) VALUES ('60x:1d', 'average', 0)")
+            bad = store._conn.execute("SELECT max(id) FROM metadatas").fetchone()[0]
+        store._conn.execute("UPDATE metrics SET metadata = ? WHERE key = (SELECT key FROM named_metrics"
+                            " WHERE name = ?)", (bad, name))
+    return bad
 
 
 def test_metric_spans_are_what_get_metrics_gives(tmp_path):
@@ -518,11 +530,7 @@ def test_metric_spans_are_what_get_metrics_gives(tmp_path):
     accessor = _new_store(tmp_path / "bgl.db", ["s.a", "s.b", "s.c.d"], retention="60s:1d,1h:30d")
     accessor.create_metrics([("s.e", _meta("10s:1h"))], now=NOW + 50)
     store = accessor.store
-    with store.write_batch():
-        store._conn.execute("INSERT INTO metadatas (retention, aggregator, xfilesfactor) VALUES ('60x:1d', 'average', 0)")
-        bad = store._conn.execute("SELECT max(id) FROM metadatas").fetchone()[0]
-        store._conn.execute("UPDATE metrics SET metadata = ? WHERE key = (SELECT key FROM named_metrics"
-                            " WHERE name = 's.b')", (bad,))
+    bad = _unreadable_metadata(store, "s.b")
     names = ["s.a", "s.b", "s.c.d", "s.e", "s.c", "nothing"]
     expected = {name: (m.retention.duration, m.updated_on) for name, m in store.get_metrics(names).items()}
     assert expected == {"s.a": (30 * 86400, NOW), "s.c.d": (30 * 86400, NOW), "s.e": (3600, NOW + 50)}
@@ -531,13 +539,105 @@ def test_metric_spans_are_what_get_metrics_gives(tmp_path):
     many = [f"g.h{i}.cpu" for i in range(300)]
     accessor.create_metrics([(name, _meta("10s:1h")) for name in many[:200]], now=NOW + 7)
     accessor.create_metrics([(name, _meta()) for name in many[200:]], now=NOW + 9)
-    with store.write_batch():
-        store._conn.execute("UPDATE metrics SET metadata = ? WHERE key = (SELECT key FROM named_metrics"
-                            " WHERE name = 'g.h5.cpu')", (bad,))
+    _unreadable_metadata(store, "g.h5.cpu", bad)
     asked = many + ["g.h1.cpu", "g.nothing.cpu", "s.a"]
     expected = {name: (m.retention.duration, m.updated_on) for name, m in store.get_metrics(asked).items()}
     assert len(expected) == 300 and "g.h5.cpu" not in expected and expected["g.h250.cpu"][1] == NOW + 9
     assert store.metric_spans(asked) == expected
+    accessor.close()
+
+
+@pytest.mark.parametrize("tree", ["fixed", "random"])
+def test_the_walk_answers_the_glob_engines_matches(tmp_path, tree):
+    """The walk's candidates of a fixed-depth pattern are taken as its matches (not filtered
+    again): over the names and patterns of the StandardFinder differential (brackets and
+    braces in names, character classes, `?`, nested braces) and random ones, the store's
+    answers are the glob engine's over every name."""
+    from tests.core import test_glob_standardfinder as differential
+
+    rng = random.Random(7)
+    if tree == "fixed":
+        names, patterns = sorted(differential.FIXED_NAMES), differential.FIXED_PATTERNS
+    else:
+        names = differential.random_names(rng, 300)
+        others = sorted({part for name in names for part in name.split(".")})
+        patterns = [differential.random_pattern(rng, names, others) for _ in range(300)]
+    accessor = _new_store(tmp_path / "bgl.db", names)
+    directories = sorted({name.rsplit(".", i)[0] for name in names for i in range(1, name.count(".") + 1)})
+    for pattern in patterns:
+        glob = GlobPattern(pattern)
+        expected = ([], []) if glob.matches_nothing else (glob.filter(names), glob.filter(directories))
+        assert accessor.glob_nodes(pattern) == expected, pattern
+        assert accessor.glob_node_spans(pattern)[:2] == expected, pattern
+    accessor.close()
+
+
+class _UnscannedIds(dict):
+    """A cache of string ids that fails when anything scans it (it may hold a million)."""
+
+    def items(self):
+        raise AssertionError("the cache of string ids was scanned")
+
+    def __iter__(self):
+        raise AssertionError("the cache of string ids was scanned")
+
+
+def test_literal_components_read_the_cache_of_ids_by_string(tmp_path, monkeypatch):
+    """A literal component's ids are read from the cache by each literal, never by going
+    through the whole cache (a worker's holds up to a million strings, and other threads
+    add to it meanwhile): on each way a literal is looked up."""
+    from biggraphite_like.stores.sqlite import tree_glob
+
+    accessor = _new_store(tmp_path / "bgl.db", [f"a.h{h}.{leaf}" for h in range(30) for leaf in "bcd"])
+    store = accessor.store
+    monkeypatch.setattr(tree_glob, "_MAX_SUBTREE", 1)  # `**.c`: from the inverted index
+    store._strings._ids = _UnscannedIds(store._strings._ids)
+    assert store.glob_metrics(GlobPattern("a.*.c"), 100) == [f"a.h{h}.c" for h in sorted(range(30), key=str)]
+    assert len(store.glob_metrics(GlobPattern("a.*.{b,c,d,e,f}"), 100)) == 90
+    assert len(store.glob_metrics(GlobPattern("a.h1*.b"), 100)) == 11
+    assert len(store.glob_metrics(GlobPattern("**.c"), 100)) == 30
+    accessor.close()
+
+
+SPAN_PATTERNS = ["s.*", "s.h1.{a,b}", "s.h1*.{a,b,c,d,e}", "s.*.a", "s.*.{a,b,c,d,e}", "s.h1*.*", "s.h?.[a-c]", "s.**", "**.a",
+                 "**.h1.a", "s.**.a", "**", "*.*.*", "s.{h1,h2}.*", "s.h1.a", "nothing.*"]
+
+
+@pytest.mark.parametrize("bounded", [False, True], ids=["planned", "inverted or every name"])
+def test_a_globs_walk_carries_its_metrics_spans(tmp_path, monkeypatch, bounded):
+    """glob_node_spans: glob_nodes' names, and each metric's span from the rows the walk
+    read (metric_spans' for the names it did not: an exact pattern's), on every way the
+    planner walks: listed children, one literal, literals in pairs, a prefix range, a
+    subtree, the inverted index (last component or not), every name. Spans differ by
+    retention and last write; an unreadable row is left out as get_metrics leaves it; a
+    retention created after the walk's map was read is read."""
+    from biggraphite_like.stores.sqlite import tree_glob
+
+    if bounded:
+        monkeypatch.setattr(tree_glob, "_MAX_SUBTREE", 1)
+    monkeypatch.setattr(tree_glob, "_PAGE_MIN", 2)  # up to _PER_STRING literals one at a time
+    accessor = _new_store(tmp_path / "bgl.db")
+    names = [f"s.h{h}.{leaf}" for h in range(1, 13) for leaf in "abcdef"] + ["s.h1.a.deep", "t.a", "a"]
+    for index, name in enumerate(names):
+        accessor.create_metrics([(name, _meta(("60s:1d", "10s:1h", "60s:1d,1h:30d")[index % 3]))], now=NOW + index % 7)
+    store = accessor.store
+    _unreadable_metadata(store, "s.h2.a")
+
+    def check(pattern: str) -> None:
+        glob = GlobPattern(pattern)
+        metrics, directories, spans = store.glob_node_spans(glob, 10_000)
+        assert (metrics, directories) == store.glob_nodes(glob, 10_000), pattern
+        expected = {name: (m.retention.duration, m.updated_on) for name, m in store.get_metrics(metrics).items()}
+        assert spans == expected, pattern
+
+    for pattern in SPAN_PATTERNS:
+        check(pattern)
+    assert store.glob_node_spans(GlobPattern("s.h2.*"), 10_000)[2].keys() == {f"s.h2.{leaf}" for leaf in "bcdef"}
+    assert len(set(store.glob_node_spans(GlobPattern("s.*.*"), 10_000)[2].values())) == 3 * 7
+    accessor.create_metrics([("s.h1.g", _meta("1s:1m"))], now=NOW + 99)  # a new metadata row
+    assert store.glob_node_spans(GlobPattern("s.h1.*"), 10_000)[2]["s.h1.g"] == (60, NOW + 99)
+    for pattern in SPAN_PATTERNS:
+        check(pattern)
     accessor.close()
 
 
