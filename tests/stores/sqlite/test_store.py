@@ -764,6 +764,25 @@ def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path, metri
     assert bool(grouped) == (metrics > 3), grouped[:1]
 
 
+def test_last_tail_records_keep_the_last_record_of_each_slot():
+    """The tail records a read places over the chunks (read_grid): of several records of one
+    (owner, slot), the same timestamp written again or a later turn of the ring, the last one
+    written wins, whatever order the tails and their records come in."""
+    dtype = windows_module.record_dtype(RING)
+
+    def tail(*records: tuple[int, float]) -> bytes:
+        packed = np.zeros(len(records), dtype)
+        packed["ts"], packed["value"] = [ts for ts, _ in records], [value for _, value in records]
+        return packed.tobytes()
+
+    blobs = [tail((5, 1.0), (405, 2.0), (6, 3.0), (5, 4.0)), tail((7, 5.0)), tail((9, 6.0), (8, 7.0), (409, 8.0))]
+    owner, ts, values = windows_module.last_tail_records(RING, np.array([1, 0, 1]), blobs)
+    assert sorted(zip(owner.tolist(), ts.tolist(), values.tolist())) == [
+        (0, 7, 5.0), (1, 5, 4.0), (1, 6, 3.0), (1, 8, 7.0), (1, 409, 8.0)]
+    with pytest.raises(StoreError, match="not a whole number of 12-byte records"):
+        windows_module.last_tail_records(RING, np.array([0]), [tail((5, 1.0))[:-1]])
+
+
 def _row_kinds(path, table: str) -> dict[int, set[str]]:
     """{window: kinds of its rows} of every window of table ('sealed', 'open', 'tail'), by the documented ids."""
     with sqlite3.connect(path) as conn:
