@@ -12,7 +12,6 @@ import numpy as np
 from biggraphite_like import chunks
 from biggraphite_like.errors import (
     InvalidPoint,
-    MetricNotFound,
     StoreError,
 )
 from biggraphite_like.point_check import MAX_TIMESTAMP
@@ -344,15 +343,7 @@ class PointsMixin:
         """
         precision, points, size = table.stage.precision, table.stage.points, self._window_slots(table)
         count = ring_windows(points, size)
-        keys = np.empty(len(names), dtype=np.int64)
-        for index, name in enumerate(names):
-            key = self._keys.get(name)
-            if key is None:
-                try:
-                    key = self._key(name)
-                except MetricNotFound:
-                    key = -1
-            keys[index] = key
+        keys = self._read_keys(names)
         first = -(-starts // precision)  # first slot index at or after start
         last = -(-ends // precision) - 1
         valid = (keys >= 0) & (last >= first)
@@ -365,6 +356,18 @@ class PointsMixin:
         request = np.repeat(np.arange(len(names), dtype=np.int64), spans)
         offsets = np.arange(len(request), dtype=np.int64) - np.repeat(np.cumsum(spans) - spans, spans)
         return request, window_ids(keys[request], (low[request] + offsets) % count)
+
+    def _read_keys(self, names: Sequence[str]) -> np.ndarray:
+        """The key of each name, -1 for a name that is no metric: one C-level dict lookup a
+        name, the names not cached looked up in one batch (a wide read after the key cache
+        was forgotten asks the store once, not once a name)."""
+        found = list(map(self._keys.get, names))
+        if None in found:
+            rows = self._metric_rows([name for name, key in zip(names, found) if key is None])
+            self._keys.update((name, row[0]) for name, row in rows.items())
+            found = [key if key is not None else rows[name][0] if name in rows else -1
+                     for name, key in zip(names, found)]
+        return np.fromiter(found, np.int64, len(found))
 
     def expire_points(self, now: int) -> int:
         """Drop the windows (every row of each) whose every point is older than its stage's

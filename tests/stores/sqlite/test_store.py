@@ -1017,6 +1017,34 @@ def test_rows_are_read_by_key_range_or_by_id_and_each_metric_gets_its_own(tmp_pa
             assert dict(zip(reads.timestamps[mine].tolist(), reads.values[mine].tolist())) == expected[name], name
 
 
+def test_a_read_after_another_process_deleted_a_metric_looks_the_keys_up_at_once(tmp_path):
+    """A deletion by another process makes this one forget its name -> key cache at its next
+    read of names (the accessor's metric cache still knows the others): the next read of
+    many series finds their keys with one batched lookup, not one query a name, and a name
+    deleted meanwhile reads as nothing."""
+    names = [f"keys.m{i:03d}" for i in range(60)]
+    store = _ring_store(tmp_path / "bgl.db", names)
+    start = BASE - BASE % 400
+    with store.write_batch():
+        store.write_points(RING, [n for n in names for _ in range(3)], np.tile(start + np.arange(3), len(names)),
+                           np.repeat(np.arange(len(names), dtype=np.float64), 3))
+    other = SQLiteStore(str(tmp_path / "bgl.db"))
+    other.delete_metrics([names[7]])
+    other.close()
+    assert list(store.get_metrics([names[0]])) == [names[0]]
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        grid = store.read_grid(RING, names, start, start + 3, 1)
+    finally:
+        store._conn.set_trace_callback(None)
+    lookups = [sql for sql in statements if "CROSS JOIN metrics AS m ON m.parent" in sql]
+    assert len(lookups) == 1, lookups[:3]
+    expected = np.repeat(np.arange(len(names), dtype=np.float64)[:, None], 3, axis=1)
+    expected[7] = np.nan
+    np.testing.assert_array_equal(grid, expected)
+
+
 # -- 5. delete then recreate -----------------------------------------------------------
 
 def _key_of(path, name):
