@@ -752,14 +752,17 @@ def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path, metri
         expected = sorted((i, ts, value) for i, (name, start, end) in enumerate(windows)
                           for (n, _), (ts, value) in model.items() if n == name and start <= ts < end)
         assert got == expected, f"round {round_}"
-        # read_grid (a fetch's read) places the same slots: chunks by layout, windows with a tail merged first
+        # read_grid (a fetch's read) places the same slots: chunks by layout, then the tails' last
+        # records over them; a grid wider than the ring (a slot in two columns) the windows with a tail
+        # decoded together
         first = base + rng.randrange(0, 1200)
-        last = first + rng.randrange(1, 401)
-        grid = np.full((len(names), last - first), np.nan)
-        for (name, _), (ts, value) in model.items():
-            if first <= ts < last:
-                grid[names.index(name), ts - first] = value
-        np.testing.assert_array_equal(store.read_grid(RING, names, first, last, 1), grid, f"round {round_}")
+        for last in (first + rng.randrange(1, 401), first + rng.randrange(401, 900)):
+            grid = np.full((len(names), last - first), np.nan)
+            for (name, _), (ts, value) in model.items():
+                if first <= ts < last:
+                    grid[names.index(name), ts - first] = value
+            np.testing.assert_array_equal(store.read_grid(RING, names, first, last, 1), grid,
+                                          f"round {round_}, {last - first} columns")
     grouped = [sql for sql in statements if sql.startswith("INSERT") and "SELECT j.value," in sql]
     assert bool(grouped) == (metrics > 3), grouped[:1]
 
