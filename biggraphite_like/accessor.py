@@ -19,7 +19,6 @@ into parts one way: `batch_parts.cut_by_group`.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import itertools
@@ -579,14 +578,17 @@ class Accessor:
         canonical_names = self._canonical(names)
         metrics = self._get_normalized(canonical_names)
         empty: list[str] = []
-        groups: dict[tuple[StageTable, int, int, int], list[str]] = collections.defaultdict(list)
+        groups: dict[tuple[StageTable, int, int, int], list[str]] = {}
 
         @per_retention
-        def group_of(metric: Metric) -> tuple[StageTable, int, int, int] | None:
+        def group_of(metric: Metric) -> list[str] | None:
+            """The names of the group of the metric's read (one list a group, found once
+            per retention: a name costs no hash of its group's key)."""
             window = metric.retention.read_window(start, end, now)
             if window is None:
                 return None
-            return StageTable.of(metric, window.stage_index), window.start, window.end, window.step
+            return groups.setdefault((StageTable.of(metric, window.stage_index), window.start, window.end,
+                                      window.step), [])
 
         for canonical in canonical_names:
             metric = metrics.get(canonical)
@@ -596,7 +598,7 @@ class Accessor:
             if group is None:
                 empty.append(canonical)
             else:
-                groups[group].append(canonical)
+                group.append(canonical)
         with self.store.read_snapshot():
             grids = [FetchedGrid(group, first, last, step, self.store.read_grid(table, group, first, last, step))
                      for (table, first, last, step), group in groups.items()]

@@ -121,9 +121,11 @@ def _in_name_order(grids: list[FetchedGrid]) -> tuple[list[str], tuple[int, int,
         return None
     names = [name for read in grids for name in read.names]
     grid = np.concatenate([read.grid for read in grids]) if len(grids) > 1 else grids[0].grid
+    in_order = sorted(names)
+    if in_order == names:  # as a glob's names are read: no row to move
+        return names, windows.pop(), grid
     position = {name: row for row, name in enumerate(names)}
-    names.sort()
-    return names, windows.pop(), grid[[position[name] for name in names]]
+    return in_order, windows.pop(), grid[[position[name] for name in in_order]]
 
 
 def _consolidates(max_data_points: int | None, start: int, end: int, step: int) -> bool:
@@ -136,11 +138,12 @@ def _summed(context: dict, pattern: str, names: list[str], start: int, end: int,
     """graphite's sumSeries of the series (rows of grid, in name order), as `aggregate` builds it."""
     xff = context.get("xFilesFactor")
     present = ~np.isnan(grid)
-    counts = present.sum(axis=0)
+    counts = np.count_nonzero(present, axis=0)
     kept = (counts > 0) & (counts / len(names) >= (xff if xff is not None else settings.DEFAULT_XFILES_FACTOR))
-    # a running sum row by row (cumsum is sequential, as Python's sum); + 0.0: Python's sum
-    # starts from 0, which turns a lone -0.0 into 0.0
-    sums = np.cumsum(np.where(present, grid, 0.0), axis=0)[-1] + 0.0
+    # a running sum row by row (cumsum is sequential, as Python's sum), in place; + 0.0:
+    # Python's sum starts from 0, which turns a lone -0.0 into 0.0
+    filled = np.where(present, grid, 0.0)
+    sums = np.cumsum(filled, axis=0, out=filled)[-1] + 0.0
     values = [value if keep else None for value, keep in zip(sums.tolist(), kept.tolist())]
     name = f"{SUM}({pattern})"
     tags = {"name": names[0]} if len(names) == 1 else {"name": name}

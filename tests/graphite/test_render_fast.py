@@ -17,6 +17,7 @@ from tests.graphite_env import setup_graphite_app, use_finders
 NOW = 1_700_000_000 - 1_700_000_000 % 60
 MINUTE = MetricMetadata.create("60s:1d,600s:30d", "average", 0.5)
 TEN_SECONDS = MetricMetadata.create("10s:1d", "average", 0.5)
+TWO_DAYS = MetricMetadata.create("60s:2d", "average", 0.5)  # the window of MINUTE, another table
 
 
 def _values(rng: random.Random, kind: int) -> list[tuple[int, float]]:
@@ -38,7 +39,9 @@ def store_url(tmp_path_factory):
     wide["wide.h99.zero"] = [(NOW - 60, -0.0)]  # alone in its column
     tagged = {"tagged.cpu;dc=eu": _values(rng, 1), "tagged.mem;dc=us": _values(rng, 2)}
     batches = [(wide, MINUTE), (tagged, MINUTE), ({"mix.a": _values(rng, 1)}, MINUTE),
-               ({"mix.b": _values(rng, 2)}, TEN_SECONDS)]  # two steps under mix.*
+               ({"mix.b": _values(rng, 2)}, TEN_SECONDS),  # two steps under mix.*
+               ({f"order.{name}": _values(rng, 5) for name in "acegi"}, TWO_DAYS),  # one window, two grids:
+               ({f"order.{name}": _values(rng, 5) for name in "bdfhj"}, MINUTE)]  # read out of name order
     setup_graphite_app()
     url = f"sqlite://{tmp_path_factory.mktemp('render-wide') / 'bgl.db'}"
     accessor = Accessor.from_url(url)
@@ -74,6 +77,8 @@ FAST = [
     {"target": "sumSeries(wide.empty.*)"},
     {"target": "nothing.*"},
     {"target": "sumSeries(nothing.*)"},
+    {"target": "sumSeries(order.*)"},
+    {"target": "order.*"},
 ]
 SHARED = [  # graphite's objects and sumSeries, built from the same read
     {"target": "wide.*.*", "maxDataPoints": "7"},

@@ -12,7 +12,6 @@ import numpy as np
 from biggraphite_like import chunks
 from biggraphite_like.errors import (
     InvalidPoint,
-    MetricNotFound,
     StoreError,
 )
 from biggraphite_like.point_check import MAX_TIMESTAMP
@@ -31,6 +30,7 @@ from biggraphite_like.stores.sqlite.windows import (
     TAIL,
     WINDOW_SHIFT,
     decode_rows,
+    last_tail_records,
     record_dtype,
     record_groups,
     ring_windows,
@@ -252,15 +252,18 @@ class PointsMixin:
 
     def read_grid(self, table, names, first, last, step) -> np.ndarray:
         """Store.read_grid with each layout of chunks decoded and placed in turn (small
-        arrays, no flat copy of every point); the windows with an open tail go through
-        decode_rows (a tail's records win over their chunk's)."""
+        arrays, no flat copy of every point), then the open tails' last record of each slot
+        placed over them (overlay_tails). A grid not on the stage's slots (another step, a
+        first off the precision, wider than the ring) places the windows with a tail as
+        decode_rows gives them."""
         grid = np.full((len(names), (last - first) // step), np.nan)
         request, ids, blobs = self._read_rows(table, names, np.full(len(names), first, np.int64),
                                               np.full(len(names), last, np.int64))
         if not blobs:
             return grid
         is_tail = (ids & TAIL).astype(bool)
-        if is_tail.any():  # the rows of a (request, window) with a tail: decoded together
+        on_slots = step == table.stage.precision and first % step == 0 and grid.shape[1] <= table.stage.points
+        if is_tail.any() and not on_slots:  # the rows of a (request, window) with a tail: decoded together
             pairs = request * (1 << 32) + (window_of(ids) >> WINDOW_SHIFT)
             hot = np.isin(pairs, pairs[is_tail])
         else:
@@ -269,12 +272,16 @@ class PointsMixin:
         owners = request[cold]
         for index, columns, values, _ in chunks.decode_groups([blobs[i] for i in cold.tolist()], (first, step)):
             place_columns(grid, owners[index][:, None], columns, values)
-        if hot.any():
-            hot = np.flatnonzero(hot)
-            cells = window_of(ids[hot])
-            rows, ts, values, _ = decode_rows(table, self._window_slots(table), request[hot], cells, is_tail[hot],
-                                              [blobs[i] for i in hot.tolist()])
-            place_on_grid(grid, rows, ts, values, first, step)
+        if not hot.any():
+            return grid
+        hot = np.flatnonzero(hot)
+        if on_slots:
+            _overlay_tails(grid, table, first, *last_tail_records(table, request[hot], [blobs[i] for i in hot.tolist()]))
+            return grid
+        cells = window_of(ids[hot])
+        rows, ts, values, _ = decode_rows(table, self._window_slots(table), request[hot], cells, is_tail[hot],
+                                          [blobs[i] for i in hot.tolist()])
+        place_on_grid(grid, rows, ts, values, first, step)
         return grid
 
     def _read_rows(self, table: StageTable, names: Sequence[str], starts: np.ndarray, ends: np.ndarray
@@ -336,15 +343,7 @@ class PointsMixin:
         """
         precision, points, size = table.stage.precision, table.stage.points, self._window_slots(table)
         count = ring_windows(points, size)
-        keys = np.empty(len(names), dtype=np.int64)
-        for index, name in enumerate(names):
-            key = self._keys.get(name)
-            if key is None:
-                try:
-                    key = self._key(name)
-                except MetricNotFound:
-                    key = -1
-            keys[index] = key
+        keys = self._read_keys(names)
         first = -(-starts // precision)  # first slot index at or after start
         last = -(-ends // precision) - 1
         valid = (keys >= 0) & (last >= first)
@@ -357,6 +356,18 @@ class PointsMixin:
         request = np.repeat(np.arange(len(names), dtype=np.int64), spans)
         offsets = np.arange(len(request), dtype=np.int64) - np.repeat(np.cumsum(spans) - spans, spans)
         return request, window_ids(keys[request], (low[request] + offsets) % count)
+
+    def _read_keys(self, names: Sequence[str]) -> np.ndarray:
+        """The key of each name, -1 for a name that is no metric: one C-level dict lookup a
+        name, the names not cached looked up in one batch (a wide read after the key cache
+        was forgotten asks the store once, not once a name)."""
+        found = list(map(self._keys.get, names))
+        if None in found:
+            rows = self._metric_rows([name for name, key in zip(names, found) if key is None])
+            self._keys.update((name, row[0]) for name, row in rows.items())
+            found = [key if key is not None else rows[name][0] if name in rows else -1
+                     for name, key in zip(names, found)]
+        return np.fromiter(found, np.int64, len(found))
 
     def expire_points(self, now: int) -> int:
         """Drop the windows (every row of each) whose every point is older than its stage's
@@ -390,6 +401,21 @@ class PointsMixin:
                                                    (ids[:whole] & TAIL).astype(bool), [b for _, b in rows[:whole]])[0])
                 self._conn.execute(f"DELETE FROM {name} WHERE {expired}", (cutoff,))
         return removed
+
+
+def _overlay_tails(grid: np.ndarray, table: StageTable, first: int, rows: np.ndarray, timestamps: np.ndarray,
+                   values: np.ndarray) -> None:
+    """Place the winning tail records (rows[i], timestamps[i], values[i]: one a (row, slot))
+    over a grid of the stage's slots from `first` (a multiple of the precision, at most a
+    ring wide: a slot is at most one column) holding the chunks' points: a record wins its
+    slot's column, and one outside the grid's time range (another turn of the ring) empties
+    it, as whisper's slot then holds another timestamp."""
+    precision, points = table.stage.precision, table.stage.points
+    column = ((timestamps // precision) - first // precision) % points  # the slot's column
+    inside = column < grid.shape[1]
+    here = (timestamps - first) // precision == column  # the record's timestamp is that column's
+    placed = np.where(here, values, np.nan)
+    grid.reshape(-1)[rows[inside] * grid.shape[1] + column[inside]] = placed[inside]
 
 
 def _gather(records: np.ndarray, firsts: np.ndarray, sizes: np.ndarray) -> bytes:

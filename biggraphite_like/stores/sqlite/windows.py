@@ -80,19 +80,14 @@ def decode_rows(table: StageTable, width: int, groups: np.ndarray, cells: np.nda
     last record of a slot wins over earlier ones and over the chunk (counts is None for a
     raw stage). Windows with a tail come last, sorted by group and timestamp when `sort`;
     the points of the others come in no set order."""
-    dtype = record_dtype(table)
     heads = np.flatnonzero(~is_tail)
     tails = np.flatnonzero(is_tail)
     row, ts, values, counts = chunks.decode_many([blobs[i] for i in heads.tolist()], heads)
     if table.aggregated and counts is None:
         counts = np.zeros(len(ts), np.int64)
     if len(tails):
-        sizes = np.array([len(blobs[i]) for i in tails.tolist()], dtype=np.int64)
-        if (sizes % dtype.itemsize).any():
-            raise StoreError(f"{table.name}: an open tail is not a whole number of {dtype.itemsize}-byte records:"
-                             " the row is damaged or was written with another layout")
-        records = np.frombuffer(b"".join(blobs[i] for i in tails.tolist()), dtype=dtype)
-        row = np.concatenate([row, np.repeat(tails, sizes // dtype.itemsize)])
+        owner, records = tail_records(table, tails, [blobs[i] for i in tails.tolist()])
+        row = np.concatenate([row, owner])
         ts = np.concatenate([ts, records["ts"].astype(np.int64)])
         values = np.concatenate([values, records["value"].astype(np.float64)])
         if table.aggregated:
@@ -121,6 +116,33 @@ def decode_rows(table: StageTable, width: int, groups: np.ndarray, cells: np.nda
         kept = kept[_by_group_and_time(group_rank[row[kept]], ts[kept])]
     keep = np.concatenate([cold, kept])
     return group[keep], ts[keep], values[keep], None if counts is None else counts[keep]
+
+
+def tail_records(table: StageTable, owners: np.ndarray, blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(owner, record) of every record of open tails blobs[i] (owner: owners[i]), in order."""
+    dtype = record_dtype(table)
+    sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
+    if (sizes % dtype.itemsize).any():
+        raise StoreError(f"{table.name}: an open tail is not a whole number of {dtype.itemsize}-byte records:"
+                         " the row is damaged or was written with another layout")
+    return np.repeat(owners, sizes // dtype.itemsize), np.frombuffer(b"".join(blobs), dtype=dtype)
+
+
+def last_tail_records(table: StageTable, owners: np.ndarray, blobs: Sequence[bytes]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(owner, timestamps, values) of the records of open tails blobs[i] (owner: owners[i],
+    an integer >= 0; tails given in write order) that win their slot: the last record of
+    each (owner, slot). Records already in (owner, slot) order, as tails written in time
+    order and read owner by owner are, are kept without a sort."""
+    owner, records = tail_records(table, owners, blobs)
+    ts = records["ts"].astype(np.int64)
+    values = records["value"].astype(np.float64)
+    points = table.stage.points
+    key = owner * points + (ts // table.stage.precision) % points
+    if len(key) > 1 and not (key[1:] > key[:-1]).all():
+        last = len(key) - 1 - np.unique(key[::-1], return_index=True)[1]  # the last position of each key
+        owner, ts, values = owner[last], ts[last], values[last]
+    return owner, ts, values
 
 
 def _by_group_and_time(rank: np.ndarray, ts: np.ndarray) -> np.ndarray:

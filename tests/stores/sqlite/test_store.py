@@ -852,16 +852,38 @@ def test_blocks_keep_whispers_ring_for_random_writes_and_windows(tmp_path, metri
         expected = sorted((i, ts, value) for i, (name, start, end) in enumerate(windows)
                           for (n, _), (ts, value) in model.items() if n == name and start <= ts < end)
         assert got == expected, f"round {round_}"
-        # read_grid (a fetch's read) places the same slots: chunks by layout, windows with a tail merged first
+        # read_grid (a fetch's read) places the same slots: chunks by layout, then the tails' last
+        # records over them; a grid wider than the ring (a slot in two columns) the windows with a tail
+        # decoded together
         first = base + rng.randrange(0, 1200)
-        last = first + rng.randrange(1, 401)
-        grid = np.full((len(names), last - first), np.nan)
-        for (name, _), (ts, value) in model.items():
-            if first <= ts < last:
-                grid[names.index(name), ts - first] = value
-        np.testing.assert_array_equal(store.read_grid(RING, names, first, last, 1), grid, f"round {round_}")
+        for last in (first + rng.randrange(1, 401), first + rng.randrange(401, 900)):
+            grid = np.full((len(names), last - first), np.nan)
+            for (name, _), (ts, value) in model.items():
+                if first <= ts < last:
+                    grid[names.index(name), ts - first] = value
+            np.testing.assert_array_equal(store.read_grid(RING, names, first, last, 1), grid,
+                                          f"round {round_}, {last - first} columns")
     grouped = [sql for sql in statements if sql.startswith("INSERT") and "SELECT j.value," in sql]
     assert bool(grouped) == (metrics > 3), grouped[:1]
+
+
+def test_last_tail_records_keep_the_last_record_of_each_slot():
+    """The tail records a read places over the chunks (read_grid): of several records of one
+    (owner, slot), the same timestamp written again or a later turn of the ring, the last one
+    written wins, whatever order the tails and their records come in."""
+    dtype = windows_module.record_dtype(RING)
+
+    def tail(*records: tuple[int, float]) -> bytes:
+        packed = np.zeros(len(records), dtype)
+        packed["ts"], packed["value"] = [ts for ts, _ in records], [value for _, value in records]
+        return packed.tobytes()
+
+    blobs = [tail((5, 1.0), (405, 2.0), (6, 3.0), (5, 4.0)), tail((7, 5.0)), tail((9, 6.0), (8, 7.0), (409, 8.0))]
+    owner, ts, values = windows_module.last_tail_records(RING, np.array([1, 0, 1]), blobs)
+    assert sorted(zip(owner.tolist(), ts.tolist(), values.tolist())) == [
+        (0, 7, 5.0), (1, 5, 4.0), (1, 6, 3.0), (1, 8, 7.0), (1, 409, 8.0)]
+    with pytest.raises(StoreError, match="not a whole number of 12-byte records"):
+        windows_module.last_tail_records(RING, np.array([0]), [tail((5, 1.0))[:-1]])
 
 
 def _row_kinds(path, table: str) -> dict[int, set[str]]:
@@ -1096,6 +1118,34 @@ def test_rows_are_read_by_key_range_or_by_id_and_each_metric_gets_its_own(tmp_pa
         for request, name in enumerate(asked):
             mine = reads.request == request
             assert dict(zip(reads.timestamps[mine].tolist(), reads.values[mine].tolist())) == expected[name], name
+
+
+def test_a_read_after_another_process_deleted_a_metric_looks_the_keys_up_at_once(tmp_path):
+    """A deletion by another process makes this one forget its name -> key cache at its next
+    read of names (the accessor's metric cache still knows the others): the next read of
+    many series finds their keys with one batched lookup, not one query a name, and a name
+    deleted meanwhile reads as nothing."""
+    names = [f"keys.m{i:03d}" for i in range(60)]
+    store = _ring_store(tmp_path / "bgl.db", names)
+    start = BASE - BASE % 400
+    with store.write_batch():
+        store.write_points(RING, [n for n in names for _ in range(3)], np.tile(start + np.arange(3), len(names)),
+                           np.repeat(np.arange(len(names), dtype=np.float64), 3))
+    other = SQLiteStore(str(tmp_path / "bgl.db"))
+    other.delete_metrics([names[7]])
+    other.close()
+    assert list(store.get_metrics([names[0]])) == [names[0]]
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        grid = store.read_grid(RING, names, start, start + 3, 1)
+    finally:
+        store._conn.set_trace_callback(None)
+    lookups = [sql for sql in statements if "CROSS JOIN metrics AS m ON m.parent" in sql]
+    assert len(lookups) == 1, lookups[:3]
+    expected = np.repeat(np.arange(len(names), dtype=np.float64)[:, None], 3, axis=1)
+    expected[7] = np.nan
+    np.testing.assert_array_equal(grid, expected)
 
 
 # -- 5. delete then recreate -----------------------------------------------------------
