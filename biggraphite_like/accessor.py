@@ -445,11 +445,11 @@ class Accessor:
         result = WriteResult()
         if not len(owner):
             return result
-        owner, timestamps, values = np.asarray(owner, np.int64), np.asarray(timestamps, np.float64), \
-            np.asarray(values, np.float64)
-        if checked:
-            timestamps = np.trunc(timestamps).astype(np.int64)
+        owner, values = np.asarray(owner, np.int64), np.asarray(values, np.float64)
+        if checked:  # whole seconds as they are (the receiver's), else truncated: 1..MAX_TIMESTAMP, no sign to mind
+            timestamps = np.asarray(timestamps).astype(np.int64, copy=False)
         else:
+            timestamps = np.asarray(timestamps, np.float64)
             owner, timestamps, values = check_columns(names, owner, timestamps, values,
                                                       np.zeros(len(owner), dtype=bool), result)
         names = list(names)
