@@ -3,7 +3,8 @@
 A directory is a node, `directories` (key, parent directory key, component id); a metric
 is a leaf under its parent directory, `metrics` (key, parent directory key, leaf id, ...).
 Neither row holds its full name: names are rebuilt from the directories' paths, which a
-process caches both ways (path -> key, key -> path). The root is key 0 (no row).
+process caches both ways (path -> key, key -> path) for the directories it looks up (not
+those it inserts, see `NameTree.keys`). The root is key 0 (no row).
 
 Keys of both tables come from AUTOINCREMENT and are never reused, and a row never changes
 its parent or component, so key -> path stays true for as long as the key exists; path ->
