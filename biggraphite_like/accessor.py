@@ -51,6 +51,7 @@ DEFAULT_CACHE_TTL = 300  # seconds a metric's metadata is trusted without readin
 MAX_UNRECORDED_READS = 100_000  # reads kept for a later attempt while writers hold the store
 MAX_METRICS_PER_WRITE = 10_000  # metrics per store round of insert_columns (bounds transient memory)
 _NAME = operator.attrgetter("name")
+_UPDATED = operator.attrgetter("updated_on")
 MAX_DIRECTORY_ROUNDS = 10  # write-then-check rounds before giving up on a directory that keeps vanishing
 
 
@@ -172,8 +173,7 @@ class Accessor:
         if check_ancestors:
             self._check_ancestors(names, set())
         with self._lock:
-            self._cache.put(metrics, time.monotonic())
-            self._touched["updated_on"].update(dict.fromkeys(names, now))
+            self._cache.put(metrics, time.monotonic())  # their updated_on is `now`: touched (_touch_written)
         return empty or set()
 
     def create_directories(self, names: Sequence[str]) -> None:
@@ -450,11 +450,11 @@ class Accessor:
         result = WriteResult()
         if not len(owner):
             return result
-        owner, timestamps, values = np.asarray(owner, np.int64), np.asarray(timestamps, np.float64), \
-            np.asarray(values, np.float64)
-        if checked:
-            timestamps = np.trunc(timestamps).astype(np.int64)
+        owner, values = np.asarray(owner, np.int64), np.asarray(values, np.float64)
+        if checked:  # whole seconds as they are (the receiver's), else truncated: 1..MAX_TIMESTAMP, no sign to mind
+            timestamps = np.asarray(timestamps).astype(np.int64, copy=False)
         else:
+            timestamps = np.asarray(timestamps, np.float64)
             owner, timestamps, values = check_columns(names, owner, timestamps, values,
                                                       np.zeros(len(owner), dtype=bool), result)
         names = list(names)
@@ -539,10 +539,22 @@ class Accessor:
                 if fresh else None
             if written:
                 too_old_written = self._downsampler.write(written, owner, timestamps, values, now, empty)
-                self.touch(batch_names if every else list(map(_NAME, written)), "updated_on", now)
+                self._touch_written(written, now)
             else:
                 too_old_written = 0
         return len(timestamps) - too_old_written, too_old + too_old_written, refused, created
+
+    def _touch_written(self, written: list[Metric], now: int) -> None:
+        """Record the write (updated_on) of metrics whose updated_on is touch_interval old:
+        a metric's own updated_on (as stored, or as written here: the cache gets it) says
+        when it was last recorded, no mark a metric besides (a dict entry a metric a writer
+        keeps; `touch`'s marks are for its own callers)."""
+        if now - min(map(_UPDATED, written)) < self.touch_interval:
+            return  # all recorded within the interval (the steady state): one pass in C
+        due = [metric for metric in written if now - metric.updated_on >= self.touch_interval]
+        self.store.touch_metrics(list(map(_NAME, due)), "updated_on", now)
+        with self._lock:
+            self._cache.put([dataclasses.replace(metric, updated_on=now) for metric in due], time.monotonic())
 
     @staticmethod
     def _normalize(raw_name: str, count: int, result: WriteResult) -> str | None:

@@ -8,6 +8,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+_SCANNED_GROUPS = 64  # groups in the names' order up to which each part's points are found by a scan
+
 
 @dataclasses.dataclass
 class BatchPart:
@@ -32,6 +34,10 @@ def cut_by_group(owner: np.ndarray, group_of_name: np.ndarray) -> Iterator[Batch
     plugin's flusher (about BG_FLUSH_SIZE points a call, metrics without metadata apart)."""
     group_of_name = np.asarray(group_of_name, np.int64)
     count = len(group_of_name)
+    if count and not (group_of_name[1:] < group_of_name[:-1]).any() \
+            and group_of_name[-1] - group_of_name[0] < _SCANNED_GROUPS:
+        yield from _cut_in_name_order(owner, group_of_name)
+        return
     name_order = np.argsort(group_of_name, kind="stable")
     groups, name_starts = np.unique(group_of_name[name_order], return_index=True)
     name_bounds = np.append(name_starts, count)
@@ -47,4 +53,14 @@ def cut_by_group(owner: np.ndarray, group_of_name: np.ndarray) -> Iterator[Batch
             yield BatchPart(name_order[name_bounds[index]:name_bounds[index + 1]], points, local[owner[points]])
 
 
-
+def _cut_in_name_order(owner: np.ndarray, group_of_name: np.ndarray) -> Iterator[BatchPart]:
+    """cut_by_group when the groups follow the names' order and are few (insert_columns'
+    parts of max_metrics_per_write names): each part's points found by one pass over `owner`, no
+    sort of the batch's points (whose order and group arrays, a few integers a point, were
+    most of a receiver flush's transient memory besides the points themselves)."""
+    _, name_starts = np.unique(group_of_name, return_index=True)
+    name_bounds = np.append(name_starts, len(group_of_name)).tolist()
+    for first, end in zip(name_bounds[:-1], name_bounds[1:]):
+        points = np.flatnonzero((owner >= first) & (owner < end))
+        if len(points):
+            yield BatchPart(np.arange(first, end), points, owner[points] - first)

@@ -14,16 +14,24 @@ name -> slot dict. A young metric (5 points in its hour) costs about 100 bytes, 
 hour at 60 s about 600; one NumPy row and two tuples per metric cost 700 bytes whatever
 they held (issue 21: 75 MiB at 100,000 metrics). Lookups and updates are a few NumPy
 operations per batch, however many metrics.
+
+The pool lives in anonymous memory maps, grown and shrunk in place (mremap) and compacted
+in place a few slots at a time: a pool of NumPy arrays grew by allocating a larger copy
+beside the old one and compacted into another copy, so the receiver's flush of the peer
+bench's 100,000 existing metrics held about 25 MiB of pool besides the 10 it kept.
 """
 from __future__ import annotations
 
 import itertools
+import mmap
 
 import numpy as np
 
 DEFAULT_OPEN_INTERVALS = 250_000  # metrics remembered per table at most (the least recently written are forgotten)
 MAX_WIDTH = 1 << 16  # finer points per interval at most for an interval to be remembered (uint16 columns)
 _NONE = -1  # start of a slot that holds nothing
+_POOL = (("values", np.dtype(np.float64)), ("columns", np.dtype(np.uint16)))  # the pool's arrays
+_MOVED = 1 << 16  # points moved at once by a compaction (its only copy)
 
 
 class _Table:
@@ -37,6 +45,7 @@ class _Table:
         self.used = np.empty(0, np.int64)  # per slot: when it was last remembered (eviction order)
         self.values = np.empty(0, np.float64)  # the pool: each slot's points, contiguous
         self.columns = np.empty(0, np.uint16)  # column of each point in its interval's grid row
+        self._maps: dict[str, mmap.mmap] = {}  # the memory of values and columns
         self.size = 0  # points used in the pool (live or dead)
         self.live = 0  # points of slots that hold an interval
 
@@ -106,40 +115,69 @@ class _Table:
     def _reserve(self, points: int) -> None:
         if self.size + points <= len(self.values):
             return
-        if 2 * (self.size - self.live) > self.live:  # a third dead or more: compact instead of growing
+        if 4 * (self.size - self.live) > self.live:  # a fifth dead or more: compact before growing
             self._compact()
         needed = self.size + points
         if needed > len(self.values):
-            capacity = max(needed, len(self.values) * 3 // 2, 4096)
-            for field in ("values", "columns"):
-                old = getattr(self, field)
-                grown = np.empty(capacity, old.dtype)
-                grown[:self.size] = old[:self.size]
-                setattr(self, field, grown)
+            self._resize(max(needed, len(self.values) * 5 // 4, 4096))
+        elif len(self.values) > 2 * needed + 4096:  # compacted far below its size: give memory back
+            self._resize(needed * 5 // 4 + 4096)
+
+    def _resize(self, capacity: int) -> None:
+        """Make the pool hold `capacity` points, keeping its first `size` ones: the maps are
+        resized in place (a map referred to by an array cannot be: then a new one, copied)."""
+        for field, dtype in _POOL:
+            nbytes = max(capacity * dtype.itemsize, mmap.PAGESIZE)
+            old = self._maps.get(field)
+            setattr(self, field, None)  # the map's only array: dropped so that it can be resized
+            mapped = None
+            if old is not None:
+                try:
+                    old.resize(nbytes)
+                    mapped = old
+                except (BufferError, OSError, ValueError):
+                    pass
+            if mapped is None:
+                mapped = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE)  # private: not shared with a fork
+                if old is not None:
+                    kept = min(self.size, capacity)
+                    np.frombuffer(mapped, dtype, kept)[:] = np.frombuffer(old, dtype, kept)
+            self._maps[field] = mapped
+            setattr(self, field, np.frombuffer(mapped, dtype, capacity))
 
     def _compact(self) -> None:
+        """Move the live points to the start of the pool, in place: slots in the order of
+        their points, a few at a time, each moved down (never over points not moved yet)."""
         held = np.flatnonzero(self.start[:len(self.slots)] != _NONE)
-        counts, index = self.gather(held)
-        self.values[:len(index)] = self.values[index]
-        self.columns[:len(index)] = self.columns[index]
-        self.offset[held] = np.cumsum(counts) - counts
-        self.size = self.live = len(index)
+        held = held[np.argsort(self.offset[held], kind="stable")]
+        counts = self.count[held].astype(np.int64)
+        ends = np.cumsum(counts)
+        total = int(ends[-1]) if len(ends) else 0
+        cuts = np.searchsorted(ends, np.arange(_MOVED, total, _MOVED), side="right").tolist()
+        for first, end in zip([0] + cuts, cuts + [len(held)]):
+            if first == end:
+                continue
+            _, index = self.gather(held[first:end])
+            to = int(ends[first] - counts[first])
+            self.values[to:to + len(index)] = self.values[index]
+            self.columns[to:to + len(index)] = self.columns[index]
+        self.offset[held] = ends - counts
+        self.size = self.live = total
 
     def keep_latest(self, keep: int) -> None:
         """Forget all but the `keep` slots remembered last (and every empty slot)."""
         count = len(self.slots)
         held = np.flatnonzero(self.start[:count] != _NONE)
-        kept = held[np.argsort(-self.used[held], kind="stable")[:keep]]
+        order = np.argsort(-self.used[held], kind="stable")
+        kept = held[order[:keep]]
+        self.forget(held[order[keep:]])
+        self._compact()
         renumber = np.full(count, -1, np.int64)
         renumber[kept] = np.arange(len(kept))
         slot_of = renumber.tolist()
         self.slots = {name: slot_of[slot] for name, slot in self.slots.items() if slot_of[slot] >= 0}
-        counts, index = self.gather(kept)
-        for field in ("start", "count", "used"):
+        for field in ("start", "offset", "count", "used"):
             setattr(self, field, getattr(self, field)[kept].copy())
-        self.offset = np.cumsum(counts) - counts
-        self.values, self.columns = self.values[index].copy(), self.columns[index].copy()
-        self.size = self.live = len(index)
 
 
 class OpenIntervals:

@@ -83,20 +83,23 @@ class ReceivedPoints:
         return len(self.names)
 
     def checked(self, refusals: Refusals, now: float | None = None) -> "ReceivedPoints":
-        """The points `point_check.invalid_points` accepts (the one point check); the rest
-        refused. A timestamp of -1 means "now", as carbon's receivers have it.
+        """The points `point_check.invalid_points` accepts (the one point check), their
+        timestamps truncated to whole seconds (int64, as `insert_columns` stores them: the
+        flusher's batch needs no copy); the rest refused. A timestamp of -1 means "now", as
+        carbon's receivers have it.
         """
         timestamps = self.timestamps
         if len(timestamps) and (timestamps == -1).any():
             timestamps = np.where(timestamps == -1, float(int(time.time() if now is None else now)), timestamps)
         bad_time, bad = invalid_points(timestamps, self.values)
         if not bad.any():
-            return ReceivedPoints(self.names, timestamps, self.values)
+            return ReceivedPoints(self.names, timestamps.astype(np.int64), self.values)
         for index in np.flatnonzero(bad)[:SAMPLES].tolist():
             refusals.add(point_problem(timestamps[index], self.values[index], bad_time[index]), self.names[index], 0)
         refusals.count += int(bad.sum())
         keep = np.flatnonzero(~bad)
-        return ReceivedPoints([self.names[i] for i in keep.tolist()], timestamps[keep], self.values[keep])
+        return ReceivedPoints([self.names[i] for i in keep.tolist()], timestamps[keep].astype(np.int64),
+                              self.values[keep])
 
 
 def concatenate(parts: list[ReceivedPoints]) -> ReceivedPoints:

@@ -100,3 +100,28 @@ def test_batches_across_an_hour_read_back_only_hours_they_never_wrote(tmp_path):
         for start in (hour - 3600, hour):
             minutes = [v for t, v in expected[name].items() if start <= t < start + 3600]
             assert grids[0].grid[row][(start - grids[0].start) // 3600] == sum(minutes) / len(minutes), name
+
+
+def test_writes_keep_no_mark_a_metric_and_record_updated_on_once_a_touch_interval(tmp_path):
+    """Issue 36 item 4: a writer's touch of updated_on follows each metric's own
+    updated_on (as stored or as written), not a name -> time mark a metric it ever wrote."""
+    url, accessor = make_store(tmp_path)
+    touches = []
+    touch_metrics = accessor.store.touch_metrics
+    accessor.store.touch_metrics = lambda names, *a: touches.append(sorted(names)) or touch_metrics(names, *a)
+    now = int(time.time())
+    names, owner, timestamps, values = columns(30, 2, now - now % 60)
+    accessor.insert_columns(names, owner, timestamps, values, now=now, create=METADATA)
+    accessor.insert_columns(names[:10], owner[owner < 10], timestamps[owner < 10] + 60, values[owner < 10],
+                            now=now + 60)
+    assert touches == [] and accessor._touched["updated_on"] == {}
+    later = now + accessor.touch_interval
+    accessor.insert_columns(names[:10], owner[owner < 10], timestamps[owner < 10] + 120, values[owner < 10],
+                            now=later)
+    accessor.insert_columns(names[:10], owner[owner < 10], timestamps[owner < 10] + 180, values[owner < 10],
+                            now=later + 60)
+    assert touches == [sorted(names[:10])]  # once, at the first write a touch interval after creation
+    assert accessor._touched["updated_on"] == {}
+    accessor._cache.clear()
+    assert {accessor.get_metric(n).updated_on for n in names} == {now, later}
+    assert {accessor.get_metric(n).updated_on for n in names[:10]} == {later}

@@ -110,3 +110,19 @@ def test_the_carbon_plugin_loads_nothing_of_the_receiver():
             " print(sorted(m for m in sys.modules if m.startswith('biggraphite_like.receiver')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_parts_in_the_names_order_are_the_general_cut():
+    """insert_columns' parts (groups following the names, found by a scan of the points)
+    equal what the sort of every point gives."""
+    rng = np.random.default_rng(7)
+    owner = rng.integers(0, 1000, 20_000)
+    group_of_name = np.arange(1000) // 70
+    fast = list(cut_by_group(owner, group_of_name))
+    shuffled = rng.permutation(1000)  # the same groups under other name numbers: the sorting path
+    general = list(cut_by_group(np.argsort(shuffled)[owner], group_of_name[shuffled]))
+    assert len(fast) == len(general) == 15
+    for a, b in zip(fast, general):
+        assert a.names.tolist() == sorted(shuffled[b.names].tolist())
+        assert a.points.tolist() == b.points.tolist()
+        assert [a.names[i] for i in a.owner.tolist()] == [shuffled[b.names[i]] for i in b.owner.tolist()]

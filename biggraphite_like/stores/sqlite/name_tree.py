@@ -3,7 +3,8 @@
 A directory is a node, `directories` (key, parent directory key, component id); a metric
 is a leaf under its parent directory, `metrics` (key, parent directory key, leaf id, ...).
 Neither row holds its full name: names are rebuilt from the directories' paths, which a
-process caches both ways (path -> key, key -> path). The root is key 0 (no row).
+process caches both ways (path -> key, key -> path) for the directories it looks up (not
+those it inserts, see `NameTree.keys`). The root is key 0 (no row).
 
 Keys of both tables come from AUTOINCREMENT and are never reused, and a row never changes
 its parent or component, so key -> path stays true for as long as the key exists; path ->
@@ -115,7 +116,13 @@ class NameTree:
              create: bool = False) -> dict[str, int]:
         """Keys of the directories at paths (hidden ones too); with create (inside a write
         transaction), the missing ones and their ancestors are inserted, visible. Without,
-        paths with no directory are left out. The cache itself is returned: read it only."""
+        paths with no directory are left out. Read the answer only (it may be the cache).
+
+        Directories found are cached; those inserted are not: a writer creating names
+        rarely needs a new directory's key again (a later batch under it looks it up, and
+        caches it then), and caching every one kept a path string and two entries for
+        each (about 180 bytes a directory: 18 MiB for the receiver's 100,000 new metrics of
+        the peer bench, a directory each, before any was needed again)."""
         known = self._keys
         paths = paths if isinstance(paths, set) else set(paths)
         if create and not self._cached_keys_exist(conn, paths):
@@ -138,13 +145,17 @@ class NameTree:
                 path = parent
         components = {last for level in levels.values() for _, last in level.values()}
         ids = strings.ids(conn, components) if create else strings.lookup(conn, components)
+        inserted: dict[str, int] = {}  # this call's new directories (not cached)
         for depth in sorted(levels):
-            wanted = [(p, known[parent], ids[last]) for p, (parent, last) in sorted(levels[depth].items())
-                      if parent in known and last in ids]
+            wanted = [(p, known[parent] if parent in known else inserted[parent], ids[last])
+                      for p, (parent, last) in sorted(levels[depth].items())
+                      if (parent in known or parent in inserted) and last in ids]
             self._lookup(conn, wanted)
             if create:
-                self._insert(conn, [w for w in wanted if w[0] not in known])
-        return known
+                inserted.update(self._insert(conn, [w for w in wanted if w[0] not in known]))
+        if not inserted:
+            return known
+        return {path: known[path] if path in known else inserted[path] for path in paths}
 
     def _cached_keys_exist(self, conn: sqlite3.Connection, paths: set[str]) -> bool:
         """Whether every cached key a creation under paths would use (theirs and their
@@ -172,7 +183,9 @@ class NameTree:
             for index, key in rows:
                 self._remember(chunk[index][0], key)
 
-    def _insert(self, conn: sqlite3.Connection, missing: list[tuple[str, int, int]]) -> None:
+    def _insert(self, conn: sqlite3.Connection, missing: list[tuple[str, int, int]]) -> dict[str, int]:
+        """Insert directories (path, parent key, component id); their keys by path."""
+        keys: dict[str, int] = {}
         for start in range(0, len(missing), _LOOKUPS):
             chunk = missing[start:start + _LOOKUPS]
             by_pair = {(parent, component): path for path, parent, component in chunk}
@@ -181,7 +194,8 @@ class NameTree:
                 " RETURNING parent, component, key",
                 (json.dumps([[parent, component] for _, parent, component in chunk]),)).fetchall()
             for parent, component, key in rows:
-                self._remember(by_pair[parent, component], key)
+                keys[by_pair[parent, component]] = key
+        return keys
 
     # -- key -> path ------------------------------------------------------------------
     def paths(self, conn: sqlite3.Connection, keys: Iterable[int]) -> dict[int, str]:

@@ -251,7 +251,7 @@ class SchemaMixin:
                                   for _, name, retention, aggregator, xff, created, updated, read in rows],
                                  keys=[row[0] for row in rows])
             parents.update(row[1].rpartition(".")[0] for row in rows)
-        keys = tree.keys(conn, self._strings, parents)
+        keys = tree.keys(conn, self._strings, parents | set(visible))  # their ancestors too (looked up)
         hidden = {keys[a] for p in parents for a in (*names_mod.ancestors(p), p) if p} - \
             {keys[name] for name in visible}
         conn.execute("UPDATE directories SET hidden = 1 WHERE key IN (SELECT value FROM json_each(?))",

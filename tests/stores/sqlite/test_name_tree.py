@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from biggraphite_like.accessor import Accessor
@@ -352,3 +353,23 @@ def test_kill_9_during_clean_leaves_the_live_names_whole_and_no_orphan_then_clea
     assert checker.glob_metrics("**") == sorted(live)
     assert checker.glob_directories("stale.*") == [f"stale.h{i:03d}" for i in range(20)]
     checker.close()
+
+
+def test_a_writer_does_not_cache_the_directories_it_creates_and_still_creates_under_them(tmp_path):
+    """Issue 36 item 4: the directories a batch of new names inserts are not kept in the
+    process's path caches (they cost about 180 bytes a directory, and a writer rarely
+    needs one again); a later batch under one of them looks it up (then caches it) and
+    creates no second row."""
+    path = tmp_path / "bgl.db"
+    accessor = _store(path)
+    tree = accessor.store._tree
+    accessor.insert_columns([f"w.h{i}.cpu" for i in range(50)], np.arange(50), np.full(50, NOW - 60.0),
+                            np.ones(50), now=NOW, create=_meta())
+    assert not [p for p in tree._keys if p.startswith("w.")] and not [p for p in tree._paths.values() if p]
+    accessor.insert_columns(["w.h7.mem", "w.h8.mem"], np.arange(2), np.full(2, NOW - 60.0), np.ones(2), now=NOW,
+                            create=_meta())
+    assert {"w.h7", "w.h8"} <= set(tree._keys)  # looked up, then cached
+    assert _rows(path, "SELECT count(*) FROM directories") == [(51,)]
+    assert _rows(path, "SELECT count(*) FROM named_metrics WHERE name LIKE 'w.%'") == [(52,)]
+    assert sorted(accessor.glob_metrics("w.h7.*")) == ["w.h7.cpu", "w.h7.mem"]
+    accessor.close()
