@@ -240,9 +240,10 @@ def test_statement_counts_per_operation(url_server, cassandra_url):
         # the deletion marker, one `metric IN ?` query for the 40 series (same window, same partition block)
         assert counts["fetch 40 series"] == {"EXECUTE": 1 + 1}
         # the deletion marker (once a batch), stage 0, then the propagation: read the minute back
-        # (one query for the 40 series), write the 60s stage
-        assert counts["write 40 metrics x 1 point"] == {"EXECUTE": 1 + 40 + 1 + 40}
-        assert counts["write 40 metrics x 5 points"] == {"BATCH": 40, "batch_statements": 200, "EXECUTE": 1 + 1 + 40}
+        # (one query for the 40 series), write the 60s stage; the rows of 10 partitions a batch
+        # (MAX_PARTITIONS: one node holds them all)
+        assert counts["write 40 metrics x 1 point"] == {"EXECUTE": 1 + 1, "BATCH": 4 + 4, "batch_statements": 40 + 40}
+        assert counts["write 40 metrics x 5 points"] == {"BATCH": 4 + 4, "batch_statements": 200 + 40, "EXECUTE": 1 + 1}
         # (the store's part) the markers, one `name IN ?` read of the rows (no generations: nothing was
         # ever deleted), the 10 new directories (`svc` was written before: not again), the 10 rows,
         # then the names marker (finds' caches in other processes)
@@ -714,12 +715,13 @@ def _two_stage_metrics(url: str, prefix: str) -> tuple[Accessor, list[str], int]
 def test_the_timeout_bounds_a_whole_write_and_the_error_says_what_was_stored(slow_server):
     """timeout=5 gave up after 41 s: each request had the timeout, and one insert runs several
     batches of requests in a row (raw points, aggregated stages, updated_on). With every
-    request answered 10 ms late, 150 metrics take ~1.5 s a batch: the raw points fit in
-    the 2 s timeout, the rest (the read-back, a few requests, and the 300 s stage's writes) does not. The insert fails at the deadline, naming the raw
-    points as written, and they are stored."""
+    request answered 100 ms late, 150 metrics take ~1.5 s a batch (15 requests: the rows of
+    10 metrics a request): the raw points fit in the 2 s timeout, the rest (the read-back,
+    a few requests, and the 300 s stage's writes) does not. The insert fails at the
+    deadline, naming the raw points as written, and they are stored."""
     url = f"cassandra://127.0.0.1:{slow_server.port}/slow?timeout=2"
     accessor, names, now = _two_stage_metrics(url, "slow")
-    slow_server.slow_down(0.01)
+    slow_server.slow_down(0.1)
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as info:
         # three of the interval's five minutes: enough (xfilesfactor 0.5) for the 300 s stage to be written
@@ -741,7 +743,7 @@ def test_the_timeout_bounds_a_whole_write_and_the_error_says_what_was_stored(slo
 
 def test_a_server_stopped_mid_write_fails_within_the_timeout_saying_what_was_stored(slow_server):
     accessor, names, now = _two_stage_metrics(f"cassandra://127.0.0.1:{slow_server.port}/stopped?timeout=3", "stop")
-    slow_server.slow_down(0.005)  # ~0.75 s a batch of 150 requests
+    slow_server.slow_down(0.05)  # ~0.75 s a batch of 15 requests (150 metrics, 10 a request)
     stopper = threading.Timer(1.0, slow_server.stop)  # during the second batch of the insert
     started = time.monotonic()
     stopper.start()
