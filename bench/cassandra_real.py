@@ -4,7 +4,9 @@ three-node cluster of tests/cassandra_node (`--cluster`, replication factor 3), 
 - operations per second of the finds, the fetch and the writes on the same 1,000 names;
 - find p50 per pattern class on 8,000 more names (`svc.dcD.hostHHHH.{cpu,mem}.N`), each
   answer compared with SQLite's;
-- bulk creation, writes and fetches (statements, client and node CPU per unit);
+- bulk creation, writes and fetches (statements, client and node CPU per unit), each begun
+  once the node is quiet (the previous block's flushes and compactions done), with the node
+  CPU of the flushes and compactions a block leaves apart;
 - creation on a metadata keyspace without its indexes (what index maintenance costs);
 - bytes on disk per created metric and per point, tables and indexes apart, after
   `nodetool flush` on every node (memtables written to SSTables).
@@ -70,6 +72,25 @@ def node_cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+QUIET_SHARE = 0.1  # a node is quiet when its JVM uses less than this share of one core over a second
+QUIET_WAIT = 60.0  # seconds a settle waits at most
+
+
+def settle(pids: list[int], most: float = QUIET_WAIT) -> float:
+    """Wait until the nodes are quiet (their flushes and compactions done: a second in which
+    they used less than QUIET_SHARE of a core), at most `most` seconds; the node CPU seconds
+    spent meanwhile."""
+    started, spent = time.monotonic(), 0.0
+    while time.monotonic() - started < most:
+        before = node_cpu_seconds(pids)
+        time.sleep(1.0)
+        used = node_cpu_seconds(pids) - before
+        spent += used
+        if used < QUIET_SHARE:
+            break
+    return spent
+
+
 class _Costs:
     """Wall time, client CPU (this process, driver threads included), node CPU (every node)
     and the statements sent (each statement of a batch counted) over a block of work."""
@@ -83,11 +104,17 @@ class _Costs:
 
     @contextlib.contextmanager
     def measure(self, into: dict, units: int, unit: str) -> Iterator[None]:
+        """The costs of the block, which starts once the nodes are quiet (another block's
+        flushes and compactions not counted); `node_cpu_us_per_<unit>_settled` adds the node
+        CPU of the flushes and compactions the block left, until the nodes are quiet again."""
+        settle(self.pids)
         self.kinds.clear()
         wall, cpu, node = time.perf_counter(), time.process_time(), node_cpu_seconds(self.pids)
         yield
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         node = node_cpu_seconds(self.pids) - node
+        left = settle(self.pids)
+        into[f"node_cpu_us_per_{unit}_settled"] = (node + left) / units * 1e6
         statements = sum(self.kinds.values())
         into.update({f"{unit}s": units, "seconds": wall, f"{unit}s_per_second": units / wall,
                      "statements": statements, f"statements_per_{unit}": statements / units,
@@ -314,7 +341,8 @@ def print_real(real: dict, names: int) -> None:
             print(f"  {what:9} {f[unit + 's']:>9,} {unit}s: {f[unit + 's_per_second']:10,.1f}/s,"
                   f" {f['statements_per_' + unit]:6.3f} statements/{unit} {f['by_kind']},"
                   f" client {f['client_cpu_us_per_' + unit]:8.1f} us/{unit}, node {f['node_cpu_us_per_' + unit]:8.1f}"
-                  f" us/{unit}{extra}")
+                  f" us/{unit} ({f['node_cpu_us_per_' + unit + '_settled']:.1f} with the flushes and compactions"
+                  f" left){extra}")
         disk = bulk.get("disk")
         if disk:
             print(f"  disk after drain: per metric {disk['per_metric']['table']:.0f} B tables +"

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from biggraphite_like.maintenance.usage import store_disk_usage
 from biggraphite_like.metric import MetricMetadata, make_metric, metric_id
 from biggraphite_like.retention import Stage
 from biggraphite_like.stores.base import StageTable
+from biggraphite_like.stores.cassandra import points as points_mod
 from biggraphite_like.stores.cassandra.options import OPTIONS, parse_url
 from biggraphite_like.stores.registry import open_store
 
@@ -240,9 +242,10 @@ def test_statement_counts_per_operation(url_server, cassandra_url):
         # the deletion marker, one `metric IN ?` query for the 40 series (same window, same partition block)
         assert counts["fetch 40 series"] == {"EXECUTE": 1 + 1}
         # the deletion marker (once a batch), stage 0, then the propagation: read the minute back
-        # (one query for the 40 series), write the 60s stage
-        assert counts["write 40 metrics x 1 point"] == {"EXECUTE": 1 + 40 + 1 + 40}
-        assert counts["write 40 metrics x 5 points"] == {"BATCH": 40, "batch_statements": 200, "EXECUTE": 1 + 1 + 40}
+        # (one query for the 40 series), write the 60s stage; the rows of 10 partitions a batch
+        # (MAX_PARTITIONS: one node holds them all)
+        assert counts["write 40 metrics x 1 point"] == {"EXECUTE": 1 + 1, "BATCH": 4 + 4, "batch_statements": 40 + 40}
+        assert counts["write 40 metrics x 5 points"] == {"BATCH": 4 + 4, "batch_statements": 200 + 40, "EXECUTE": 1 + 1}
         # (the store's part) the markers, one `name IN ?` read of the rows (no generations: nothing was
         # ever deleted), the 10 new directories (`svc` was written before: not again), the 10 rows,
         # then the names marker (finds' caches in other processes)
@@ -568,6 +571,62 @@ def test_requests_are_routed_to_the_replicas_of_their_partition(cassandra_access
     assert cluster.metadata.get_replicas(store.keyspace, bound.routing_key)  # token-aware routing knows them
 
 
+def test_the_partition_token_computed_here_is_the_clusters(cassandra_accessor):
+    """A read of many series tells its rows apart by token(metric, slot_start): the token
+    computed on the client must be the one the cluster gives."""
+    accessor = cassandra_accessor
+    meta = MetricMetadata.create("1s:1h", "average", 0.0)  # 3,600 slots: partitions 0 and 2048
+    accessor.create_metric("token.m", meta, now=1_700_000_000)
+    now = 1_700_000_000 - 1_700_000_000 % 3600 + 3000  # slot 3000
+    accessor.insert_points({"token.m": [(now - 2000, 1.0), (now - 5, 2.0)]}, now=now)
+    store = accessor.store
+    table = StageTable(meta.retention.stages[0], False)
+    rows = [tuple(r) for r in store._conn.session.execute(
+        f"SELECT token(metric, slot_start), slot_start FROM {store.keyspace}.{table.name}")]
+    key = metric_id("token.m")
+    assert sorted(rows, key=lambda r: r[1]) == [(points_mod.partition_token(key.bytes, block), block)
+                                                for block in (0, 2048)]
+
+
+def test_metrics_whose_partitions_share_a_token_are_never_read_by_one_request():
+    groups = points_mod.token_groups(["a", "b", "c", "d", "e"], [5, 5, 7, 5, 8], 2)
+    assert groups == [{5: "a", 7: "c"}, {8: "e"}, {5: "b"}, {5: "d"}]
+
+
+def test_a_series_asked_twice_in_one_read_gets_its_points_twice(cassandra_accessor):
+    accessor = cassandra_accessor
+    accessor.create_metrics([("twice.a", META), ("twice.b", META)])
+    now = 1_700_000_000
+    accessor.insert_points({"twice.a": [(now - 30, 1.0), (now - 20, 2.0)], "twice.b": [(now - 30, 3.0)]}, now=now)
+    table = StageTable(META.retention.stages[0], False)
+    reads = accessor.store.read_points(table, ["twice.a", "twice.b", "twice.a"], np.array([now - 60] * 3),
+                                       np.array([now] * 3))
+    got = sorted(zip(reads.request.tolist(), reads.timestamps.tolist(), reads.values.tolist()))
+    assert got == [(0, now - 30, 1.0), (0, now - 20, 2.0), (1, now - 30, 3.0), (2, now - 30, 1.0), (2, now - 20, 2.0)]
+
+
+def test_write_batches_hold_the_partitions_of_one_set_of_replicas(cassandra_accessor):
+    """Rows of partitions other replicas hold never share a batch (its coordinator, a replica
+    of its first row, holds every row of it); at most MAX_PARTITIONS partitions a batch."""
+    accessor = cassandra_accessor
+    accessor.create_metric("batch.m", META, now=1_700_000_000)
+    accessor.insert_points({"batch.m": [(1_700_000_000 - 5, 1.0)]}, now=1_700_000_000)
+    store = accessor.store
+    insert = next(p for q, p in store._prepared.items() if q.startswith(f"INSERT INTO {store.keyspace}.datapoints"))
+    keys = [uuid.UUID(int=k + 1) for k in range(45)]  # row k of partition k
+    places = ["b" if k % 3 == 0 else "a" for k in range(45)]
+    requests = points_mod.batch_requests(insert, [[k] for k in range(45)], places,
+                                         lambda i: (keys[i], 0, i, 0, 0.0),
+                                         lambda i: (keys[i].bytes, b"", b"", b"", b""), 1)
+    batches = []
+    for statement, params in requests:
+        assert params is None  # no lone row: 15 and 30 partitions of each place
+        batches.append([uuid.UUID(bytes=values[0]).int - 1 for _, _, values in statement._statements_and_parameters])
+    assert sorted(k for batch in batches for k in batch) == list(range(45))
+    assert all(len({places[k] for k in batch}) == 1 and len(batch) <= points_mod.MAX_PARTITIONS for batch in batches)
+    assert len(batches) == 2 + 3
+
+
 def test_glob_results_larger_than_a_page_are_read_whole(url_server, cassandra_accessor):
     accessor, cql_server = cassandra_accessor, url_server
     wanted = [f"page.m{i:03d}" for i in range(45)]
@@ -714,12 +773,13 @@ def _two_stage_metrics(url: str, prefix: str) -> tuple[Accessor, list[str], int]
 def test_the_timeout_bounds_a_whole_write_and_the_error_says_what_was_stored(slow_server):
     """timeout=5 gave up after 41 s: each request had the timeout, and one insert runs several
     batches of requests in a row (raw points, aggregated stages, updated_on). With every
-    request answered 10 ms late, 150 metrics take ~1.5 s a batch: the raw points fit in
-    the 2 s timeout, the rest (the read-back, a few requests, and the 300 s stage's writes) does not. The insert fails at the deadline, naming the raw
-    points as written, and they are stored."""
+    request answered 100 ms late, 150 metrics take ~1.5 s a batch (15 requests: the rows of
+    10 metrics a request): the raw points fit in the 2 s timeout, the rest (the read-back,
+    a few requests, and the 300 s stage's writes) does not. The insert fails at the
+    deadline, naming the raw points as written, and they are stored."""
     url = f"cassandra://127.0.0.1:{slow_server.port}/slow?timeout=2"
     accessor, names, now = _two_stage_metrics(url, "slow")
-    slow_server.slow_down(0.01)
+    slow_server.slow_down(0.1)
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as info:
         # three of the interval's five minutes: enough (xfilesfactor 0.5) for the 300 s stage to be written
@@ -741,7 +801,7 @@ def test_the_timeout_bounds_a_whole_write_and_the_error_says_what_was_stored(slo
 
 def test_a_server_stopped_mid_write_fails_within_the_timeout_saying_what_was_stored(slow_server):
     accessor, names, now = _two_stage_metrics(f"cassandra://127.0.0.1:{slow_server.port}/stopped?timeout=3", "stop")
-    slow_server.slow_down(0.005)  # ~0.75 s a batch of 150 requests
+    slow_server.slow_down(0.05)  # ~0.75 s a batch of 15 requests (150 metrics, 10 a request)
     stopper = threading.Timer(1.0, slow_server.stop)  # during the second batch of the insert
     started = time.monotonic()
     stopper.start()
