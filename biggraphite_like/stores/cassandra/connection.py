@@ -14,6 +14,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import ConstantReconnectionPolicy, DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import tuple_factory
 
+from biggraphite_like.errors import StoreError
 from biggraphite_like.metric import METRIC_ID_NAMESPACE, metric_id
 from biggraphite_like.stores.base import check_shard
 from biggraphite_like.stores.cassandra.options import CassandraOptions, parse_url, safe_url
@@ -24,6 +25,7 @@ from biggraphite_like.stores.cassandra.requests import (
 
 DDL_TIMEOUT = 60.0
 MIN_TOKEN, MAX_TOKEN = -(2**63), 2**63 - 1
+MURMUR3 = "Murmur3Partitioner"  # the partitioner whose tokens the store computes (scans, point reads)
 
 
 class _Connection:
@@ -165,6 +167,12 @@ class ConnectionMixin:
             cluster.shutdown()
             raise translate(exc, f"connect to Cassandra at {','.join(o.hosts)}:{o.port}", o.timeout,
                             self._display_url) from exc
+        partitioner = cluster.metadata.partitioner or MURMUR3
+        if not partitioner.endswith(MURMUR3):
+            cluster.shutdown()
+            raise StoreError(f"the Cassandra cluster at {','.join(o.hosts)}:{o.port} uses {partitioner}: this store"
+                             f" needs {MURMUR3} (Cassandra's default since 1.2), whose tokens its scans and point"
+                             " reads compute")
         # Session.prepare waits the session's legacy default timeout (10 s), which cannot be set
         # through the public property once execution profiles are used: set it underneath
         session._default_timeout = o.timeout

@@ -14,7 +14,7 @@ from cassandra.murmur3 import murmur3
 from cassandra.query import BatchStatement, BatchType
 
 from biggraphite_like import chunks
-from biggraphite_like.errors import SchemaMissing
+from biggraphite_like.errors import SchemaMissing, StoreError
 from biggraphite_like.stores.base import PointReads, StageTable
 from biggraphite_like.stores.cassandra import schema
 from biggraphite_like.stores.cassandra.connection import MAX_TOKEN, MIN_TOKEN
@@ -293,7 +293,12 @@ def _flat(results: list[list[tuple]], owners: list[dict], width: int) -> tuple[n
         known = np.array(list(owner), np.int64)
         order = np.argsort(known)
         first = np.array([indexes[0] for indexes in owner.values()], np.int64)[order]
-        requests.append(first[np.searchsorted(known[order], tokens)])
+        found = np.minimum(np.searchsorted(known[order], tokens), len(known) - 1)
+        if not np.array_equal(known[order][found], tokens):
+            raise StoreError("a point read answered rows of a partition it did not ask for (token"
+                             f" {int(tokens[known[order][found] != tokens][0])}): the cluster's partitioner is"
+                             " not Murmur3Partitioner, which this store requires")
+        requests.append(first[found])
         kept += rows
         for token, indexes in owner.items():
             if len(indexes) > 1:  # rare: the same rows again for the other requests of the series

@@ -593,6 +593,19 @@ def test_metrics_whose_partitions_share_a_token_are_never_read_by_one_request():
     assert groups == [{5: "a", 7: "c"}, {8: "e"}, {5: "b"}, {5: "d"}]
 
 
+def test_rows_of_a_partition_not_asked_for_fail_the_read_instead_of_going_to_another_series():
+    """A read tells its rows apart by the token computed here: a row with any other token (a
+    cluster whose partitioner is not Murmur3) is an error, never another series' points."""
+    from biggraphite_like.errors import StoreError
+
+    asked = [{11: [0], 22: [1]}]
+    rows = [[(11, 60, 1.0), (22, 60, 2.0)]]
+    request, timestamps, values = points_mod._flat(rows, asked, 2)
+    assert request.tolist() == [0, 1] and values.tolist() == [1.0, 2.0]
+    with pytest.raises(StoreError, match="partitioner is not Murmur3Partitioner"):
+        points_mod._flat([[(11, 60, 1.0), (15, 60, 2.0)]], asked, 2)
+
+
 def test_a_series_asked_twice_in_one_read_gets_its_points_twice(cassandra_accessor):
     accessor = cassandra_accessor
     accessor.create_metrics([("twice.a", META), ("twice.b", META)])
