@@ -161,14 +161,22 @@ class ReleasingBody:
         self.body, self._release = body, release
 
     def __iter__(self):
-        chunks = iter(self.body)
-        chunk = next(chunks, _END)
-        while chunk is not _END:
-            following = next(chunks, _END)
-            if following is _END:
-                self.release()
-            yield chunk
-            chunk = following
+        if hasattr(type(self.body), "__len__"):  # a list of chunks, the find front's answer: counted
+            left = len(self.body)
+            for chunk in self.body:
+                left -= 1
+                if left <= 0:
+                    self.release()
+                yield chunk
+        else:  # another iterable: one chunk looked ahead to know the last one
+            chunks = iter(self.body)
+            chunk = next(chunks, _END)
+            while chunk is not _END:
+                following = next(chunks, _END)
+                if following is _END:
+                    self.release()
+                yield chunk
+                chunk = following
         self.release()
 
     def release(self) -> None:
@@ -209,6 +217,9 @@ class _LoggedAfter:
 
     def __init__(self, content: bytes, log_lines: list[str]):
         self.content, self._lines = content, log_lines
+
+    def __len__(self) -> int:
+        return 1  # one chunk: ReleasingBody gives the slot back as it hands it over, before the log lines
 
     def __iter__(self):
         yield self.content
