@@ -28,9 +28,14 @@ READ_GROUP = 50  # series per `metric IN ?` read of one partition block (one req
 _PARTITION_KEY = struct.Struct(">H16sBHiB")  # (metric uuid, slot_start int) as a composite partition key
 
 
+def partition_key(metric: bytes, block: int) -> bytes:
+    """The serialized partition key (metric, slot_start): its routing key, what its token hashes."""
+    return _PARTITION_KEY.pack(16, metric, 0, 4, block, 0)
+
+
 def partition_token(metric: bytes, block: int) -> int:
     """The Murmur3 token of partition (metric, slot_start), as Cassandra computes it."""
-    token = murmur3(_PARTITION_KEY.pack(16, metric, 0, 4, block, 0))
+    token = murmur3(partition_key(metric, block))
     return MAX_TOKEN if token == MIN_TOKEN else token
 
 
@@ -103,7 +108,7 @@ class PointsMixin:
         metadata = self._conn.cluster.metadata
         if metadata.token_map is None or len(metadata.all_hosts()) < 2:
             return [None] * len(partitions)
-        return [frozenset(metadata.get_replicas(self.keyspace, _PARTITION_KEY.pack(16, metric.bytes, 0, 4, block, 0)))
+        return [frozenset(metadata.get_replicas(self.keyspace, partition_key(metric.bytes, block)))
                 for metric, block in partitions]
 
     def _point_statement(self, table: StageTable, query: str, kind: str, create: bool):
