@@ -35,7 +35,8 @@ def carbon_and_data(tmp_path_factory):
         accessor.insert_points({name: stored}, now=now, create=MetricMetadata.create("60s:1h,300s:1d", method, 0.5))
     accessor.close()
     carbon = CarbonCache(root / "carbon", store_url=None, database="whisper", launcher=WHISPER_LAUNCHER,
-                         settings={"MIN_TIMESTAMP_LAG": 10 ** 8})  # the writer leaves every point in the cache
+                         settings={"MIN_TIMESTAMP_LAG": 10 ** 8, "CACHE_WRITE_STRATEGY": "timesorted"})
+    # the writer leaves every point in the cache: only the timesorted strategy heeds the lag
     carbon.start()
     try:
         cached = [(name, now - 60 * age, float(500 + index * 10 + age))

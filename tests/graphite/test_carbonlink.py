@@ -1,8 +1,9 @@
 """Points still in a real carbon-cache are merged into our series as graphite-web merges
 them into whisper's (CARBONLINK_HOSTS set).
 
-carbon-cache (stock `carbon-cache.py`, whisper database) runs with MIN_TIMESTAMP_LAG so
-that its writer leaves recent points in the cache, where only CarbonLink can see them.
+carbon-cache (stock `carbon-cache.py`, whisper database) runs with MIN_TIMESTAMP_LAG and the
+timesorted write strategy (the only one that heeds the lag), so that its writer leaves
+recent points in the cache, where only CarbonLink can see them.
 The same older points are in a whisper file and in our store; /render through
 StandardFinder and through our finder must then agree, cached points included, in the
 raw stage and in a coarser one (where graphite consolidates the cached points with the
@@ -60,3 +61,4 @@ def test_cached_points_merged_like_whisper_reader(carbon_and_data, monkeypatch):
     assert all(v is None for series in without for v, t in series["datapoints"] if t > now - 600)
     coarse = {series["target"]: series["datapoints"] for series in actual[1]}
     assert {b[1] - a[1] for a, b in zip(coarse["cl.max"], coarse["cl.max"][1:])} == {300}
+    assert not list(carbon.whisper_dir.rglob("*.wsp")), "carbon-cache's writer took the points out of its cache"
