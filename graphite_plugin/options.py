@@ -58,15 +58,19 @@ def self_metrics_interval(environ: dict | None = None) -> float:
     return value
 
 
-# requests one client address may have in progress in a graphite-web process (0: no limit)
+# requests one client address may have in progress in a graphite-web process (0: no limit):
+# a browser's connections to one host (HTTP/1.1: Chrome and Firefox open six), so that a page's
+# scripts or a dashboard's graphs, loaded six at a time, are never refused; below a worker's
+# eight threads, so that one client cannot hold them all
 MAX_CLIENT_REQUESTS_ENV = "BGL_MAX_CLIENT_REQUESTS"
-DEFAULT_MAX_CLIENT_REQUESTS = 4
+BROWSER_CONNECTIONS = 6
+DEFAULT_MAX_CLIENT_REQUESTS = BROWSER_CONNECTIONS
 
 
 def max_client_requests(environ: dict | None = None) -> int:
     """BG_MAX_CLIENT_REQUESTS' default: $BGL_MAX_CLIENT_REQUESTS (`bgl run` writes its
     local_settings.py again at every start: the variable is how its operator changes it),
-    else 4."""
+    else 6."""
     import os
 
     text = (os.environ if environ is None else environ).get(MAX_CLIENT_REQUESTS_ENV, "").strip()

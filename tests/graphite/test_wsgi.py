@@ -185,3 +185,33 @@ def test_a_clients_slot_is_free_when_its_last_chunk_is_handed_to_the_server(stac
     assert front.CLIENT_SLOTS.take("127.0.0.9", 1) is True, "the slot is given back with the last chunk"
     front.CLIENT_SLOTS.give_back("127.0.0.9")
     assert next(body, None) is None
+
+
+def test_a_browsers_six_connections_at_once_are_all_served(stack):
+    """A browser loads a page's scripts, or a dashboard's graphs, over its six connections to
+    the host at once: each of the six requests in progress together is served (the default
+    limit was 4: the fifth and sixth got a 503, and the dashboard's Ext never loaded); a
+    seventh is refused with its reason, and served once one of the six has finished."""
+    from django.test.client import FakePayload
+
+    from graphite_plugin.options import BROWSER_CONNECTIONS, DEFAULT_MAX_CLIENT_REQUESTS
+
+    front, _ = stack
+    assert DEFAULT_MAX_CLIENT_REQUESTS == BROWSER_CONNECTIONS == 6
+
+    def start(params: dict) -> tuple[list, object]:
+        env = environ(params=params, REMOTE_ADDR="127.0.0.10")
+        env["wsgi.input"] = FakePayload(env["_body"])
+        statuses: list = []
+        return statuses, front.application(env, lambda status, headers, *args: statuses.append(status))
+
+    in_progress = [start({"query": f"srv.web{index}.*"}) for index in range(BROWSER_CONNECTIONS)]
+    assert [statuses for statuses, _ in in_progress] == [["200 OK"]] * BROWSER_CONNECTIONS
+    refused, body = start({"query": "srv.*"})
+    assert refused == ["503 Service Unavailable"] and b"at most 6" in b"".join(body)
+    statuses, body = in_progress.pop()
+    assert b"srv.web5.cpu" in b"".join(body)  # its last chunk handed over: its slot is free again
+    served, body = start({"query": "srv.*"})
+    assert served == ["200 OK"] and b"srv.web1" in b"".join(body)
+    for _, body in in_progress:
+        body.close()
