@@ -73,7 +73,24 @@ def ours_disk_parts(stack: BglRun) -> dict:
     parts = {part: facts.get(f"disk_bytes.{part}") for part in ("points", "metadata", "free")}
     prefix = "disk_bytes.table."
     parts["tables"] = {key[len(prefix):]: value for key, value in facts.items() if key.startswith(prefix)}
+    parts["btrees"] = page_breakdown(stack.data_dir / settings.DB_FILE_NAME)
     return parts
+
+
+def page_breakdown(db: Path) -> dict[str, dict[str, int]]:
+    """Each B-tree (table or index) of a SQLite file from its dbstat table: pages, cells,
+    and its bytes cut three ways: `payload` (the records' bytes), `unused` (free space left
+    in its pages by splits and deletions) and `overhead` (page headers, cell pointers, the
+    rowid and size varints of each cell); payload + unused + overhead = its pages' bytes."""
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = connection.execute("SELECT name, count(*), sum(ncell), sum(pgsize), sum(payload), sum(unused)"
+                                  " FROM dbstat GROUP BY name ORDER BY sum(pgsize) DESC").fetchall()
+    finally:
+        connection.close()
+    return {name: {"pages": pages, "cells": cells, "bytes": size, "payload": payload, "unused": unused,
+                   "overhead": size - payload - unused}
+            for name, pages, cells, size, payload, unused in rows}
 
 
 def vm_disk_bytes(vm: VictoriaMetrics, points: int) -> int:

@@ -65,6 +65,10 @@ def part_ingest(root: Path, metrics: int, points: int, timeout: float, existing_
                                               "bytes_per_point": size / len(messages)}
                     if side == "ours":
                         figures["young"][side]["parts"] = ours_disk_parts(systems.ours)
+                        for btree, cut in list(figures["young"][side]["parts"]["btrees"].items())[:8]:
+                            log(f"  {btree}: {cut['bytes'] / metrics:.1f} B a metric (payload"
+                                f" {cut['payload'] / metrics:.1f}, unused {cut['unused'] / metrics:.1f},"
+                                f" overhead {cut['overhead'] / metrics:.1f})")
         figures["summary"] = {side: summary(rounds) for side, rounds in figures["rounds"].items()}
         figures["peak_rss_bytes"] = systems.peak_rss()
         figures["receiver_peak_rss_bytes"] = systems.receiver_peak_rss()

@@ -1,16 +1,25 @@
-"""bench/floors.py at small sizes: each step of the young store's lower bound adds bytes
-(the 64 component columns alone cost more than their record header), and the find floor
-reads exactly the series of the value it asks for."""
+"""bench/floors.py at small sizes: the young store's lower bound orders its steps as their
+rows' bytes do (a tail of 12-byte records, a chunk under a 9-byte open id, under a
+shorter sealed id, a byte; the inverted index of components costs bytes), and the find
+floor reads exactly the series of the value it asks for."""
 from __future__ import annotations
 
 from bench import floors
 from bench.tags_bench import tag_value
 
 
-def test_young_floor_grows_with_each_part(tmp_path):
-    figures = floors.young(str(tmp_path), metrics=3_000)
-    assert figures["metrics_rows"] > floors.COMPONENTS  # a byte of record header per column, NULL or not
-    assert figures["metrics_rows"] < figures["with_directories"] < figures["with_component_indexes"]
+def test_young_floor_orders_its_steps(tmp_path):
+    metrics = 3_000
+    figures = floors.young(str(tmp_path), metrics=metrics)
+    assert figures["metrics"] == metrics
+    assert figures["names_without_component_index"] < figures["names"] <= figures["names_as_written"]
+    assert figures["names"] < figures["with_one_byte_rows"] < figures["with_chunks"] < figures["with_open_chunks"] \
+        < figures["with_tails"]
+    assert figures["with_one_byte_rows"] < figures["with_one_byte_open_rows"] < figures["with_open_chunks"]
+    # a tail row holds 5 records of 12 bytes: at least that much above the names
+    assert figures["with_tails"] - figures["names"] > floors.YOUNG_POINTS * 12
+    assert 0 < figures["chunk_bytes"] < floors.YOUNG_POINTS * 12
+    assert figures["aim_2x_vm"] == 2 * floors.VM_YOUNG_BYTES_PER_POINT * floors.YOUNG_POINTS
     assert list(tmp_path.iterdir()) == []  # its files are removed
 
 

@@ -75,6 +75,12 @@ def test_render_and_query_range_return_the_same_day(figures):
     tables = day["day"]["ours"]["parts"]["tables"]  # bytes a table (a datapoints table a stage) add up to the parts
     assert {"datapoints_11520p_60s_0", "datapoints_17520p_3600s_aggr", "metrics"} <= set(tables)
     assert sum(size for name, size in tables.items() if name.startswith("datapoints_")) == day["day"]["ours"]["parts"]["points"]
+    btrees = day["day"]["ours"]["parts"]["btrees"]  # dbstat's cut of every table and index adds up to their pages
+    assert {"datapoints_11520p_60s_0", "metrics", "metrics_child", "metrics_leaf"} <= set(btrees)
+    for name, cut in btrees.items():
+        assert cut["payload"] + cut["unused"] + cut["overhead"] == cut["bytes"] and min(cut.values()) >= 0, name
+    assert sum(cut["bytes"] for name, cut in btrees.items() if name.startswith("datapoints_")) \
+        == day["day"]["ours"]["parts"]["points"]
 
 
 def test_wide_renders_and_sums_are_the_points_sent(figures):
