@@ -40,6 +40,7 @@ _PER_STRING = 4
 _PAGE_MIN = 1000
 _SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
 
+RELEASE_NAMES = 10_000  # a glob answering this many names gives back the file pages its walk mapped
 _CARRIED = ", t.metadata, t.updated_on"  # a metric row's columns a find's json intervals need, last
 
 Nodes = dict[int, str]  # directory key -> path
@@ -102,8 +103,17 @@ class GlobMixin:
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
             walked: dict = {}
-            return (_matches(pattern, self._candidates("metrics", pattern, walked), max_results),
-                    _matches(pattern, self._candidates("directories", pattern, walked), max_results))
+            answer = (_matches(pattern, self._candidates("metrics", pattern, walked), max_results),
+                      _matches(pattern, self._candidates("directories", pattern, walked), max_results))
+        self._after_walk(answer[0], answer[1])
+        return answer
+
+    def _after_walk(self, metrics: Sequence[str], directories: Sequence[str]) -> None:
+        """A large answer's walk read much of the name tree through mmap: its pages leave
+        the RSS (release_mapped_pages) before the caller builds its answer's text, so the
+        two do not add up in the process's peak."""
+        if len(metrics) + len(directories) >= RELEASE_NAMES:
+            self.release_mapped_pages()
 
     def glob_node_spans(self, pattern: GlobPattern, max_results: int
                         ) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
@@ -133,6 +143,7 @@ class GlobMixin:
                     spans[name] = (duration, row[-1] or 0)
         if unread:
             spans.update(self.metric_spans(unread))
+        self._after_walk(metrics, directories)
         return metrics, directories, spans
 
     def _read_durations(self) -> dict[int, int | None]:
