@@ -115,6 +115,13 @@ class GlobMixin:
         if len(metrics) + len(directories) >= RELEASE_NAMES:
             self.release_mapped_pages()
 
+    def _after_rows(self, found: list[tuple]) -> None:
+        """The same after one statement of a walk that read RELEASE_NAMES rows or more (the
+        inverted index's rows of a trailing literal, a page of a full scan): their pages
+        leave before their names are built."""
+        if len(found) >= RELEASE_NAMES:
+            self.release_mapped_pages()
+
     def glob_node_spans(self, pattern: GlobPattern, max_results: int
                         ) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
         """Store.glob_node_spans: the metrics' rows walked carry their metadata id and last
@@ -398,6 +405,7 @@ class GlobMixin:
             f"SELECT t.key, t.parent, s.value{carried} FROM {target} AS t JOIN name_strings AS s"
             f" ON s.id = t.{_column(target)} WHERE t.{_column(target)} IN (SELECT value FROM json_each(?)){shown}",
             (json.dumps(list(ids.values())),)).fetchall()
+        self._after_rows(found)
         if last:
             yield from self._named(found, rows)
             return
@@ -418,6 +426,7 @@ class GlobMixin:
                 f" ON s.id = t.{_column(table)} WHERE t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}", (after,)).fetchall()
             if not found:
                 return
+            self._after_rows(found)
             yield from self._named(found, rows)
             after = found[-1][0]
 

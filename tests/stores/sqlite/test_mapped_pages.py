@@ -88,3 +88,15 @@ def test_a_glob_of_many_names_gives_back_its_walks_pages(store, spans):
     assert mapped_kib(store.path) == 0
     below = glob(GlobPattern("big.h0[0-2]*.*"), 100_000)  # 900 names: pages kept
     assert len(below[0]) == 900 and mapped_kib(store.path) > 0
+
+
+def test_a_walk_statement_of_many_rows_gives_back_its_pages_before_its_names(store, monkeypatch):
+    """A statement of a walk that read RELEASE_NAMES rows or more (here the inverted
+    index's rows of a trailing literal) gives its pages back before the names are built,
+    even when the answer is small: nothing is left mapped once the paths are cached."""
+    monkeypatch.setattr(tree_glob, "RELEASE_NAMES", 300)  # the leaf m01 has 400 rows
+    assert len(store.glob_metrics(GlobPattern("big.**.m00"), 100_000)) == 400  # caches every directory's path
+    store.release_mapped_pages()
+    answer = store.glob_metrics(GlobPattern("big.h00[0-4].**.m01"), 100_000)
+    assert answer == [f"big.h00{h}.m01" for h in range(5)]
+    assert mapped_kib(store.path) == 0
