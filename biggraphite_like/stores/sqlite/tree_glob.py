@@ -399,21 +399,38 @@ class GlobMixin:
         then the rest of the trail walked down from them (`rows`: as _child_rows)."""
         last = position == len(trail) - 1
         target = table if last else "directories"
-        shown = " AND NOT t.hidden" if target == "directories" and last else ""
-        carried = _CARRIED if rows is not None and last else ""
-        found = self._conn.execute(
-            f"SELECT t.key, t.parent, s.value{carried} FROM {target} AS t JOIN name_strings AS s"
-            f" ON s.id = t.{_column(target)} WHERE t.{_column(target)} IN (SELECT value FROM json_each(?)){shown}",
-            (json.dumps(list(ids.values())),)).fetchall()
-        self._after_rows(found)
+        pages = self._inverted_rows(target, ids, " AND NOT t.hidden" if target == "directories" and last else "",
+                                    _CARRIED if rows is not None and last else "")
         if last:
-            yield from self._named(found, rows)
+            for found in pages:
+                yield from self._named(found, rows)
             return
+        found = [row for page in pages for row in page]
         paths = self._tree.paths(self._conn, {row[1] for row in found})
         nodes = {key: join(paths[parent], string) for key, parent, string in found if parent in paths}
         for component in trail[position + 1:-1]:
             nodes = dict(self._child_rows("directories", nodes, component, visible=False))
         yield from self._children(table, nodes, trail[-1], rows)
+
+    def _inverted_rows(self, target: str, ids: dict[str, int], shown: str, carried: str) -> Iterator[list[tuple]]:
+        """(key, parent key, string, ...) rows of target holding one of the string ids, from
+        the inverted index a page of _PAGE rows at a time (an id's rows in key order): each
+        page's mapped file pages leave before the next is read (_after_rows), so a literal
+        of 100,000 rows does not hold the whole table's pages at once."""
+        column = _column(target)
+        for id_ in ids.values():
+            after = 0
+            while True:
+                found = self._conn.execute(
+                    f"SELECT t.key, t.parent, s.value{carried} FROM {target} AS t JOIN name_strings AS s"
+                    f" ON s.id = t.{column} WHERE t.{column} = ? AND t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}",
+                    (id_, after)).fetchall()
+                self._after_rows(found)
+                if found:
+                    yield found
+                if len(found) < _PAGE:
+                    break
+                after = found[-1][0]
 
     def _every_name(self, table: str, rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Every name of table, a page at a time (a pattern nothing narrows; `rows`: as _child_rows)."""

@@ -100,3 +100,22 @@ def test_a_walk_statement_of_many_rows_gives_back_its_pages_before_its_names(sto
     answer = store.glob_metrics(GlobPattern("big.h00[0-4].**.m01"), 100_000)
     assert answer == [f"big.h00{h}.m01" for h in range(5)]
     assert mapped_kib(store.path) == 0
+
+
+def test_a_literal_of_many_rows_is_read_a_page_at_a_time_each_given_back(store, monkeypatch):
+    """The inverted index's rows of a trailing literal are read _PAGE at a time and each
+    page's file pages leave before the next page is read (SQLite's own statement trace):
+    the walk never holds all of them. The answer is whole."""
+    monkeypatch.setattr(tree_glob, "_PAGE", 100)
+    monkeypatch.setattr(tree_glob, "RELEASE_NAMES", 100)
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        answer = store.glob_metrics(GlobPattern("big.**.m07"), 100_000)  # 400 rows of the leaf m07
+    finally:
+        store._conn.set_trace_callback(None)
+    assert answer == sorted(n for n in NAMES if n.endswith(".m07"))
+    steps = ["read" if "LIMIT 100" in s and "metrics AS t" in s else "release" if s == "PRAGMA mmap_size = 0" else None
+             for s in statements]
+    steps = [step for step in steps if step]
+    assert steps[:8] == ["read", "release"] * 4, statements
