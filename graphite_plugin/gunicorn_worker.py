@@ -19,6 +19,7 @@ import gc
 import os
 import re
 import selectors
+import sys
 import threading
 import time
 from functools import partial
@@ -167,29 +168,50 @@ def max_worker_rss() -> int:
 
 
 class FreedMemory:
-    """Gives the C allocator's freed memory back to the system (glibc's `malloc_trim`) once
-    the process has grown by TRIM_GROWTH bytes since it last did: a find of 100,000 names
-    or a wide render frees tens of MiB that glibc otherwise keeps, and the next large
-    answer's peak would start from there. About 2 ms a trim, so not after every request."""
+    """Gives memory back to the system after a request that grew the process: the SQLite
+    store's file pages that this thread's connection touched through mmap once the RSS grew
+    by RELEASE_GROWTH bytes since the last request (release_mapped_pages: a remap, tens of
+    microseconds), and the C allocator's freed memory (glibc's `malloc_trim`) once it has
+    grown by TRIM_GROWTH bytes since it last did: a find of 100,000 names or a wide render
+    frees tens of MiB that glibc otherwise keeps, and the next large answer's peak would
+    start from there. About 2 ms a trim, so not after every request."""
 
     TRIM_GROWTH = 32 << 20
+    RELEASE_GROWTH = 4 << 20
 
     def __init__(self) -> None:
         self.trimmed_at = 0  # resident bytes after the last trim
+        self.seen_at = 0  # resident bytes after the last request
         self.trims = 0
+        self.releases = 0
         try:
             self._trim = ctypes.CDLL(None).malloc_trim  # glibc; elsewhere nothing to do
         except (OSError, AttributeError):
             self._trim = None
 
     def give_back(self, rss: int) -> int:
-        """The resident bytes, after a trim when `rss` is TRIM_GROWTH past the last one."""
-        if self._trim is None or rss < self.trimmed_at + self.TRIM_GROWTH:
-            return rss
-        self._trim(0)
-        self.trims += 1
-        self.trimmed_at = resident_bytes() or rss
-        return self.trimmed_at
+        """The resident bytes, after a release of mapped pages when `rss` is RELEASE_GROWTH
+        past the last request's and a trim when it is TRIM_GROWTH past the last trim."""
+        if rss >= self.seen_at + self.RELEASE_GROWTH and release_mapped_pages():
+            self.releases += 1
+            rss = resident_bytes() or rss
+        if self._trim is not None and rss >= self.trimmed_at + self.TRIM_GROWTH:
+            self._trim(0)
+            self.trims += 1
+            rss = self.trimmed_at = resident_bytes() or rss
+        self.seen_at = rss
+        return rss
+
+
+def release_mapped_pages() -> bool:
+    """This thread's store connections map their files afresh (Store.release_mapped_pages):
+    the pages of an SQLite store that its reads touched through mmap leave the RSS, which
+    counts them once per connection (thread) that touched them. Whether any was released."""
+    finder = sys.modules.get("graphite_plugin.finder")  # not imported: no store opened yet
+    released = False
+    for backend in list(finder.backends.values()) if finder is not None else ():
+        released = backend.accessor.store.release_mapped_pages() or released
+    return released
 
 
 FREED_MEMORY = FreedMemory()

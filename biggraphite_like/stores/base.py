@@ -169,6 +169,11 @@ class Store(abc.ABC):
     def close(self) -> None:
         """Release connections; the store may be reopened by using it again."""
 
+    def release_mapped_pages(self) -> bool:
+        """Give back the resident pages this thread's reads mapped from the store's files
+        (SQLite read through mmap); False when there were none to give."""
+        return False
+
     @contextlib.contextmanager
     def write_batch(self) -> Iterator[None]:
         """Group writes so they apply together (one transaction where the store has them)."""

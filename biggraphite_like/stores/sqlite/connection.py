@@ -114,6 +114,21 @@ class ConnectionMixin:
             local.incremental = None  # whether the file gives back free pages (free_pages), read at a commit
         return conn
 
+    def release_mapped_pages(self) -> bool:
+        """This thread's connection maps the file afresh (when it reads through mmap and is
+        in no transaction): the pages its reads touched leave the process's resident memory.
+        They stay in the OS page cache, where the next reads map them again (minor faults, no
+        disk). SQLite's unix VFS maps the file once per connection, and a page counts in RSS
+        once per mapping that touched it: a graphite-web worker whose threads each walked
+        the whole name tree once held the file's pages once per thread."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if not self.mmap_size or conn is None or local.pid != os.getpid() or conn.in_transaction:
+            return False
+        conn.execute("PRAGMA mmap_size = 0")  # unmaps the file
+        conn.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")  # maps it again, nothing resident
+        return True
+
     def close(self) -> None:
         self._bulk_checkpoint.wait()
         conn = getattr(self._local, "conn", None)

@@ -40,6 +40,7 @@ _PER_STRING = 4
 _PAGE_MIN = 1000
 _SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
 
+RELEASE_NAMES = 10_000  # a glob answering this many names gives back the file pages its walk mapped
 _CARRIED = ", t.metadata, t.updated_on"  # a metric row's columns a find's json intervals need, last
 
 Nodes = dict[int, str]  # directory key -> path
@@ -102,8 +103,24 @@ class GlobMixin:
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
             walked: dict = {}
-            return (_matches(pattern, self._candidates("metrics", pattern, walked), max_results),
-                    _matches(pattern, self._candidates("directories", pattern, walked), max_results))
+            answer = (_matches(pattern, self._candidates("metrics", pattern, walked), max_results),
+                      _matches(pattern, self._candidates("directories", pattern, walked), max_results))
+        self._after_walk(answer[0], answer[1])
+        return answer
+
+    def _after_walk(self, metrics: Sequence[str], directories: Sequence[str]) -> None:
+        """A large answer's walk read much of the name tree through mmap: its pages leave
+        the RSS (release_mapped_pages) before the caller builds its answer's text, so the
+        two do not add up in the process's peak."""
+        if len(metrics) + len(directories) >= RELEASE_NAMES:
+            self.release_mapped_pages()
+
+    def _after_rows(self, found: list[tuple]) -> None:
+        """The same after one statement of a walk that read RELEASE_NAMES rows or more (the
+        inverted index's rows of a trailing literal, a page of a full scan): their pages
+        leave before their names are built."""
+        if len(found) >= RELEASE_NAMES:
+            self.release_mapped_pages()
 
     def glob_node_spans(self, pattern: GlobPattern, max_results: int
                         ) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
@@ -133,6 +150,7 @@ class GlobMixin:
                     spans[name] = (duration, row[-1] or 0)
         if unread:
             spans.update(self.metric_spans(unread))
+        self._after_walk(metrics, directories)
         return metrics, directories, spans
 
     def _read_durations(self) -> dict[int, int | None]:
@@ -381,20 +399,38 @@ class GlobMixin:
         then the rest of the trail walked down from them (`rows`: as _child_rows)."""
         last = position == len(trail) - 1
         target = table if last else "directories"
-        shown = " AND NOT t.hidden" if target == "directories" and last else ""
-        carried = _CARRIED if rows is not None and last else ""
-        found = self._conn.execute(
-            f"SELECT t.key, t.parent, s.value{carried} FROM {target} AS t JOIN name_strings AS s"
-            f" ON s.id = t.{_column(target)} WHERE t.{_column(target)} IN (SELECT value FROM json_each(?)){shown}",
-            (json.dumps(list(ids.values())),)).fetchall()
+        pages = self._inverted_rows(target, ids, " AND NOT t.hidden" if target == "directories" and last else "",
+                                    _CARRIED if rows is not None and last else "")
         if last:
-            yield from self._named(found, rows)
+            for found in pages:
+                yield from self._named(found, rows)
             return
+        found = [row for page in pages for row in page]
         paths = self._tree.paths(self._conn, {row[1] for row in found})
         nodes = {key: join(paths[parent], string) for key, parent, string in found if parent in paths}
         for component in trail[position + 1:-1]:
             nodes = dict(self._child_rows("directories", nodes, component, visible=False))
         yield from self._children(table, nodes, trail[-1], rows)
+
+    def _inverted_rows(self, target: str, ids: dict[str, int], shown: str, carried: str) -> Iterator[list[tuple]]:
+        """(key, parent key, string, ...) rows of target holding one of the string ids, from
+        the inverted index a page of _PAGE rows at a time (an id's rows in key order): each
+        page's mapped file pages leave before the next is read (_after_rows), so a literal
+        of 100,000 rows does not hold the whole table's pages at once."""
+        column = _column(target)
+        for id_ in ids.values():
+            after = 0
+            while True:
+                found = self._conn.execute(
+                    f"SELECT t.key, t.parent, s.value{carried} FROM {target} AS t JOIN name_strings AS s"
+                    f" ON s.id = t.{column} WHERE t.{column} = ? AND t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}",
+                    (id_, after)).fetchall()
+                self._after_rows(found)
+                if found:
+                    yield found
+                if len(found) < _PAGE:
+                    break
+                after = found[-1][0]
 
     def _every_name(self, table: str, rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Every name of table, a page at a time (a pattern nothing narrows; `rows`: as _child_rows)."""
@@ -407,6 +443,7 @@ class GlobMixin:
                 f" ON s.id = t.{_column(table)} WHERE t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}", (after,)).fetchall()
             if not found:
                 return
+            self._after_rows(found)
             yield from self._named(found, rows)
             after = found[-1][0]
 

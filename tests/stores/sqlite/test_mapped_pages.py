@@ -1,0 +1,121 @@
+"""A reader's pages of the file mapped through mmap, given back (Store.release_mapped_pages):
+SQLite maps the file once per connection and a page counts in the process's RSS once per
+mapping that touched it; a glob of many names gives its walk's pages back before its
+answer is built. Real SQLite files, the process's own /proc/self/smaps."""
+from __future__ import annotations
+
+import pytest
+
+from biggraphite_like.accessor import Accessor
+from biggraphite_like.glob import GlobPattern
+from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.stores.registry import open_store
+from biggraphite_like.stores.sqlite import tree_glob
+
+NAMES = [f"big.h{h:03d}.m{m:02d}" for h in range(400) for m in range(30)]  # 12,000 metrics, 400 directories
+MMAP = "?mmap_size=1073741824"
+
+
+def mapped_kib(path: str) -> int:
+    """Resident KiB of this process's mappings of the file at path."""
+    total, current = 0, None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if fields and not fields[0].endswith(":"):  # a mapping's first line: range, perms, ..., path
+                current = fields[5] if len(fields) > 5 else None
+            elif fields and fields[0] == "Rss:" and current == path:
+                total += int(fields[1])
+    return total
+
+
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory):
+    url = f"sqlite://{tmp_path_factory.mktemp('mapped')}/bgl.db"
+    accessor = Accessor.from_url(url)
+    accessor.syncdb()
+    metadata = MetricMetadata.create("60s:1d", "average", 0.5)
+    accessor.create_metrics([(name, metadata) for name in NAMES])
+    accessor.close()
+    return url
+
+
+@pytest.fixture
+def store(store_url):
+    opened = open_store(store_url + MMAP)
+    yield opened
+    opened.close()
+
+
+def test_release_gives_back_the_pages_a_read_mapped(store):
+    assert store._conn.execute("SELECT count(*) FROM (SELECT * FROM metrics)").fetchone()[0] == len(NAMES)
+    assert mapped_kib(store.path) > 200, "the read's pages are resident through the mapping"
+    assert store.release_mapped_pages()
+    assert mapped_kib(store.path) == 0
+    assert store._conn.execute("PRAGMA mmap_size").fetchone()[0] == 1 << 30, "still read through mmap"
+    small = store.glob_nodes(GlobPattern("big.h001.*"), 100_000)
+    assert small == (sorted(n for n in NAMES if n.startswith("big.h001.")), [])
+    assert mapped_kib(store.path) > 0, "a small glob's pages stay mapped (the next finds reuse them)"
+
+
+def test_nothing_to_release_without_mmap_or_inside_a_transaction(store_url, store):
+    plain = open_store(store_url)
+    try:
+        plain.glob_nodes(GlobPattern("big.*.*"), 100_000)
+        assert not plain.release_mapped_pages(), "no mmap: nothing mapped"
+    finally:
+        plain.close()
+    store.glob_nodes(GlobPattern("big.h002.*"), 100_000)
+    held = mapped_kib(store.path)
+    store._conn.execute("BEGIN")
+    try:
+        assert not store.release_mapped_pages(), "a transaction may be reading the mapped pages"
+        assert mapped_kib(store.path) == held
+    finally:
+        store._conn.execute("COMMIT")
+
+
+@pytest.mark.parametrize("spans", [False, True])
+def test_a_glob_of_many_names_gives_back_its_walks_pages(store, spans):
+    """Store.glob_nodes and glob_node_spans (json's intervals) of RELEASE_NAMES names or
+    more leave the file unmapped; their answers are whole."""
+    assert len(NAMES) >= tree_glob.RELEASE_NAMES
+    glob = store.glob_node_spans if spans else store.glob_nodes
+    answer = glob(GlobPattern("big.*.*"), 100_000)
+    assert list(answer[0]) == sorted(NAMES) and list(answer[1]) == []
+    if spans:
+        assert len(answer[2]) == len(NAMES) and {span[0] for span in answer[2].values()} == {86400}
+    assert mapped_kib(store.path) == 0
+    below = glob(GlobPattern("big.h0[0-2]*.*"), 100_000)  # 900 names: pages kept
+    assert len(below[0]) == 900 and mapped_kib(store.path) > 0
+
+
+def test_a_walk_statement_of_many_rows_gives_back_its_pages_before_its_names(store, monkeypatch):
+    """A statement of a walk that read RELEASE_NAMES rows or more (here the inverted
+    index's rows of a trailing literal) gives its pages back before the names are built,
+    even when the answer is small: nothing is left mapped once the paths are cached."""
+    monkeypatch.setattr(tree_glob, "RELEASE_NAMES", 300)  # the leaf m01 has 400 rows
+    assert len(store.glob_metrics(GlobPattern("big.**.m00"), 100_000)) == 400  # caches every directory's path
+    store.release_mapped_pages()
+    answer = store.glob_metrics(GlobPattern("big.h00[0-4].**.m01"), 100_000)
+    assert answer == [f"big.h00{h}.m01" for h in range(5)]
+    assert mapped_kib(store.path) == 0
+
+
+def test_a_literal_of_many_rows_is_read_a_page_at_a_time_each_given_back(store, monkeypatch):
+    """The inverted index's rows of a trailing literal are read _PAGE at a time and each
+    page's file pages leave before the next page is read (SQLite's own statement trace):
+    the walk never holds all of them. The answer is whole."""
+    monkeypatch.setattr(tree_glob, "_PAGE", 100)
+    monkeypatch.setattr(tree_glob, "RELEASE_NAMES", 100)
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        answer = store.glob_metrics(GlobPattern("big.**.m07"), 100_000)  # 400 rows of the leaf m07
+    finally:
+        store._conn.set_trace_callback(None)
+    assert answer == sorted(n for n in NAMES if n.endswith(".m07"))
+    steps = ["read" if "LIMIT 100" in s and "metrics AS t" in s else "release" if s == "PRAGMA mmap_size = 0" else None
+             for s in statements]
+    steps = [step for step in steps if step]
+    assert steps[:8] == ["read", "release"] * 4, statements
