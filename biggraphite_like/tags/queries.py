@@ -87,54 +87,64 @@ class TagQueries:
         return self._find(TagQuery.parse(expressions))
 
     def _find(self, query: TagQuery) -> list[str]:
-        term, values, also = self._plan(query)
-        if not values:
-            return []
-        if also:  # several = terms: intersect their postings, the rarest driving
-            paths = self.index.postings_of_all([(term.tag, term.spec), *((t.tag, t.spec) for t in also)])
-            answered = (term, *also) if self.index.intersects else (term,)
-        else:
-            paths = self.index.postings(term.tag, values)
-            answered = (term,)  # the postings of the values the driving term matches
+        term, values, also, paths = self._plan(query)
+        answered: tuple[TagTerm, ...] = (term,)  # the postings of the values the driving term matches
+        if paths is None:
+            if not values:
+                return []
+            if also:  # several = terms: intersect their postings, the rarest driving
+                paths = self.index.postings_of_all([(term.tag, term.spec), *((t.tag, t.spec) for t in also)])
+                if self.index.intersects:
+                    answered = (term, *also)
+            else:
+                paths = self.index.postings(term.tag, values)
         rest = [t for t in query.terms if t not in answered]
         if not rest:
             return sorted(set(paths))
         return sorted(p for p in set(paths) if all(t.matches(tag_of_path(p, t.tag)) for t in rest))
 
-    def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm]]:
-        """The driving term, its matching values and, when it is an = term covering more
-        than SMALL_DRIVER series, the other sized = terms by increasing count, whose
-        postings the driver's are intersected with (see module docstring)."""
+    def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm], list[str] | None]:
+        """The driving term, its matching values, the other sized = terms by increasing
+        count whose postings the driver's are intersected with (when it is an = term
+        covering more than SMALL_DRIVER series) and, when the index read them while
+        sizing, the driver's paths (see module docstring)."""
         drivers = [t for t in query.terms if t.requires_value]
-        classes = ([t for t in drivers if t.operator == "="],
-                   [t for t in drivers if t.operator == "=~" and t.literal_prefix],
-                   drivers)
-        candidates = next(c for c in classes if c)
+        equal = [t for t in drivers if t.operator == "="]
+        if equal:
+            return self._plan_equal(query, equal)
+        candidates = [t for t in drivers if t.operator == "=~" and t.literal_prefix] or drivers
         best: tuple[int, TagTerm, list[str]] | None = None
-        sized: list[tuple[int, TagTerm]] = []
         for term in candidates:
-            if term.operator == "=":
-                count = self.index.value_count(term.tag, term.spec)
-                values = [term.spec] if count else []
-            else:
-                matched = [(v, c) for v, c in self._values(term.tag, term.literal_prefix, term.text) if term.matches(v)]
-                count, values = sum(c for _, c in matched), [v for v, _ in matched]
-            sized.append((count, term))
+            matched = [(v, c) for v, c in self._values(term.tag, term.literal_prefix, term.text) if term.matches(v)]
+            count, values = sum(c for _, c in matched), [v for v, _ in matched]
             if best is None or count < best[0]:
                 best = (count, term, values)
             if count <= min(SMALL_DRIVER, self.max_series):  # few enough to filter on their paths: size no other
                 break
         assert best is not None
         count, term, values = best
-        also = ([t for _, t in sorted(sized, key=lambda s: s[0]) if t is not term]
-                if term.operator == "=" and count > SMALL_DRIVER else [])
+        self._check_size(query, term, count)
+        return term, values, [], None
+
+    def _plan_equal(self, query: TagQuery, equal: list[TagTerm]) -> tuple[TagTerm, list[str], list[TagTerm],
+                                                                          list[str] | None]:
+        """_plan when = terms drive: the index sizes them (index.sized_postings), with the
+        driver's paths when it covers at most SMALL_DRIVER series."""
+        sized = self.index.sized_postings([(t.tag, t.spec) for t in equal], min(SMALL_DRIVER, self.max_series))
+        term, count = equal[sized.driver], sized.counts[sized.driver] or 0
+        self._check_size(query, term, count)
+        if sized.paths is not None or not count:
+            return term, [term.spec] if count else [], [], sized.paths
+        others = sorted(((c, k) for k, c in enumerate(sized.counts) if c is not None and k != sized.driver))
+        return term, [term.spec], [equal[k] for _, k in others], None
+
+    def _check_size(self, query: TagQuery, term: TagTerm, count: int) -> None:
         if count > self.max_series:
             raise TooManyResults(
                 f"tag query {[t.text for t in query.terms]!r}: its most selective term {term.text!r} matches"
                 f" {count} series, more than the limit {self.max_series} (setting BG_MAX_TAG_SERIES):"
                 " add a more selective expression"
             )
-        return term, values, also
 
     def _values(self, tag: str, prefix: str, what: str, page_size: int = _PAGE) -> Iterable[tuple[str, int]]:
         """Every (value, count) of tag starting with prefix, at most max_values."""
