@@ -5,7 +5,9 @@ terms with a literal prefix are a range over that tag's values, other value-requ
 terms (`=~` without prefix, `!=` with an empty spec, `!=~`) read every value of their tag.
 The cheapest class present drives (`=`, then prefix, then the rest); within it, the term
 whose matching values cover the fewest series; sizing stops at a term matching at most
-SMALL_DRIVER series. Its postings give the candidates: an `=` driver's covering more are
+SMALL_DRIVER series (the index sizes `=` terms: index.sized_postings, which also reads a
+small driver's paths; SQLite sizes them all in one statement). Its postings give the
+candidates: an `=` driver's covering more are
 intersected with the other sized `=` terms' postings (index.postings_of_all); the terms
 the postings did not answer then filter them on the tags of their path (a few candidates
 cost less to filter than another posting list costs to read). A query with an `=` term
