@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from biggraphite_like.errors import InvalidTag, TooManyResults
 from biggraphite_like.tags.expressions import TagQuery, TagTerm, compile_regex, regex_literal_prefix
 from biggraphite_like.tags.index import TagIndex
-from biggraphite_like.tags.series import TaggedSeries, canonical_path, canonical_paths, tag_of_path, tags_of_path
+from biggraphite_like.tags.series import (NAME_TAG, TaggedSeries, canonical_path, canonical_paths, tag_of_path,
+                                          tags_of_path)
 
 DEFAULT_MAX_TAG_SERIES = 1_000_000
 DEFAULT_MAX_TAG_VALUES = 1_000_000
@@ -100,10 +101,12 @@ class TagQueries:
                     answered = (term, *also)
             else:
                 paths = self.index.postings(term.tag, values)
-        rest = [t for t in query.terms if t not in answered]
-        if not rest:
+        tests = [path_test(t) for t in query.terms if t not in answered]
+        if not tests:
             return sorted(set(paths))
-        return sorted(p for p in set(paths) if all(t.matches(tag_of_path(p, t.tag)) for t in rest))
+        if len(tests) == 1:
+            return sorted(filter(tests[0], set(paths)))
+        return sorted(p for p in set(paths) if all(test(p) for test in tests))
 
     def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm], list[str] | None]:
         """The driving term, its matching values, the other sized = terms by increasing
@@ -223,6 +226,17 @@ class TagQueries:
         return sorted(found)[:limit]
 
 
+def path_test(term: TagTerm) -> Callable[[str], bool]:
+    """Whether a canonical path satisfies term: for `tag=value` (a value, a tag other than
+    the name) whether the path holds the segment `;tag=value` (values hold no ';', tags no
+    '='), else term.matches on the tag's value in the path."""
+    if term.operator == "=" and term.spec and term.tag != NAME_TAG:
+        inner, last = f";{term.tag}={term.spec};", f";{term.tag}={term.spec}"
+        return lambda path: inner in path or path.endswith(last)
+    tag, matches = term.tag, term.matches
+    return lambda path: matches(tag_of_path(path, tag))
+
+
 def _filter(pattern: str | None, what: str) -> tuple[re.Pattern | None, str]:
     """A tag or value filter as graphite's SQL applies it (anchored, REGEXP = search) and
     the literal prefix that bounds the range read."""
@@ -232,4 +246,4 @@ def _filter(pattern: str | None, what: str) -> tuple[re.Pattern | None, str]:
     return regex, regex_literal_prefix(regex)
 
 
-__all__ = ["TagQueries", "DEFAULT_MAX_TAG_SERIES", "DEFAULT_MAX_TAG_VALUES"]
+__all__ = ["TagQueries", "DEFAULT_MAX_TAG_SERIES", "DEFAULT_MAX_TAG_VALUES", "path_test"]
