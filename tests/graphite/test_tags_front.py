@@ -90,7 +90,8 @@ def test_a_tag_read_is_answered_by_the_front_as_by_django(stack, monkeypatch, pa
 
 @pytest.mark.parametrize(("query", "found"), [
     ("expr=host%3D%E9%2Bx", b"[]"), ("expr=host%3D\u00c3\u00a9%2Bx", b'["net.rx;dc=us;host=\\u00e9+x"]'),
-    ("expr=host%3D\u00e9%2Bx", b'["net.rx;dc=us;host=\\u00e9+x"]'),  # not UTF-8: read as ISO-8859-1 ("expr=dc%3Dap&pretty=1&pretty=", None), ("expr=dc%3Dap;expr=core%3D1", None),
+    ("expr=host%3D\u00e9%2Bx", b'["net.rx;dc=us;host=\\u00e9+x"]'),  # not UTF-8: read as ISO-8859-1
+    ("expr=dc%3Dap&pretty=1&pretty=", None), ("expr=dc%3Dap;expr=core%3D1", None),
     ("expr=dc%3Dap&expr", None), ("expr=dc%3Dap&expr%5B%5D=dc%3Dus", None), ("expr%5B%5D=dc%3Dap&expr=", None),
     ("expr=x%3D1&expr=x%3D1&limit=2&limit=", b'["plain;x=1"]'),
 ], ids=repr)

@@ -500,7 +500,8 @@ class SQLiteTagIndex(TagIndex):
 
     def _postings_rows(self, value_ids_sql: str, params: tuple) -> np.ndarray:
         return _unpacked(self._query(
-            "read tag postings", f"WITH RECURSIVE {_chunks(CHUNK_BITS)} SELECT chunk, offsets FROM tag_postings WHERE chunk IN chunks AND value_id IN ({value_ids_sql})", params))
+            "read tag postings", f"WITH RECURSIVE {_chunks(CHUNK_BITS)} SELECT chunk, offsets FROM tag_postings"
+            f" WHERE chunk IN chunks AND value_id IN ({value_ids_sql})", params))
 
     def _paths(self, series: np.ndarray) -> list[str]:
         """Canonical paths of series ids (those whose row exists)."""
@@ -521,9 +522,9 @@ class SQLiteTagIndex(TagIndex):
 
     def sized_postings(self, pairs: Sequence[tuple[str, str]], small: int) -> SizedPairs:
         """Every pair sized, and the rarest one's paths when it covers at most `small`
-        series, in one statement (_sized_postings_sql: the pairs' ids and counts, and when every
-        pair is there and the rarest small enough, its postings rows decoded by SERIES_IDS
-        and joined to their paths); the ids and counts kept for postings_of_all."""
+        series, in one statement (_sized_postings_sql: the pairs' ids and counts, and when
+        every pair is there and the rarest small enough, its postings rows decoded by
+        SERIES_IDS and joined to their paths); the ids and counts kept for postings_of_all."""
         rows = self._query("size tag values", _sized_postings_sql(CHUNK_BITS), (json.dumps(pairs), small),
                            functions=True)
         counts: list[int | None] = [0] * len(pairs)
