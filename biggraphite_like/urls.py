@@ -22,7 +22,9 @@ def redact_url(url: str) -> str:
 def with_default_option(url: str, name: str, value: object) -> str:
     """The URL with `name=value` added to its query unless it has `name` already (a
     program's own default for a store option the operator may still set in the URL)."""
-    query = url.split("?", 1)[1] if "?" in url else ""
+    if "?" not in url:  # no query (the rule: graphite-web asks it at every request)
+        return f"{url}?{name}={value}"
+    query = url.split("?", 1)[1]
     if name in dict(parse_qsl(query)):
         return url
     return f"{url}{'&' if query else '?' if '?' not in url else ''}{name}={value}"

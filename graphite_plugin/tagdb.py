@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 
 from django.core.cache.backends.dummy import DummyCache
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.utils.connection import ConnectionProxy
 from graphite.tags.base import BaseTagDB
 from graphite.tags.utils import TaggedSeries
@@ -20,10 +22,25 @@ from graphite_plugin.finder import shared_accessor
 
 
 def _keeps_nothing(cache) -> bool:
-    """Whether graphite's cache (Django's, behind a ConnectionProxy) is a DummyCache."""
-    if isinstance(cache, ConnectionProxy):
-        cache = cache._connections[cache._alias]
-    return isinstance(cache, DummyCache)
+    """Whether graphite's cache (Django's, behind a ConnectionProxy) is a DummyCache: found
+    once per cache object and CACHES setting (Django's handler looks the proxied cache up
+    in a thread-local at every access)."""
+    kept = _KEEPS_NOTHING.get(id(cache))
+    if kept is not None and kept[0] is cache:
+        return kept[1]
+    found = cache._connections[cache._alias] if isinstance(cache, ConnectionProxy) else cache
+    _KEEPS_NOTHING[id(cache)] = (cache, isinstance(found, DummyCache))
+    return _KEEPS_NOTHING[id(cache)][1]
+
+
+_KEEPS_NOTHING: dict[int, tuple[object, bool]] = {}  # id(cache) -> (cache, whether it keeps nothing)
+
+
+@receiver(setting_changed)
+def _forget_caches(setting, **_) -> None:
+    """CACHES changed (override_settings): the proxied caches are others."""
+    if setting == "CACHES":
+        _KEEPS_NOTHING.clear()
 
 
 def _limit(limit) -> int | None:
@@ -41,6 +58,12 @@ class TagDB(BaseTagDB):
         """BaseTagDB.find_series, its log line included, without asking a cache that keeps
         nothing (Django's DummyCache: graphite's CACHES without MEMCACHE_HOSTS, `bgl run`'s),
         whose get and set validate the key character by character for nothing."""
+        return self.find_series_logged(tags, requestContext, None)
+
+    def find_series_logged(self, tags, requestContext=None, log_lines: list[str] | None = None):
+        """find_series; with a cache that keeps nothing and `log_lines`, its log line is
+        added to log_lines instead of logged (the tags front writes it with write_log once
+        its answer is sent)."""
         if not _keeps_nothing(self.cache):
             return super().find_series(tags, requestContext)
         started, outcome = time.time(), "completed in"
@@ -51,7 +74,16 @@ class TagDB(BaseTagDB):
             outcome = "failed in"
             raise
         finally:
-            self.log_info("find_series", "{msg} {sec:.6}s".format(msg=outcome, sec=time.time() - started))
+            message = "{msg} {sec:.6}s".format(msg=outcome, sec=time.time() - started)
+            if log_lines is None:
+                self.log_info("find_series", message)
+            elif self.log:
+                log_lines.append("%s.%s.%s :: %s" % (self.__module__, self.__class__.__name__, "find_series", message))
+
+    def write_log(self, lines: list[str]) -> None:
+        """Log lines find_series_logged gave, as BaseTagDB.log_info logs its own."""
+        for line in lines:
+            self.log.info(line)
 
     def _find_series(self, tags, requestContext=None):
         return self.tags.find_series(list(tags))

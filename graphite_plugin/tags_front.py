@@ -11,18 +11,28 @@ the chain adds to such an answer (Content-Length; `Vary: Accept-Encoding` from g
 body of 200 bytes or more; these views never read the session). Anything else, every error
 answer included, goes to graphite's application, which answers it as it always does.
 
-The answers are graphite-web's own views' (graphite.tags.views), byte for byte, through
-graphite's own JSON encoding: findSeries asks STORE.tagdb (graphite_plugin.tagdb.TagDB,
-its cache and log line included) as the view does; the two autocomplete views are
-graphite's with Store.tagdb_auto_complete_* run in the request's thread (graphite hands the
-finder's call to its worker pool and waits): the finder's answer (graphite_plugin.Finder,
-the only finder: graphite then asks nothing else), sorted, distinct, cut at `limit`.
-An exception (graphite's view answers it: 400 for a ValueError, else 500) or a refusal
-leaves the request to graphite.
+The answers are graphite-web's own views' (graphite.tags.views), byte for byte: findSeries
+asks STORE.tagdb (graphite_plugin.tagdb.TagDB, its cache included; its log line written
+once the answer is sent) as the view does; the two autocomplete views are graphite's with
+Store.tagdb_auto_complete_* run in the request's thread (graphite hands the finder's call
+to its worker pool and waits): the finder's answer (graphite_plugin.Finder, the only
+finder: graphite then asks nothing else), sorted, distinct, cut at `limit`. Per request
+the front does only what depends on the request: the query string is parsed by Django's
+QueryDict rules (`_params`) and the answer encoded as graphite's `_jsonResponse` encodes
+it, with the chain's headers (graphite_plugin.wsgi.chain_headers), without building a
+QueryDict or an HttpResponse (about 40 us a request). An exception (graphite's view
+answers it: 400 for a ValueError, else 500) or a refusal leaves the request to graphite.
 """
 from __future__ import annotations
 
+import json
 from typing import Callable, Iterable
+from urllib.parse import parse_qsl
+
+from django.conf import settings
+from django.utils.datastructures import MultiValueDict
+from graphite.storage import STORE
+from graphite.tags.views import _requestContext
 
 from graphite_plugin.errors import DeferredError
 
@@ -30,6 +40,7 @@ FIND_SERIES = "/tags/findSeries"
 AUTOCOMPLETE_TAGS = "/tags/autoComplete/tags"
 AUTOCOMPLETE_VALUES = "/tags/autoComplete/values"
 PATHS = frozenset({FIND_SERIES, AUTOCOMPLETE_TAGS, AUTOCOMPLETE_VALUES})
+CONTENT_TYPE = "application/json"  # graphite's _jsonResponse
 
 
 def eligible(environ: dict) -> bool:
@@ -45,52 +56,88 @@ def serve(environ: dict, start_response: Callable) -> Iterable[bytes] | None:
     if not eligible(environ):
         return None
     try:
-        response = answer(environ)
+        answered = answer(environ)
     except Exception:  # noqa: BLE001 - graphite's view then answers (its error, logged as it does)
-        response = None
-    if response is None:
+        answered = None
+    if answered is None:
         return None
-    start_response(f"{response.status_code} {response.reason_phrase}", list(response.items()))
-    return [response.content]
+    from graphite_plugin.wsgi import LoggedAfter, chain_headers
+
+    body, log_lines = answered
+    start_response("200 OK", chain_headers(CONTENT_TYPE, len(body)))
+    return LoggedAfter(body, log_lines, STORE.tagdb.write_log) if log_lines else [body]
 
 
-def answer(environ: dict):
-    """The view's 200 HttpResponse with the middleware chain's headers, or None."""
+def answer(environ: dict) -> tuple[bytes, list[str]] | None:
+    """The view's 200 answer (its body, and the log lines to write once it is sent), or None."""
     from django.core.handlers.wsgi import WSGIRequest
 
-    from graphite_plugin.wsgi import django_would_serve, with_chain_headers
+    from graphite_plugin.wsgi import django_would_serve
 
     if not _only_our_tag_index():
         return None
     request = WSGIRequest(environ)
     if not django_would_serve(request):
         return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 301 to www., 403 for a refused agent)
-    return with_chain_headers(_VIEWS[environ["PATH_INFO"]](request))  # these views never read the session
+    log_lines: list[str] = []
+    body = _VIEWS[environ["PATH_INFO"]](request, log_lines)  # these views never read the session
+    return None if body is None else (body, log_lines)
+
+
+_checked: tuple[object, object, bool] | None = None  # (STORE.finders, STORE.tagdb, whether ours alone): the last check
 
 
 def _only_our_tag_index() -> bool:
     """Whether graphite-web answers tags from this plugin alone: its Finder the only finder
-    (the autocomplete calls ask every tag-aware finder) and its TagDB (findSeries)."""
-    from graphite.storage import STORE
+    (the autocomplete calls ask every tag-aware finder) and its TagDB (findSeries). Checked
+    again when graphite's STORE has other finders or another TagDB (STORE.__init__)."""
+    global _checked
+    finders, tagdb = STORE.finders, STORE.tagdb
+    checked = _checked
+    if checked is None or checked[0] is not finders or checked[1] is not tagdb:
+        from graphite_plugin.find_view import only_this_finder
+        from graphite_plugin.tagdb import TagDB
 
-    from graphite_plugin.find_view import only_this_finder
-    from graphite_plugin.tagdb import TagDB
-
-    return only_this_finder() and type(STORE.tagdb) is TagDB
+        checked = _checked = (finders, tagdb, only_this_finder() and type(tagdb) is TagDB)
+    return checked[2]
 
 
-def _find_series(request):
+def _params(request) -> MultiValueDict:
+    """request.GET as Django builds it (WSGIRequest.GET's QueryDict: the query string's
+    bytes decoded with DEFAULT_CHARSET, else ISO-8859-1, parsed with blank values kept, at
+    most DATA_UPLOAD_MAX_NUMBER_FIELDS: else a ValueError, Django's 400) without
+    QueryDict's calls per value: these views only read it."""
+    raw = request.environ.get("QUERY_STRING", "").encode("iso-8859-1")
+    encoding = settings.DEFAULT_CHARSET
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError:
+        text = raw.decode("iso-8859-1")
+    found: dict[str, list[str]] = {}
+    for key, value in parse_qsl(text, keep_blank_values=True, encoding=encoding,
+                                max_num_fields=settings.DATA_UPLOAD_MAX_NUMBER_FIELDS):
+        if key in found:
+            found[key].append(value)
+        else:
+            found[key] = [value]
+    return MultiValueDict(found)
+
+
+def _json(data, params: MultiValueDict) -> bytes:
+    """graphite's _jsonResponse body (indented and sorted with `pretty`), encoded as its HttpResponse encodes it."""
+    pretty = params.get("pretty")
+    return json.dumps(data, indent=2 if pretty else None, sort_keys=bool(pretty)).encode(settings.DEFAULT_CHARSET)
+
+
+def _find_series(request, log_lines: list[str]) -> bytes | None:
     """graphite's findSeries view: its expressions, STORE.tagdb.find_series (the TagDB's
     cache and log line), its JSON; None without expressions (graphite's 400)."""
-    from graphite.storage import STORE
-    from graphite.tags.views import _requestContext
-    from graphite.util import _jsonResponse
-
-    params = request.GET
+    params = _params(request)
     expressions = _expressions(params)
     if not expressions:
         return None
-    return _jsonResponse(STORE.tagdb.find_series(expressions, requestContext=_requestContext(request, params)), params)
+    found = STORE.tagdb.find_series_logged(expressions, _requestContext(request, params), log_lines)
+    return _json(found, params)
 
 
 def _expressions(params) -> list[str]:
@@ -98,32 +145,26 @@ def _expressions(params) -> list[str]:
     return params.getlist("expr") or params.getlist("expr[]")
 
 
-def _completed(found, limit, params):
+def _completed(found, limit, params) -> bytes | None:
     """graphite's Store.tagdb_auto_complete_* on the one finder's answer, as its view
     encodes it; None when the finder refused (graphite's view answers the error)."""
-    from graphite.util import _jsonResponse
-
     if isinstance(found, DeferredError):
         return None
     results = sorted(set(found))
     if limit:
         results = results[:int(limit)]
-    return _jsonResponse(results, params)
+    return _json(results, params)
 
 
-def _autocomplete_tags(request):
-    from graphite.storage import STORE
-
-    params = request.GET
+def _autocomplete_tags(request, log_lines: list[str]) -> bytes | None:
+    params = _params(request)
     limit = params.get("limit")
     found = STORE.finders[0].auto_complete_tags(_expressions(params), tagPrefix=params.get("tagPrefix"), limit=limit)
     return _completed(found, limit, params)
 
 
-def _autocomplete_values(request):
-    from graphite.storage import STORE
-
-    params = request.GET
+def _autocomplete_values(request, log_lines: list[str]) -> bytes | None:
+    params = _params(request)
     tag = params.get("tag")
     if not tag:
         return None  # graphite's 400

@@ -82,6 +82,14 @@ def with_chain_headers(response):
     return response
 
 
+def chain_headers(content_type: str, length: int) -> list[tuple[str, str]]:
+    """The headers of a front's 200 answer of `length` bytes built without an HttpResponse:
+    its Content-Type, then what the chain adds, as with_chain_headers (a response without
+    a Vary header of its own)."""
+    vary = [("Vary", "Accept-Encoding")] if length >= GZIP_MIN_LENGTH else []
+    return [("Content-Type", content_type), *vary, ("Content-Length", str(length))]
+
+
 def django_would_serve(request) -> bool:
     """Whether Django's request handling lets this request reach a view: a Host header in
     ALLOWED_HOSTS (HttpRequest.get_host, which answers 400 otherwise: DNS rebinding), not
@@ -206,17 +214,17 @@ def _serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
 
             start_response(f"{response.status_code} {response.reason_phrase}", list(response.items()))
             RequestTimingMiddleware.record("find", (time.perf_counter() - started) * 1000)
-            return _LoggedAfter(response.content, log_lines)
+            return LoggedAfter(response.content, log_lines)
     return tags_front.serve(environ, start_response) or graphite_application(environ, start_response)
 
 
-class _LoggedAfter:
-    """A find's body, its graphite log lines written once it has been sent (after its last
-    byte, or when the server closes it, whichever comes first): the client does not wait
-    for two log records (a file write each)."""
+class LoggedAfter:
+    """A front's body, its graphite log lines written (by `write`: find_view.log_info
+    unless given) once it has been sent (after its last byte, or when the server closes
+    it, whichever comes first): the client does not wait for log records (a file write each)."""
 
-    def __init__(self, content: bytes, log_lines: list[str]):
-        self.content, self._lines = content, log_lines
+    def __init__(self, content: bytes, log_lines: list[str], write: Callable[[list[str]], None] | None = None):
+        self.content, self._lines, self._write = content, log_lines, write
 
     def __len__(self) -> int:
         return 1  # one chunk: ReleasingBody gives the slot back as it hands it over, before the log lines
@@ -226,7 +234,10 @@ class _LoggedAfter:
         self.close()
 
     def close(self) -> None:
-        from graphite_plugin.find_view import log_info
-
         lines, self._lines = self._lines, []
-        log_info(lines)
+        if self._write is not None:
+            self._write(lines)
+        else:
+            from graphite_plugin.find_view import log_info
+
+            log_info(lines)

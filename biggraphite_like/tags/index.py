@@ -8,7 +8,7 @@ returned sorted by their code points (SQLite's and Python's order of strings).
 from __future__ import annotations
 
 import abc
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 
 def range_conditions(column: str, prefix: str, after: str | None) -> tuple[str, list]:
@@ -23,6 +23,16 @@ def range_conditions(column: str, prefix: str, after: str | None) -> tuple[str, 
         sql += f" AND {column} > ?"
         params.append(after)
     return sql, params
+
+
+class SizedPairs(NamedTuple):
+    """What TagIndex.sized_postings found: the series count of each pair (None: not
+    sized), the index of the driving pair and its paths (None when it covers more than
+    the `small` asked)."""
+
+    counts: list[int | None]
+    driver: int
+    paths: list[str] | None
 
 
 class TagIndex(abc.ABC):
@@ -59,6 +69,19 @@ class TagIndex(abc.ABC):
     @abc.abstractmethod
     def postings(self, tag: str, values: Sequence[str]) -> list[str]:
         """Paths of the series having tag=v for some v in values."""
+
+    def sized_postings(self, pairs: Sequence[tuple[str, str]], small: int) -> SizedPairs:
+        """The planner's sizing of `=` terms: the pairs' series counts, sized in order until
+        one covers at most `small` series (it drives: the others are not sized), else all
+        of them (the first of the fewest drives); the driver's paths when it covers at most
+        `small` series. Stores that can do it in one read override it."""
+        counts: list[int | None] = [None] * len(pairs)
+        for k, (tag, value) in enumerate(pairs):
+            counts[k] = count = self.value_count(tag, value)
+            if count <= small:
+                return SizedPairs(counts, k, self.postings(tag, [value]) if count else [])
+        driver = min(range(len(pairs)), key=counts.__getitem__)
+        return SizedPairs(counts, driver, None)
 
     def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """Paths of the series having every tag=value of pairs (at least one), the first

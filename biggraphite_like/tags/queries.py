@@ -5,7 +5,9 @@ terms with a literal prefix are a range over that tag's values, other value-requ
 terms (`=~` without prefix, `!=` with an empty spec, `!=~`) read every value of their tag.
 The cheapest class present drives (`=`, then prefix, then the rest); within it, the term
 whose matching values cover the fewest series; sizing stops at a term matching at most
-SMALL_DRIVER series. Its postings give the candidates: an `=` driver's covering more are
+SMALL_DRIVER series (the index sizes `=` terms: index.sized_postings, which also reads a
+small driver's paths; SQLite sizes them all in one statement). Its postings give the
+candidates: an `=` driver's covering more are
 intersected with the other sized `=` terms' postings (index.postings_of_all); the terms
 the postings did not answer then filter them on the tags of their path (a few candidates
 cost less to filter than another posting list costs to read). A query with an `=` term
@@ -19,12 +21,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from biggraphite_like.errors import InvalidTag, TooManyResults
 from biggraphite_like.tags.expressions import TagQuery, TagTerm, compile_regex, regex_literal_prefix
 from biggraphite_like.tags.index import TagIndex
-from biggraphite_like.tags.series import TaggedSeries, canonical_path, canonical_paths, tag_of_path, tags_of_path
+from biggraphite_like.tags.series import (NAME_TAG, TaggedSeries, canonical_path, canonical_paths, tag_of_path,
+                                          tags_of_path)
 
 DEFAULT_MAX_TAG_SERIES = 1_000_000
 DEFAULT_MAX_TAG_VALUES = 1_000_000
@@ -87,54 +90,66 @@ class TagQueries:
         return self._find(TagQuery.parse(expressions))
 
     def _find(self, query: TagQuery) -> list[str]:
-        term, values, also = self._plan(query)
-        if not values:
-            return []
-        if also:  # several = terms: intersect their postings, the rarest driving
-            paths = self.index.postings_of_all([(term.tag, term.spec), *((t.tag, t.spec) for t in also)])
-            answered = (term, *also) if self.index.intersects else (term,)
-        else:
-            paths = self.index.postings(term.tag, values)
-            answered = (term,)  # the postings of the values the driving term matches
-        rest = [t for t in query.terms if t not in answered]
-        if not rest:
-            return sorted(set(paths))
-        return sorted(p for p in set(paths) if all(t.matches(tag_of_path(p, t.tag)) for t in rest))
-
-    def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm]]:
-        """The driving term, its matching values and, when it is an = term covering more
-        than SMALL_DRIVER series, the other sized = terms by increasing count, whose
-        postings the driver's are intersected with (see module docstring)."""
-        drivers = [t for t in query.terms if t.requires_value]
-        classes = ([t for t in drivers if t.operator == "="],
-                   [t for t in drivers if t.operator == "=~" and t.literal_prefix],
-                   drivers)
-        candidates = next(c for c in classes if c)
-        best: tuple[int, TagTerm, list[str]] | None = None
-        sized: list[tuple[int, TagTerm]] = []
-        for term in candidates:
-            if term.operator == "=":
-                count = self.index.value_count(term.tag, term.spec)
-                values = [term.spec] if count else []
+        term, values, also, paths = self._plan(query)
+        answered: tuple[TagTerm, ...] = (term,)  # the postings of the values the driving term matches
+        if paths is None:
+            if not values:
+                return []
+            if also:  # several = terms: intersect their postings, the rarest driving
+                paths = self.index.postings_of_all([(term.tag, term.spec), *((t.tag, t.spec) for t in also)])
+                if self.index.intersects:
+                    answered = (term, *also)
             else:
-                matched = [(v, c) for v, c in self._values(term.tag, term.literal_prefix, term.text) if term.matches(v)]
-                count, values = sum(c for _, c in matched), [v for v, _ in matched]
-            sized.append((count, term))
+                paths = self.index.postings(term.tag, values)
+        tests = [path_test(t) for t in query.terms if t not in answered]
+        if not tests:
+            return sorted(set(paths))
+        if len(tests) == 1:
+            return sorted(filter(tests[0], set(paths)))
+        return sorted(p for p in set(paths) if all(test(p) for test in tests))
+
+    def _plan(self, query: TagQuery) -> tuple[TagTerm, list[str], list[TagTerm], list[str] | None]:
+        """The driving term, its matching values, the other sized = terms by increasing
+        count whose postings the driver's are intersected with (when it is an = term
+        covering more than SMALL_DRIVER series) and, when the index read them while
+        sizing, the driver's paths (see module docstring)."""
+        drivers = [t for t in query.terms if t.requires_value]
+        equal = [t for t in drivers if t.operator == "="]
+        if equal:
+            return self._plan_equal(query, equal)
+        candidates = [t for t in drivers if t.operator == "=~" and t.literal_prefix] or drivers
+        best: tuple[int, TagTerm, list[str]] | None = None
+        for term in candidates:
+            matched = [(v, c) for v, c in self._values(term.tag, term.literal_prefix, term.text) if term.matches(v)]
+            count, values = sum(c for _, c in matched), [v for v, _ in matched]
             if best is None or count < best[0]:
                 best = (count, term, values)
             if count <= min(SMALL_DRIVER, self.max_series):  # few enough to filter on their paths: size no other
                 break
         assert best is not None
         count, term, values = best
-        also = ([t for _, t in sorted(sized, key=lambda s: s[0]) if t is not term]
-                if term.operator == "=" and count > SMALL_DRIVER else [])
+        self._check_size(query, term, count)
+        return term, values, [], None
+
+    def _plan_equal(self, query: TagQuery, equal: list[TagTerm]) -> tuple[TagTerm, list[str], list[TagTerm],
+                                                                          list[str] | None]:
+        """_plan when = terms drive: the index sizes them (index.sized_postings), with the
+        driver's paths when it covers at most SMALL_DRIVER series."""
+        sized = self.index.sized_postings([(t.tag, t.spec) for t in equal], min(SMALL_DRIVER, self.max_series))
+        term, count = equal[sized.driver], sized.counts[sized.driver] or 0
+        self._check_size(query, term, count)
+        if sized.paths is not None or not count:
+            return term, [term.spec] if count else [], [], sized.paths
+        others = sorted(((c, k) for k, c in enumerate(sized.counts) if c is not None and k != sized.driver))
+        return term, [term.spec], [equal[k] for _, k in others], None
+
+    def _check_size(self, query: TagQuery, term: TagTerm, count: int) -> None:
         if count > self.max_series:
             raise TooManyResults(
                 f"tag query {[t.text for t in query.terms]!r}: its most selective term {term.text!r} matches"
                 f" {count} series, more than the limit {self.max_series} (setting BG_MAX_TAG_SERIES):"
                 " add a more selective expression"
             )
-        return term, values, also
 
     def _values(self, tag: str, prefix: str, what: str, page_size: int = _PAGE) -> Iterable[tuple[str, int]]:
         """Every (value, count) of tag starting with prefix, at most max_values."""
@@ -211,6 +226,17 @@ class TagQueries:
         return sorted(found)[:limit]
 
 
+def path_test(term: TagTerm) -> Callable[[str], bool]:
+    """Whether a canonical path satisfies term: for `tag=value` (a value, a tag other than
+    the name) whether the path holds the segment `;tag=value` (values hold no ';', tags no
+    '='), else term.matches on the tag's value in the path."""
+    if term.operator == "=" and term.spec and term.tag != NAME_TAG:
+        inner, last = f";{term.tag}={term.spec};", f";{term.tag}={term.spec}"
+        return lambda path: inner in path or path.endswith(last)
+    tag, matches = term.tag, term.matches
+    return lambda path: matches(tag_of_path(path, tag))
+
+
 def _filter(pattern: str | None, what: str) -> tuple[re.Pattern | None, str]:
     """A tag or value filter as graphite's SQL applies it (anchored, REGEXP = search) and
     the literal prefix that bounds the range read."""
@@ -220,4 +246,4 @@ def _filter(pattern: str | None, what: str) -> tuple[re.Pattern | None, str]:
     return regex, regex_literal_prefix(regex)
 
 
-__all__ = ["TagQueries", "DEFAULT_MAX_TAG_SERIES", "DEFAULT_MAX_TAG_VALUES"]
+__all__ = ["TagQueries", "DEFAULT_MAX_TAG_SERIES", "DEFAULT_MAX_TAG_VALUES", "path_test"]

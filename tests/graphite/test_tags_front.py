@@ -88,6 +88,41 @@ def test_a_tag_read_is_answered_by_the_front_as_by_django(stack, monkeypatch, pa
     assert (("Vary", "Accept-Encoding") in headers) == (len(body) >= 200)
 
 
+@pytest.mark.parametrize(("query", "found"), [
+    ("expr=host%3D%E9%2Bx", b"[]"), ("expr=host%3D\u00c3\u00a9%2Bx", b'["net.rx;dc=us;host=\\u00e9+x"]'),
+    ("expr=host%3D\u00e9%2Bx", b'["net.rx;dc=us;host=\\u00e9+x"]'),  # not UTF-8: read as ISO-8859-1
+    ("expr=dc%3Dap&pretty=1&pretty=", None), ("expr=dc%3Dap;expr=core%3D1", None),
+    ("expr=dc%3Dap&expr", None), ("expr=dc%3Dap&expr%5B%5D=dc%3Dus", None), ("expr%5B%5D=dc%3Dap&expr=", None),
+    ("expr=x%3D1&expr=x%3D1&limit=2&limit=", b'["plain;x=1"]'),
+], ids=repr)
+def test_the_front_reads_a_raw_query_string_as_django_does(stack, monkeypatch, query, found):
+    """The front parses the query string itself (Django's QueryDict's rules: UTF-8 else
+    ISO-8859-1, a WSGI string's ISO-8859-1 bytes, `&` alone separates, blank values, the
+    last of a repeated parameter, DATA_UPLOAD_MAX_NUMBER_FIELDS: Django's 400 past it)."""
+    front, django = stack
+    monkeypatch.setattr(front, "graphite_application", django)
+    answers = []
+    for path in (FIND, TAGS, VALUES):
+        env = environ(path=path)
+        env["QUERY_STRING"] = query
+        answers.append(call(django, env))
+        assert call(front.application, env) == answers[-1]
+    if found is not None:  # findSeries' answer
+        assert answers[0][2] == found
+
+
+def test_a_query_past_djangos_number_of_fields_is_left_to_django(stack):
+    """More than DATA_UPLOAD_MAX_NUMBER_FIELDS parameters: Django refuses the query string
+    (TooManyFieldsSent), so the front does not answer."""
+    from graphite_plugin import tags_front
+
+    env = environ(path=FIND)
+    env["QUERY_STRING"] = "expr=x%3D1&" + "&".join(f"f{i}=1" for i in range(1000))
+    assert tags_front.serve(dict(env), _unexpected) is None
+    env["QUERY_STRING"] = "expr=x%3D1&" + "&".join(f"f{i}=1" for i in range(998))
+    assert b"".join(tags_front.serve(dict(env), lambda *a: None)) == b'["plain;x=1"]'
+
+
 def test_the_answers_are_not_vacuous(stack):
     """Long and short answers, found series, values and tags: what the comparisons compare."""
     front, _ = stack
@@ -159,7 +194,7 @@ def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypa
     env = environ(params={"expr": "dc=ap"}, path=FIND)
     expected = call(django, env)
 
-    def broken(request):
+    def broken(request, log_lines):
         raise RuntimeError("store unreachable")
 
     monkeypatch.setitem(tags_front._VIEWS, FIND, broken)

@@ -305,11 +305,12 @@ def test_sqlite_pair_ids_a_process_keeps_stay_right_across_writers_and_rollbacks
         accessor.close()
 
 
-def test_sqlite_equal_query_reads_in_three_statements_and_stays_right_across_writes(tmp_path):
-    """findSeries with one `=` term: the count (which keeps the pair's id), the postings
-    (the chunks in use counted in the same statement) and the paths, three statements;
-    series added after the id was kept (a new chunk among them) and a pair interned by a
-    rolled-back batch are answered right."""
+def test_sqlite_equal_query_reads_in_one_statement_and_stays_right_across_writes(tmp_path):
+    """findSeries with `=` terms whose rarest covers at most SMALL_DRIVER series: one
+    statement (the pairs' counts, which keep their ids, and the rarest one's postings with
+    the chunks in use counted, decoded and joined to their paths); series added after the
+    id was kept (a new chunk among them) and a pair interned by a rolled-back batch are
+    answered right."""
     from biggraphite_like.accessor import Accessor
     from biggraphite_like.stores.sqlite import tags as sqlite_tags
 
@@ -321,8 +322,10 @@ def test_sqlite_equal_query_reads_in_three_statements_and_stays_right_across_wri
     statements = []
     accessor.store._conn.set_trace_callback(statements.append)
     assert accessor.tags.find_series(["a=1"]) == sorted(f"m;a=1;i={i}" for i in range(1, 30, 3))
+    assert accessor.tags.find_series(["name=m", "i=4", "a=1"]) == ["m;a=1;i=4"]
+    assert accessor.tags.find_series(["i=4", "a=2"]) == [] and accessor.tags.find_series(["a=1", "i=nosuch"]) == []
     accessor.store._conn.set_trace_callback(None)
-    assert len(statements) == 3, statements
+    assert len(statements) == 4, statements
     first = 1 << sqlite_tags.CHUNK_BITS  # the next series in a chunk of their own
     writer.store._conn.execute("INSERT INTO tagged_series (id, path, updated_on) VALUES (?, 'm;a=9;i=x', 0)",
                                (first - 1,))  # a filler row: the next ids start a new chunk

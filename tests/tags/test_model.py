@@ -215,3 +215,19 @@ def test_canonical_form_equals_graphite_on_many_random_hostile_names():
                 canonical_path(name)
         checked += 1
     assert checked == 20_000 and canonical > 300  # the fast path was exercised
+
+
+def test_the_planners_path_test_of_an_equality_term_is_the_terms_match():
+    """The planner filters candidates of `tag=value` with a substring test on the canonical
+    path: it must agree with the term on the tag's value, for tags and values that are
+    prefixes, suffixes or parts of others, values holding '=', the last segment and `name`."""
+    from biggraphite_like.tags.queries import path_test
+    from biggraphite_like.tags.series import tag_of_path
+
+    paths = [canonical_path(n) for n in ("m;a=1;b=2", "m;a=12;xa=1", "m;xa=1;b=a=1", "m;a=1=;b=2=", "a=1;b=a",
+                                         "m;b=2;c=a=1", "m;aa=1;b=22", "a;a=a", "m;a=1;c=3;d=4")]
+    specs = ["1", "12", "2", "a=1", "1=", "2=", "a", "22", "3", "4"]
+    for tag, spec in itertools.product(["a", "b", "c", "d", "xa", "aa", "name"], specs):
+        term = parse_term(f"{tag}={spec}")
+        for path in paths:
+            assert path_test(term)(path) == term.matches(tag_of_path(path, tag)), (term, path)

@@ -15,15 +15,17 @@ passes BULK_WAL_BYTES (store.defer_checkpoint). Measurements: bench/README.md, d
 """
 from __future__ import annotations
 
+import functools
 import json
 import operator
+import struct
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
 from biggraphite_like.errors import SchemaMissing, StoreError
 from biggraphite_like.stores.sqlite.name_strings import NameStrings
-from biggraphite_like.tags.index import TagIndex, range_conditions
+from biggraphite_like.tags.index import SizedPairs, TagIndex, range_conditions
 from biggraphite_like.tags.series import tags_of_path
 
 if TYPE_CHECKING:
@@ -62,6 +64,38 @@ SCHEMA_SQL = [
     "CREATE TABLE IF NOT EXISTS tagged_series (\n  id INTEGER PRIMARY KEY,\n  path TEXT NOT NULL UNIQUE,\n"
     "  updated_on INTEGER NOT NULL\n);",
 ]
+
+
+def _chunks(chunk_bits: int) -> str:
+    """The postings chunks in use, a recursive CTE: `chunk IN chunks` seeks each chunk's rows of a pair."""
+    return ("chunks (chunk) AS (SELECT 0 UNION ALL SELECT chunk + 1 FROM chunks"
+            f" WHERE chunk < (SELECT coalesce(max(id), 0) FROM tagged_series) >> {chunk_bits})")
+
+
+SERIES_IDS = "bgl_series_ids"
+"""SQL function (registered on each connection that reads tags): the series ids of a postings
+row (chunk, offsets) as a JSON array, for json_each: postings become rows inside a statement."""
+
+
+@functools.lru_cache(maxsize=2)
+def _sized_postings_sql(chunk_bits: int) -> str:
+    """SQLiteTagIndex.sized_postings' statement: ?1 the pairs (JSON [[tag, value], ...]), ?2
+    the most series the driver may cover."""
+    return (f"WITH RECURSIVE {_chunks(chunk_bits)}, pairs (k, id, series) AS MATERIALIZED (SELECT j.key, v.id,"
+            " c.series FROM json_each(?1) j JOIN tag_names n ON n.tag = j.value ->> 0 JOIN tag_values v"
+            " ON v.tag_id = n.id AND v.value = j.value ->> 1 JOIN tag_value_counts c ON c.id = v.id),"
+            " driver (id) AS (SELECT id FROM pairs WHERE (SELECT count(*) FROM pairs) = json_array_length(?1)"
+            " ORDER BY series, k LIMIT 1)"
+            " SELECT k, id, series FROM pairs"
+            " UNION ALL SELECT NULL, s.path, NULL FROM driver JOIN tag_postings p ON p.chunk IN chunks"
+            f" AND p.value_id = driver.id AND (SELECT min(series) FROM pairs) <= ?2, json_each({SERIES_IDS}(p.chunk,"
+            " p.offsets)) j JOIN tagged_series s ON s.id = j.value")
+
+
+def _series_ids(chunk: int, offsets: bytes) -> str:
+    """SERIES_IDS: a postings row's series ids, a JSON array."""
+    base = chunk << CHUNK_BITS
+    return "[" + ",".join([str(base + o) for o in struct.unpack(f"<{len(offsets) >> 1}H", offsets)]) + "]"
 
 
 def _range(column: str, prefix: str, after: str | None, limit: int) -> tuple[str, list]:
@@ -294,10 +328,17 @@ class SQLiteTagIndex(TagIndex):
                                 f" tag_value_counts): run `bgl --store {self.store.url} syncdb` to move them in place")
         self._layout_checked = True
 
-    def _query(self, what: str, sql: str, params: Sequence = ()) -> list[tuple]:
+    def _query(self, what: str, sql: str, params: Sequence = (), functions: bool = False) -> list[tuple]:
+        """Rows of a read; with `functions`, SERIES_IDS is registered on this thread's connection first."""
         self._ready()
         with self.store._errors(what):
-            return self.store._conn.execute(sql, params).fetchall()
+            conn = self.store._conn
+            if functions:
+                local = self.store._local
+                if getattr(local, "tag_functions", None) is not conn:
+                    conn.create_function(SERIES_IDS, 2, _series_ids, deterministic=True)
+                    local.tag_functions = conn
+            return conn.execute(sql, params).fetchall()
 
     # -- writes ------------------------------------------------------------------------
     def add_series(self, paths: Sequence[str], now: int) -> int:
@@ -459,9 +500,8 @@ class SQLiteTagIndex(TagIndex):
 
     def _postings_rows(self, value_ids_sql: str, params: tuple) -> np.ndarray:
         return _unpacked(self._query(
-            "read tag postings", "WITH RECURSIVE chunks (chunk) AS (SELECT 0 UNION ALL SELECT chunk + 1 FROM chunks"
-            f" WHERE chunk < (SELECT coalesce(max(id), 0) FROM tagged_series) >> {CHUNK_BITS})"
-            f" SELECT chunk, offsets FROM tag_postings WHERE chunk IN chunks AND value_id IN ({value_ids_sql})", params))
+            "read tag postings", f"WITH RECURSIVE {_chunks(CHUNK_BITS)} SELECT chunk, offsets FROM tag_postings"
+            f" WHERE chunk IN chunks AND value_id IN ({value_ids_sql})", params))
 
     def _paths(self, series: np.ndarray) -> list[str]:
         """Canonical paths of series ids (those whose row exists)."""
@@ -479,6 +519,24 @@ class SQLiteTagIndex(TagIndex):
         for start in range(0, len(values), _CHUNK):
             paths.extend(self._paths(self._series_of_values(tag, values[start:start + _CHUNK])))
         return paths
+
+    def sized_postings(self, pairs: Sequence[tuple[str, str]], small: int) -> SizedPairs:
+        """Every pair sized, and the rarest one's paths when it covers at most `small`
+        series, in one statement (_sized_postings_sql: the pairs' ids and counts, and when
+        every pair is there and the rarest small enough, its postings rows decoded by
+        SERIES_IDS and joined to their paths); the ids and counts kept for postings_of_all."""
+        rows = self._query("size tag values", _sized_postings_sql(CHUNK_BITS), (json.dumps(pairs), small),
+                           functions=True)
+        counts: list[int | None] = [0] * len(pairs)
+        paths = []
+        for key, value, count in rows:
+            if key is None:
+                paths.append(value)
+            else:
+                counts[key] = count
+                self._read.remember("=".join(pairs[key]), value, count)
+        driver = min(range(len(pairs)), key=counts.__getitem__)
+        return SizedPairs(counts, driver, paths if counts[driver] <= small else None)
 
     def postings_of_all(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The first pair's series (the rarest, the planner's driver), kept if they are in
