@@ -68,6 +68,14 @@ class RequestFirstWorker(ThreadWorker):
         super().__init__(*args, **kwargs)
         self.lingering: deque[_Lingering] = deque()  # connections closed on our side, oldest first (_linger)
 
+    def run(self):
+        """gthread's loop, over a SettledConfig (this worker's connections, parsers,
+        responses and access log read it)."""
+        self.cfg = SettledConfig(self.cfg)
+        if getattr(self.log, "cfg", None) is not None:
+            self.log.cfg = SettledConfig(self.log.cfg)
+        super().run()
+
     def notify(self):
         """The heartbeat (a utime on the worker's temporary file), at most once every
         HEARTBEAT_INTERVAL seconds: gthread beats at every turn of its loop, three a request,
@@ -196,6 +204,21 @@ class RequestFirstWorker(ThreadWorker):
         conn.arrived = bytearray()
         conn.data_ready = True
         self.enqueue_req(conn)
+
+
+class SettledConfig:
+    """A worker's view of gunicorn's Config, each setting read once: Config finds a setting
+    through its Setting object at every read (some forty reads a request, 1 to 2 us each:
+    parser, environ, response, access log), and a worker's settings never change (a reload
+    starts new workers)."""
+
+    def __init__(self, cfg) -> None:
+        object.__setattr__(self, "_cfg", cfg)
+
+    def __getattr__(self, name: str):
+        value = getattr(self._cfg, name)
+        object.__setattr__(self, name, value)
+        return value
 
 
 class LingeringConn(TConn):
