@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseBadRequest
@@ -142,11 +142,14 @@ def json_text_response(request, content: bytes) -> HttpResponse:
                         else "application/json;charset=utf-8")
 
 
-def find_answer(request, log_lines: list[str] | None = None) -> HttpResponse | None:
+def find_answer(request, log_lines: list[str] | None = None, params: Mapping[str, str] | None = None
+                ) -> HttpResponse | None:
     """find_view's answer to a plain find in one of the three formats, or None for graphite's
     view; graphite's info log lines of the answer are logged, or added to `log_lines` for
-    the caller to log (the WSGI front: once the answer is sent)."""
-    params = request.GET
+    the caller to log (the WSGI front: once the answer is sent). `params`: request.GET's
+    values when the caller has them (the WSGI front parses the query string itself)."""
+    if params is None:
+        params = request.GET
     if request.method != "GET" or not params.keys() <= PARAMETERS:
         return None
     form = params.get("format", "treejson")

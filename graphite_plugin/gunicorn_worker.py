@@ -6,8 +6,12 @@ idle or slow connections hold every thread of `bgl run`'s two workers, and nobod
 served. `RequestFirstWorker` keeps a connection in the worker's poller (no thread) until
 its request head, and a body of up to MAX_BUFFERED_BODY bytes, have arrived; a connection
 that has not sent a whole request within REQUEST_ARRIVAL_TIMEOUT seconds of its first
-wait (a new connection, or a kept-alive one that starts a request) is closed. Everything
-else is gthread's: the thread parses the bytes already read and runs the application.
+wait (a new connection, or a kept-alive one that starts a request) is closed; a request
+already whole when its connection is accepted goes to a thread at once (no turn of the
+poller). A connection closed after its answer lingers in the poller (its late bytes
+drained, LINGER_SECONDS at most), not in the poller's thread as gthread's graceful close
+does. Everything else is gthread's: the thread parses the bytes already read and runs
+the application.
 
     worker_class = "graphite_plugin.gunicorn_worker.RequestFirstWorker"   # gunicorn.conf.py
 """
@@ -19,9 +23,11 @@ import gc
 import os
 import re
 import selectors
+import socket
 import sys
 import threading
 import time
+from collections import deque
 from functools import partial
 
 from gunicorn.glogging import Logger
@@ -32,6 +38,8 @@ MAX_BUFFERED_BODY = 1 << 20  # bodies up to this size are read before a thread i
 _HEAD_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 _READ_SIZE = 1 << 16
+LINGER_SECONDS = 2.0  # a closed connection's late bytes are drained this long at most (gunicorn's close_graceful) ...
+LINGER_MAX_DRAIN = 1 << 16  # ... and up to this many
 MAX_WORKER_RSS = 1 << 30  # bytes: a worker past this after a request is replaced (bgl run's default) ...
 MAX_WORKER_RSS_ENV = "BGL_WEB_MAX_RSS"  # ... unless this variable gives another number of bytes
 HEARTBEAT_INTERVAL = 1.0  # seconds between two heartbeats to the arbiter (its timeout: bgl run's 120 s)
@@ -56,6 +64,18 @@ class RequestFirstWorker(ThreadWorker):
 
     _heartbeat_due = 0.0
     _max_head = 0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lingering: deque[_Lingering] = deque()  # connections closed on our side, oldest first (_linger)
+
+    def run(self):
+        """gthread's loop, over a SettledConfig (this worker's connections, parsers,
+        responses and access log read it)."""
+        self.cfg = SettledConfig(self.cfg)
+        if getattr(self.log, "cfg", None) is not None:
+            self.log.cfg = SettledConfig(self.log.cfg)
+        super().run()
 
     def notify(self):
         """The heartbeat (a utime on the worker's temporary file), at most once every
@@ -84,7 +104,9 @@ class RequestFirstWorker(ThreadWorker):
                 raise
             return
         self.nr_conns += 1
-        self._await_request(TConn(self.cfg, client_sock, client_addr, listener.getsockname()))
+        conn = LingeringConn(self.cfg, client_sock, client_addr, listener.getsockname())
+        conn.linger = self._linger
+        self._await_request(conn)
 
     def on_client_socket_readable(self, conn, client):
         """A kept-alive connection starts its next request: wait for all of it too."""
@@ -95,15 +117,29 @@ class RequestFirstWorker(ThreadWorker):
     def _await_request(self, conn) -> None:
         conn.sock.setblocking(False)
         conn.arrived = bytearray()
+        data = self._read_request(conn)
+        if data is not None:  # all of it came with the connection: a thread without a turn of the poller
+            self._dispatch(conn, data)
+            return
         conn.timeout = time.monotonic() + REQUEST_ARRIVAL_TIMEOUT  # murder_pending closes it then
         self.pending_conns.append(conn)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_bytes, conn))
 
     def _on_bytes(self, conn, sock) -> None:
-        try:
-            data = sock.recv(_READ_SIZE)
-        except (BlockingIOError, InterruptedError):
+        data = self._read_request(conn)
+        if data is None:
             return
+        self.poller.unregister(sock)
+        self.pending_conns.remove(conn)
+        self._dispatch(conn, data)
+
+    def _read_request(self, conn) -> bytes | None:
+        """What a read of the connection gave once the request is whole (b"": the client
+        went away), None while it is still arriving (nothing to read yet, or a part)."""
+        try:
+            data = conn.sock.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return None
         except OSError:
             data = b""
         if data:
@@ -112,9 +148,53 @@ class RequestFirstWorker(ThreadWorker):
                 cfg = self.cfg
                 self._max_head = cfg.limit_request_line + cfg.limit_request_fields * cfg.limit_request_field_size
             if not request_complete(bytes(conn.arrived), self._max_head):
-                return
+                return None
+        return data
+
+    def _linger(self, sock) -> None:
+        """gunicorn's graceful close (close_graceful: the write side shut, the client's late
+        bytes drained until it closes, LINGER_SECONDS or LINGER_MAX_DRAIN bytes at most, so
+        that no reset cuts the answer short) in the poller: gunicorn's waits in the poller's
+        thread, and a client that keeps its side open after a `Connection: close` answer
+        stopped every other connection of the worker for two seconds."""
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            return
+        lingering = _Lingering(sock, time.monotonic() + LINGER_SECONDS)
+        self.lingering.append(lingering)
+        self.poller.register(sock, selectors.EVENT_READ, partial(self._on_late_bytes, lingering))
+
+    def _on_late_bytes(self, lingering: "_Lingering", sock) -> None:
+        try:
+            data = sock.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        lingering.drained += len(data)
+        if not data or lingering.drained >= LINGER_MAX_DRAIN:
+            self._close_lingering(lingering)
+
+    def _close_lingering(self, lingering: "_Lingering") -> None:
+        if lingering.sock is None:
+            return
+        sock, lingering.sock = lingering.sock, None
         self.poller.unregister(sock)
-        self.pending_conns.remove(conn)
+        sock.close()
+
+    def murder_pending(self):
+        """gthread's, and lingering connections past their LINGER_SECONDS closed."""
+        super().murder_pending()
+        now = time.monotonic()
+        while self.lingering and (self.lingering[0].deadline <= now or self.lingering[0].sock is None):
+            self._close_lingering(self.lingering.popleft())
+
+    def _dispatch(self, conn, data: bytes) -> None:
+        """The connection's thread, once its whole request has arrived; closed when the
+        client went away before sending one."""
         if not data:  # the client went away before sending a whole request
             self.nr_conns -= 1
             conn.close()
@@ -125,6 +205,42 @@ class RequestFirstWorker(ThreadWorker):
         conn.arrived = bytearray()
         conn.data_ready = True
         self.enqueue_req(conn)
+
+
+class SettledConfig:
+    """A worker's view of gunicorn's Config, each setting read once: Config finds a setting
+    through its Setting object at every read (some forty reads a request, 1 to 2 us each:
+    parser, environ, response, access log), and a worker's settings never change (a reload
+    starts new workers)."""
+
+    def __init__(self, cfg) -> None:
+        object.__setattr__(self, "_cfg", cfg)
+
+    def __getattr__(self, name: str):
+        value = getattr(self._cfg, name)
+        object.__setattr__(self, name, value)
+        return value
+
+
+class LingeringConn(TConn):
+    """gthread's connection, whose graceful close is the worker's (RequestFirstWorker._linger)."""
+
+    linger = None
+
+    def close(self, graceful=False):
+        if graceful and self.linger is not None:
+            self.linger(self.sock)
+        else:
+            super().close(graceful)
+
+
+class _Lingering:
+    """A connection closed on our side whose late bytes are drained until `deadline`."""
+
+    __slots__ = ("sock", "deadline", "drained")
+
+    def __init__(self, sock, deadline: float):
+        self.sock, self.deadline, self.drained = sock, deadline, 0
 
 
 class _Statm:

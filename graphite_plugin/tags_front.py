@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 from typing import Callable, Iterable
-from urllib.parse import parse_qsl
 
 from django.conf import settings
 from django.utils.datastructures import MultiValueDict
@@ -103,19 +102,12 @@ def _only_our_tag_index() -> bool:
 
 
 def _params(request) -> MultiValueDict:
-    """request.GET as Django builds it (WSGIRequest.GET's QueryDict: the query string's
-    bytes decoded with DEFAULT_CHARSET, else ISO-8859-1, parsed with blank values kept, at
-    most DATA_UPLOAD_MAX_NUMBER_FIELDS: else a ValueError, Django's 400) without
-    QueryDict's calls per value: these views only read it."""
-    raw = request.environ.get("QUERY_STRING", "").encode("iso-8859-1")
-    encoding = settings.DEFAULT_CHARSET
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError:
-        text = raw.decode("iso-8859-1")
+    """request.GET as Django builds it (graphite_plugin.wsgi.query_pairs: a ValueError for
+    too many fields, Django's 400) without QueryDict's calls per value: these views only read it."""
+    from graphite_plugin.wsgi import query_pairs
+
     found: dict[str, list[str]] = {}
-    for key, value in parse_qsl(text, keep_blank_values=True, encoding=encoding,
-                                max_num_fields=settings.DATA_UPLOAD_MAX_NUMBER_FIELDS):
+    for key, value in query_pairs(request.environ):
         if key in found:
             found[key].append(value)
         else:

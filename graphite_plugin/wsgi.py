@@ -55,29 +55,67 @@ def _front_find(environ: dict, log_lines: list[str] | None = None):
     lines added to log_lines (None: logged)."""
     from django.contrib.auth.models import AnonymousUser
     from django.core.handlers.wsgi import WSGIRequest
-    from django.utils.cache import patch_vary_headers
 
-    from graphite_plugin.find_view import find_answer
+    from graphite_plugin.find_view import PARAMETERS, find_answer
 
+    params = query_parameters(environ, PARAMETERS)
+    if params is None:
+        return None  # graphite's view (another parameter), or Django's answer (too many fields)
     request = WSGIRequest(environ)
     if not django_would_serve(request):
         return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 301 to www., 403 for a refused agent)
     request.user = AnonymousUser()  # AuthenticationMiddleware's answer for a request without a session
-    response = find_answer(request, log_lines)
-    if response is not None and response.status_code == 200 and request.GET.get("format", "treejson") == "treejson":
-        patch_vary_headers(response, ("Cookie",))  # SessionMiddleware: the profile lookup read the session
+    response = find_answer(request, log_lines, params)
+    if response is not None and response.status_code == 200 and params.get("format", "treejson") == "treejson":
+        add_vary(response, "Cookie")  # SessionMiddleware: the profile lookup read the session
     return with_chain_headers(response)
+
+
+def query_pairs(environ: dict) -> list[tuple[str, str]]:
+    """The query string's (name, value) pairs as Django's QueryDict parses them for
+    WSGIRequest.GET (the WSGI string's bytes, DEFAULT_CHARSET else ISO-8859-1, parse_qsl
+    keeping blank values, at most DATA_UPLOAD_MAX_NUMBER_FIELDS: else a ValueError, Django's
+    400) without building one: the fronts only read it."""
+    from urllib.parse import parse_qsl
+
+    text = environ.get("QUERY_STRING", "")
+    if not text.isascii():
+        raw = text.encode("iso-8859-1")
+        try:
+            text = raw.decode(settings.DEFAULT_CHARSET)
+        except UnicodeDecodeError:
+            text = raw.decode("iso-8859-1")
+    return parse_qsl(text, keep_blank_values=True, encoding=settings.DEFAULT_CHARSET,
+                     max_num_fields=settings.DATA_UPLOAD_MAX_NUMBER_FIELDS)
+
+
+def query_parameters(environ: dict, names: frozenset[str]) -> dict[str, str] | None:
+    """query_pairs as request.GET reads them (each name's last value); None when a name is
+    not in `names` or Django would refuse the string (TooManyFieldsSent: its 400)."""
+    try:
+        params = dict(query_pairs(environ))
+    except (ValueError, LookupError):  # too many fields (or a string Django fails on): Django answers
+        return None
+    return params if params.keys() <= names else None
+
+
+def add_vary(response, header: str) -> None:
+    """patch_vary_headers(response, (header,)): the header added to Vary unless it is there."""
+    from django.utils.cache import patch_vary_headers
+
+    if response.has_header("Vary"):
+        patch_vary_headers(response, (header,))
+    else:
+        response["Vary"] = header
 
 
 def with_chain_headers(response):
     """A front's 200 answer with the headers Django's middleware chain adds to it, or None
     for anything else (errors get the chain's error answer: graphite_plugin.middleware)."""
-    from django.utils.cache import patch_vary_headers
-
     if response is None or response.status_code != 200:
         return None
     if len(response.content) >= GZIP_MIN_LENGTH:
-        patch_vary_headers(response, ("Accept-Encoding",))  # GZipMiddleware, even when not compressing
+        add_vary(response, "Accept-Encoding")  # GZipMiddleware, even when not compressing
     response["Content-Length"] = str(len(response.content))  # CommonMiddleware
     return response
 

@@ -137,6 +137,33 @@ def test_idle_and_slow_connections_hold_no_worker_thread(stack):
             sock.close()
 
 
+def test_clients_that_keep_their_side_open_after_a_closing_answer_stop_nobody(stack):
+    """Clients that ask with `Connection: close` and never close their side: each gets its
+    whole answer and the server's end of stream, and other clients are served meanwhile
+    (gunicorn's graceful close waited up to 2 s for each in the worker's poller thread: 20
+    of them stopped both workers for about 20 s)."""
+    port = stack.ports["--web-port"]
+    held = []
+    try:
+        for i in range(20):  # each from its own address: no client over its share of requests (503)
+            sock = socket.create_connection(("127.0.0.1", port), source_address=(f"127.0.2.{i + 1}", 0))
+            sock.sendall(b"GET /metrics/find?query=srv.h3.* HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            held.append(sock)
+        time.sleep(0.5)  # every answer sent, every connection closing on the server's side
+        for _ in range(3):
+            assert normal(stack, timeout=10.0) < 5.0
+        for sock in held:
+            sock.settimeout(10.0)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 ") and len(json.loads(body)) == METRICS, answer[:300]
+    finally:
+        for sock in held:
+            sock.close()
+
+
 # -- row 5: renders bounded by what functions build and by series counted per target ---------------
 
 def gunicorn_pids(stack: BglRun) -> list[int]:

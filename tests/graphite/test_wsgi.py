@@ -140,7 +140,7 @@ def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypa
     env = environ(params={"query": "srv.*"})
     expected = call(django, env)
 
-    def broken(request, log_lines=None):
+    def broken(request, log_lines=None, params=None):
         raise RuntimeError("store unreachable")
 
     monkeypatch.setattr("graphite_plugin.find_view.find_answer", broken)
@@ -215,3 +215,29 @@ def test_a_browsers_six_connections_at_once_are_all_served(stack):
     assert served == ["200 OK"] and b"srv.web1" in b"".join(body)
     for _, body in in_progress:
         body.close()
+
+
+@pytest.mark.parametrize("query_string", [
+    "query=srv.*", "query=srv.%2A&format=json", "format=treejson&query=a+b", "query=x&query=srv.*", "query=",
+    "query", "query=srv.%C3%A9%2Bx.*", "query=srv.\xc3\xa9.*", "query=%FF%FE", "query=srv.\xe9", "query=a;format=json",
+    "query=a&&format=json", "query=a&wildcards=1", "=x", "", "query=a&" + "&".join(["format=json"] * 1000),
+], ids=repr)
+def test_the_fronts_parameters_are_djangos(stack, query_string):
+    """query_parameters gives request.GET's last values (or None: a name the front does not
+    answer, or a string Django refuses), for encoded, non-ASCII and malformed strings."""
+    from django.core.exceptions import TooManyFieldsSent
+    from django.core.handlers.wsgi import WSGIRequest
+
+    from graphite_plugin.find_view import PARAMETERS
+
+    front, _ = stack
+    env = environ(params={})
+    env["QUERY_STRING"] = query_string
+    try:
+        django = {key: WSGIRequest(dict(env)).GET[key] for key in WSGIRequest(dict(env)).GET}
+    except TooManyFieldsSent:
+        django = None
+    ours = front.query_parameters(dict(env), PARAMETERS)
+    if django is not None and not django.keys() <= PARAMETERS:
+        django = None
+    assert ours == django
