@@ -61,8 +61,8 @@ class TagDB(BaseTagDB):
         return self.find_series_logged(tags, requestContext, None)
 
     def find_series_logged(self, tags, requestContext=None, log_lines: list[str] | None = None):
-        """find_series; with a cache that keeps nothing and `log_lines`, its log line is
-        added to log_lines instead of logged (the tags front writes it with write_log once
+        """find_series; with a cache that keeps nothing and `log_lines`, its log message is
+        added to log_lines instead of logged (the tags front logs it with write_log once
         its answer is sent)."""
         if not _keeps_nothing(self.cache):
             return super().find_series(tags, requestContext)
@@ -78,12 +78,12 @@ class TagDB(BaseTagDB):
             if log_lines is None:
                 self.log_info("find_series", message)
             elif self.log:
-                log_lines.append("%s.%s.%s :: %s" % (self.__module__, self.__class__.__name__, "find_series", message))
+                log_lines.append(message)
 
-    def write_log(self, lines: list[str]) -> None:
-        """Log lines find_series_logged gave, as BaseTagDB.log_info logs its own."""
-        for line in lines:
-            self.log.info(line)
+    def write_log(self, messages: list[str]) -> None:
+        """Log the find_series messages find_series_logged gave (BaseTagDB.log_info's lines)."""
+        for message in messages:
+            self.log_info("find_series", message)
 
     def _find_series(self, tags, requestContext=None):
         return self.tags.find_series(list(tags))
