@@ -136,12 +136,9 @@ class RequestFirstWorker(ThreadWorker):
     def _read_request(self, conn) -> bytes | None:
         """What a read of the connection gave once the request is whole (b"": the client
         went away), None while it is still arriving (nothing to read yet, or a part)."""
-        try:
-            data = conn.sock.recv(_READ_SIZE)
-        except (BlockingIOError, InterruptedError):
+        data = _receive(conn.sock, _READ_SIZE)
+        if data is None:
             return None
-        except OSError:
-            data = b""
         if data:
             conn.arrived += data
             if not self._max_head:
@@ -168,12 +165,9 @@ class RequestFirstWorker(ThreadWorker):
         self.poller.register(sock, selectors.EVENT_READ, partial(self._on_late_bytes, lingering))
 
     def _on_late_bytes(self, lingering: "_Lingering", sock) -> None:
-        try:
-            data = sock.recv(4096)
-        except (BlockingIOError, InterruptedError):
+        data = _receive(sock, 4096)
+        if data is None:
             return
-        except OSError:
-            data = b""
         lingering.drained += len(data)
         if not data or lingering.drained >= LINGER_MAX_DRAIN:
             self._close_lingering(lingering)
@@ -205,6 +199,17 @@ class RequestFirstWorker(ThreadWorker):
         conn.arrived = bytearray()
         conn.data_ready = True
         self.enqueue_req(conn)
+
+
+def _receive(sock, size: int) -> bytes | None:
+    """A non-blocking read: its bytes, b"" when the client has gone (end of stream or an
+    error), None when nothing has arrived yet."""
+    try:
+        return sock.recv(size)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
 
 
 class SettledConfig:
