@@ -11,8 +11,8 @@ remote user, no gzip wanted, only `query` and `format` (treejson, json or comple
 find_view's checks), answered 200. The answer carries the headers the chain would add
 for it (Content-Length, `Vary: Cookie` from the session the treejson profile lookup
 reads, `Vary: Accept-Encoding` from gzip on a body of 200 bytes or more) and is counted
-in the self-metrics as a find; graphite's two log lines of the find are written once the
-body has been sent. Anything else goes to graphite's application unchanged;
+in the self-metrics as a find; graphite's two log lines of the find are written, and the
+find counted, once the body has been sent. Anything else goes to graphite's application unchanged;
 so does a request Django would refuse or redirect before any view (a Host header not in
 ALLOWED_HOSTS: DNS rebinding; one without www. under PREPEND_WWW; a User-Agent in
 DISALLOWED_USER_AGENTS).
@@ -22,7 +22,9 @@ this process (ClientSlots); with none left it answers 503 at once, so that one c
 cannot hold every thread of a worker.
 
 Tag reads (`/tags/findSeries`, `/tags/autoComplete/*`) are answered in front the same way
-by graphite_plugin.tags_front.
+by graphite_plugin.tags_front. `front_answer` gives either front's answer without the rest
+of the application: bgl run's gunicorn worker (graphite_plugin.gunicorn_worker) answers
+plain requests for the fronts with it, and serves any it declines under graphite_declined.
 """
 from __future__ import annotations
 
