@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseBadRequest
@@ -135,21 +135,23 @@ def ascii_only(request) -> bool:
     return request.META.get("HTTP_ACCEPT", "application/json") == "application/json"
 
 
-def json_text_response(request, content: bytes) -> HttpResponse:
-    """graphite's json_response_for's response for content already encoded (no pretty, no
-    jsonp: PARAMETERS has neither; and no read of request.POST, which it makes for `pretty`)."""
-    return HttpResponse(content, content_type="application/json" if ascii_only(request)
-                        else "application/json;charset=utf-8")
+class FoundText(NamedTuple):
+    """A find's 200 answer as find_view gives it: its Content-Type, its body, graphite's
+    info log lines of it (find_view's two)."""
+
+    content_type: str
+    body: bytes
+    log_lines: list[str]
 
 
-def find_answer(request, log_lines: list[str] | None = None, params: Mapping[str, str] | None = None
-                ) -> HttpResponse | None:
-    """find_view's answer to a plain find in one of the three formats, or None for graphite's
-    view; graphite's info log lines of the answer are logged, or added to `log_lines` for
-    the caller to log (the WSGI front: once the answer is sent). `params`: request.GET's
-    values when the caller has them (the WSGI front parses the query string itself)."""
-    if params is None:
-        params = request.GET
+NO_CACHE = [("Pragma", "no-cache"), ("Cache-Control", "no-cache")]  # find_view's headers after Content-Type
+
+
+def find_text(request, params: Mapping[str, str]) -> FoundText | str | None:
+    """find_view's answer to a plain find in one of the three formats (`params`: request.GET's
+    values); a str for graphite's 400 (the refusal's message, logged as graphite's view logs
+    it); None for graphite's view. Reads of `request`: its method, its Accept field, its user
+    (graphite's profile)."""
     if request.method != "GET" or not params.keys() <= PARAMETERS:
         return None
     form = params.get("format", "treejson")
@@ -165,25 +167,38 @@ def find_answer(request, log_lines: list[str] | None = None, params: Mapping[str
     except REFUSED as exc:  # graphite's view: InputParameterError -> 400 with its text
         message = str(refused(exc).error)
         log.warning("%s", message)
-        return HttpResponseBadRequest(message)
+        return message
     if len(leaves) > settings.METRICS_FIND_WARNING_THRESHOLD or len(leaves) > settings.METRICS_FIND_FAILURE_THRESHOLD:
         return None  # graphite's view warns or fails
     count = len(leaves) + len(branches)
     lines = ["find_view query=%s local_only=%s matches=%d" % (query, 0, count),
              "received remote find request: pattern=%s from=%s until=%s local_only=%s format=%s matches=%d"
              % (query, None, None, 0, form, count)]
+    ascii = ascii_only(request)
     if form == "json":
-        response = json_text_response(request, json_body(backend, leaves, branches, ascii_only(request), spans))
+        body = json_body(backend, leaves, branches, ascii, spans)
     else:
         content = tree_content(request, query, leaves, branches) if form == "treejson" \
             else completer_content(leaves, branches)
-        response = json_text_response(request, json.dumps(content, ensure_ascii=ascii_only(request)).encode())
-    response["Pragma"] = "no-cache"
-    response["Cache-Control"] = "no-cache"
+        body = json.dumps(content, ensure_ascii=ascii).encode()
+    return FoundText("application/json" if ascii else "application/json;charset=utf-8", body, lines)
+
+
+def find_answer(request, log_lines: list[str] | None = None, params: Mapping[str, str] | None = None
+                ) -> HttpResponse | None:
+    """find_view's answer (find_text) as its HttpResponse, or None for graphite's view;
+    graphite's info log lines of the answer are logged, or added to `log_lines` for the
+    caller to log. `params`: request.GET's values when the caller has them."""
+    found = find_text(request, request.GET if params is None else params)
+    if found is None or isinstance(found, str):
+        return None if found is None else HttpResponseBadRequest(found)
+    response = HttpResponse(found.body, content_type=found.content_type)
+    for name, value in NO_CACHE:
+        response[name] = value
     if log_lines is None:
-        log_info(lines)
+        log_info(found.log_lines)
     else:
-        log_lines.extend(lines)
+        log_lines.extend(found.log_lines)
     return response
 
 

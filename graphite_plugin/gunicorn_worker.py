@@ -11,7 +11,11 @@ already whole when its connection is accepted goes to a thread at once (no turn 
 poller). A connection closed after its answer lingers in the poller (its late bytes
 drained, LINGER_SECONDS at most), not in the poller's thread as gthread's graceful close
 does. Everything else is gthread's: the thread parses the bytes already read and runs
-the application.
+the application, except for a request graphite_plugin.wsgi's fronts answer (a plain GET
+to a find or tag read, LightRequest): the thread reads its head and answers it from the
+front without gunicorn's parser and WSGI plumbing, head and body in one write, with
+gunicorn's response head, keep-alive rules, hooks and access log (anything the fronts
+decline goes gunicorn's way, from the same bytes).
 
     worker_class = "graphite_plugin.gunicorn_worker.RequestFirstWorker"   # gunicorn.conf.py
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import gc
+import io
 import os
 import re
 import selectors
@@ -30,7 +35,11 @@ import time
 from collections import deque
 from functools import partial
 
+from datetime import datetime
+
+from gunicorn import util
 from gunicorn.glogging import Logger
+from gunicorn.http.wsgi import Response, base_environ
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 REQUEST_ARRIVAL_TIMEOUT = 10.0  # seconds a client has to send a whole request
@@ -86,12 +95,21 @@ class RequestFirstWorker(ThreadWorker):
             self._heartbeat_due = now + HEARTBEAT_INTERVAL
             super().notify()
 
+    _front = None  # graphite_plugin.wsgi.front_answer when it is the application served
+    _front_paths: frozenset[str] = frozenset()
+
     def load_wsgi(self):
         """gthread's, then what loading the application made (Django, graphite-web, their
         modules: most objects the collector tracks in a worker) left out of later
         collections (gc.freeze): a full collection during a request scans only what
-        requests made since (tens of milliseconds less at the collections that hit a find)."""
+        requests made since (tens of milliseconds less at the collections that hit a find).
+        The light path (LightRequest) is taken when the application is graphite_plugin.wsgi's."""
         super().load_wsgi()
+        fronts = sys.modules.get("graphite_plugin.wsgi")
+        if fronts is not None and self.wsgi is fronts.application and not os.environ.get("SCRIPT_NAME") \
+                and LIGHT_FIELDS.isdisjoint(name.upper() for name in (*self.cfg.secure_scheme_headers,
+                                                                       *self.cfg.forwarder_headers)):
+            self._front, self._front_paths = fronts.front_answer, fronts.FRONT_PATHS
         gc.freeze()
 
     def accept(self, listener):
@@ -195,10 +213,174 @@ class RequestFirstWorker(ThreadWorker):
             return
         if not conn.initialized:
             conn.init()  # builds the HTTP/1 parser (plain sockets: nothing is read)
-        conn.parser.unreader.unread(bytes(conn.arrived))
+        if self._front is not None and conn.arrived.startswith(b"GET /"):
+            conn.light = bytes(conn.arrived)  # maybe a front's: read in the thread (handle)
+        else:
+            conn.parser.unreader.unread(bytes(conn.arrived))
         conn.arrived = bytearray()
         conn.data_ready = True
         self.enqueue_req(conn)
+
+
+    def handle(self, conn):
+        """gthread's, or the light path's answer for a request a front answers."""
+        data = conn.light
+        if data is None:
+            return super().handle(conn)
+        conn.light = None
+        request = LightRequest.parse(data, self._front_paths, self.cfg)
+        if request is not None:
+            kept = self._answer_light(conn, request)
+            if kept is not None:
+                return kept
+        conn.parser.unreader.unread(data)  # gunicorn's way, graphite's application without the fronts
+        from graphite_plugin.wsgi import graphite_declined
+
+        with graphite_declined():
+            return super().handle(conn)
+
+    def _answer_light(self, conn, request: "LightRequest") -> bool | None:
+        """The front's answer to `request` written as gthread's handle_request writes an
+        answer (gunicorn's Response: its head, Connection and keep-alive rules; pre_request,
+        post_request, the access log), head and body in one write; whether the connection
+        is kept alive; None when no front answers (nothing sent)."""
+        cfg, sock = self.cfg, conn.sock
+        environ = request.environ(cfg, conn)
+        if environ is None:
+            return None
+        cfg.pre_request(self, request)
+        request_start = datetime.now()
+        answer = self._front(environ)
+        if answer is None:
+            return None
+        status, headers, body, sent = answer
+        resp = Response(request, sock, cfg)
+        try:
+            self.nr += 1
+            if self.nr >= self.max_requests:
+                if self.alive:
+                    self.log.info("Autorestarting worker after current request.")
+                    self.alive = False
+                resp.force_close()
+            if not self.alive or not cfg.keepalive or len(self.keepalived_conns) >= self.max_keepalived:
+                resp.force_close()
+            resp.start_response(status, headers)
+            if resp.response_length != len(body) or resp.chunked or resp.upgrade:
+                raise AssertionError(f"a front's answer without its length: {headers!r}")
+            head = "".join(resp.default_headers()) + "".join("%s: %s\r\n" % pair for pair in resp.headers) + "\r\n"
+            sock.setblocking(True)
+            resp.headers_sent = True
+            util.write(sock, head.encode("latin-1") + body)
+            resp.sent = len(body)
+            return not resp.should_close()
+        except OSError as exc:
+            if exc.errno not in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN):
+                self.log.exception("Socket error processing request.")
+            return False
+        except Exception as exc:  # noqa: BLE001 - gthread's handle: gunicorn's error answer, nothing sent yet
+            resp.status = None  # handle_error logs its own line
+            self.handle_error(request, sock, conn.client, exc)
+            return False
+        finally:
+            if sent is not None:
+                sent()
+            if resp.status is not None:
+                self.log.access(resp, request, environ, datetime.now() - request_start)
+            try:
+                cfg.post_request(self, request, environ, resp)
+            except Exception:  # noqa: BLE001 - gthread's handling of a failing hook
+                self.log.exception("Exception in post_request hook")
+
+
+class LightRequest:
+    """A request the light path may answer: exactly one `GET <front path> HTTP/1.1` head with
+    no body, its target printable ASCII (gunicorn's rule) without a fragment, its fields
+    among LIGHT_FIELDS (no proxy, forwarding, body or upgrade field: nothing that changes
+    what gunicorn's environ would say), each once, within gunicorn's limits. What gunicorn's
+    Request offers its Response, its hooks and its access log (method, uri, path, query,
+    version, headers as (NAME, value), should_close)."""
+
+    __slots__ = ("uri", "path", "query", "headers")
+    method = "GET"
+    version = (1, 1)
+    scheme = "http"
+    fragment = ""
+    proxy_protocol_info = None
+    body = None  # no body (what gunicorn's error answer reads of it)
+
+    def __init__(self, uri: str, path: str, query: str, headers: list[tuple[str, str]]):
+        self.uri, self.path, self.query, self.headers = uri, path, query, headers
+
+    @classmethod
+    def parse(cls, data: bytes, paths: frozenset[str], cfg) -> "LightRequest | None":
+        """The request in `data` (a whole request's bytes) when it is one, else None."""
+        if len(data) > LIGHT_MAX_HEAD or not data.endswith(_HEAD_END):
+            return None
+        lines = data[:-len(_HEAD_END)].split(b"\r\n")
+        line = _LIGHT_REQUEST_LINE.fullmatch(lines[0])
+        if line is None or (0 < cfg.limit_request_line < len(lines[0]) + 2) \
+                or len(lines) - 1 > _limit(cfg.limit_request_fields):
+            return None
+        uri = line.group(1).decode("ascii")
+        path, _, query = uri.partition("?")
+        if path not in paths:
+            return None
+        headers: list[tuple[str, str]] = []
+        names = set()
+        field_limit = _limit(cfg.limit_request_field_size)
+        for field in lines[1:]:
+            match = _LIGHT_FIELD.fullmatch(field)
+            if match is None or len(field) + 2 > field_limit:
+                return None
+            name = match.group(1).decode("ascii").upper()
+            if name not in LIGHT_FIELDS or name in names:
+                return None
+            names.add(name)
+            headers.append((name, match.group(2).decode("ascii").strip(" \t")))
+        return cls(uri, path, query, headers)
+
+    def should_close(self) -> bool:
+        """gunicorn's Message.should_close for HTTP/1.1."""
+        for name, value in self.headers:
+            if name == "CONNECTION":
+                return value.lower() == "close"
+        return False
+
+    def environ(self, cfg, conn) -> dict | None:
+        """gunicorn's environ for this request (wsgi.create's, no body), None for a client
+        or server address that is not an (address, port) pair."""
+        client, server = conn.client, conn.server
+        if not isinstance(client, tuple) or not isinstance(server, tuple):
+            return None
+        environ = base_environ(cfg)
+        environ.update({
+            "wsgi.input": io.BytesIO(), "gunicorn.socket": conn.sock, "REQUEST_METHOD": "GET",
+            "QUERY_STRING": self.query, "RAW_URI": self.uri, "SERVER_PROTOCOL": "HTTP/1.1",
+        })
+        for name, value in self.headers:
+            environ["HTTP_" + name.replace("-", "_")] = value
+        environ.update({
+            "wsgi.url_scheme": "http", "REMOTE_ADDR": client[0], "REMOTE_PORT": str(client[1]),
+            "SERVER_NAME": server[0], "SERVER_PORT": str(server[1]), "PATH_INFO": self.path, "SCRIPT_NAME": "",
+            "wsgi.early_hints": _no_early_hints, "wsgi.multithread": True,
+        })
+        return environ
+
+
+def _no_early_hints(headers) -> None:
+    """wsgi.early_hints of a light request: the fronts send no 103 (gunicorn's sends one)."""
+
+
+LIGHT_MAX_HEAD = 4096  # a longer head goes gunicorn's way
+LIGHT_FIELDS = frozenset({"HOST", "USER-AGENT", "ACCEPT", "ACCEPT-ENCODING", "ACCEPT-LANGUAGE", "CONNECTION",
+                          "CACHE-CONTROL", "PRAGMA"})
+_LIGHT_REQUEST_LINE = re.compile(rb"GET (/[\x21\x22\x24-\x7e]*) HTTP/1\.1")
+_LIGHT_FIELD = re.compile(rb"([A-Za-z-]+):([ \t\x21-\x7e]*)")
+
+
+def _limit(value: int) -> int:
+    """A gunicorn limit (0 or less: its default maximum) as the light path applies it: at most 8190."""
+    return value if 0 < value < 8190 else 8190
 
 
 def _receive(sock, size: int) -> bytes | None:
@@ -231,6 +413,7 @@ class LingeringConn(TConn):
     """gthread's connection, whose graceful close is the worker's (RequestFirstWorker._linger)."""
 
     linger = None
+    light = None  # a whole request's bytes the light path may answer (RequestFirstWorker.handle)
 
     def close(self, graceful=False):
         if graceful and self.linger is not None:

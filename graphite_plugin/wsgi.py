@@ -11,8 +11,8 @@ remote user, no gzip wanted, only `query` and `format` (treejson, json or comple
 find_view's checks), answered 200. The answer carries the headers the chain would add
 for it (Content-Length, `Vary: Cookie` from the session the treejson profile lookup
 reads, `Vary: Accept-Encoding` from gzip on a body of 200 bytes or more) and is counted
-in the self-metrics as a find; graphite's two log lines of the find are written once the
-body has been sent. Anything else goes to graphite's application unchanged;
+in the self-metrics as a find; graphite's two log lines of the find are written, and the
+find counted, once the body has been sent. Anything else goes to graphite's application unchanged;
 so does a request Django would refuse or redirect before any view (a Host header not in
 ALLOWED_HOSTS: DNS rebinding; one without www. under PREPEND_WWW; a User-Agent in
 DISALLOWED_USER_AGENTS).
@@ -22,13 +22,16 @@ this process (ClientSlots); with none left it answers 503 at once, so that one c
 cannot hold every thread of a worker.
 
 Tag reads (`/tags/findSeries`, `/tags/autoComplete/*`) are answered in front the same way
-by graphite_plugin.tags_front.
+by graphite_plugin.tags_front. `front_answer` gives either front's answer without the rest
+of the application: bgl run's gunicorn worker (graphite_plugin.gunicorn_worker) answers
+plain requests for the fronts with it, and serves any it declines under graphite_declined.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterable
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from django.conf import settings
 from graphite.wsgi import application as graphite_application
@@ -36,9 +39,13 @@ from graphite.wsgi import application as graphite_application
 from graphite_plugin import tags_front
 from graphite_plugin.options import DEFAULT_MAX_CLIENT_REQUESTS
 
+if TYPE_CHECKING:
+    from graphite_plugin.find_view import FoundText
+
 REMOTE_USER_KEYS = ("REMOTE_USER", "HTTP_REMOTE_USER")
 GZIP_MIN_LENGTH = 200  # django.middleware.gzip.GZipMiddleware leaves shorter bodies alone
 FIND_PATHS = frozenset({"/metrics/find"})
+FRONT_PATHS = FIND_PATHS | tags_front.PATHS  # what the fronts may answer (front_answer)
 
 
 def eligible(environ: dict, paths: frozenset[str] = FIND_PATHS) -> bool:
@@ -50,13 +57,13 @@ def eligible(environ: dict, paths: frozenset[str] = FIND_PATHS) -> bool:
             and not any(key in environ for key in REMOTE_USER_KEYS))
 
 
-def _front_find(environ: dict, log_lines: list[str] | None = None):
-    """find_view's 200 HttpResponse with the middleware chain's headers, or None; its log
-    lines added to log_lines (None: logged)."""
+def _front_find(environ: dict) -> tuple[list[tuple[str, str]], "FoundText"] | None:
+    """find_view's 200 answer (find_text) with the headers of its HttpResponse after the
+    middleware chain, or None."""
     from django.contrib.auth.models import AnonymousUser
     from django.core.handlers.wsgi import WSGIRequest
 
-    from graphite_plugin.find_view import PARAMETERS, find_answer
+    from graphite_plugin.find_view import NO_CACHE, PARAMETERS, FoundText, find_text
 
     params = query_parameters(environ, PARAMETERS)
     if params is None:
@@ -65,10 +72,17 @@ def _front_find(environ: dict, log_lines: list[str] | None = None):
     if not django_would_serve(request):
         return None  # Django answers (400 for a Host not in ALLOWED_HOSTS, 301 to www., 403 for a refused agent)
     request.user = AnonymousUser()  # AuthenticationMiddleware's answer for a request without a session
-    response = find_answer(request, log_lines, params)
-    if response is not None and response.status_code == 200 and params.get("format", "treejson") == "treejson":
-        add_vary(response, "Cookie")  # SessionMiddleware: the profile lookup read the session
-    return with_chain_headers(response)
+    found = find_text(request, params)
+    if not isinstance(found, FoundText):
+        return None  # graphite's view, or its error answer through the chain (graphite_plugin.middleware)
+    vary = ["Cookie"] if params.get("format", "treejson") == "treejson" else []  # SessionMiddleware: the profile lookup read the session
+    if len(found.body) >= GZIP_MIN_LENGTH:
+        vary.append("Accept-Encoding")  # GZipMiddleware, even when not compressing
+    headers = [("Content-Type", found.content_type), *NO_CACHE]
+    if vary:
+        headers.append(("Vary", ", ".join(vary)))
+    headers.append(("Content-Length", str(len(found.body))))  # CommonMiddleware
+    return headers, found
 
 
 def query_pairs(environ: dict) -> list[tuple[str, str]]:
@@ -99,31 +113,10 @@ def query_parameters(environ: dict, names: frozenset[str]) -> dict[str, str] | N
     return params if params.keys() <= names else None
 
 
-def add_vary(response, header: str) -> None:
-    """patch_vary_headers(response, (header,)): the header added to Vary unless it is there."""
-    from django.utils.cache import patch_vary_headers
-
-    if response.has_header("Vary"):
-        patch_vary_headers(response, (header,))
-    else:
-        response["Vary"] = header
-
-
-def with_chain_headers(response):
-    """A front's 200 answer with the headers Django's middleware chain adds to it, or None
-    for anything else (errors get the chain's error answer: graphite_plugin.middleware)."""
-    if response is None or response.status_code != 200:
-        return None
-    if len(response.content) >= GZIP_MIN_LENGTH:
-        add_vary(response, "Accept-Encoding")  # GZipMiddleware, even when not compressing
-    response["Content-Length"] = str(len(response.content))  # CommonMiddleware
-    return response
-
-
 def chain_headers(content_type: str, length: int) -> list[tuple[str, str]]:
     """The headers of a front's 200 answer of `length` bytes built without an HttpResponse:
-    its Content-Type, then what the chain adds, as with_chain_headers (a response without
-    a Vary header of its own)."""
+    its Content-Type, then what the chain adds to a response without a Vary header of its
+    own (`Vary: Accept-Encoding` from GZipMiddleware, Content-Length from CommonMiddleware)."""
     vary = [("Vary", "Accept-Encoding")] if length >= GZIP_MIN_LENGTH else []
     return [("Content-Type", content_type), *vary, ("Content-Length", str(length))]
 
@@ -239,27 +232,77 @@ class ReleasingBody:
             self.release()
 
 
+def front_answer(environ: dict) -> tuple[str, list[tuple[str, str]], bytes, Callable[[], None] | None] | None:
+    """A front's answer to a whole request without graphite's application (the gunicorn
+    worker's light path: graphite_plugin.gunicorn_worker): its status, headers, body and
+    what to call once the body is sent (its log lines), with the client's slot held while
+    it is built; None when no front answers it (or the client has no slot left): the
+    server then serves the request as any other, under graphite_declined (no front twice)."""
+    client = environ.get("REMOTE_ADDR", "")
+    if not CLIENT_SLOTS.take(client, CLIENT_SLOTS.limit()):
+        return None  # application answers the 503
+    started: list[tuple[str, list[tuple[str, str]]]] = []
+    try:
+        body = _front(environ, lambda status, headers, exc_info=None: started.append((status, headers)))
+    finally:
+        CLIENT_SLOTS.give_back(client)
+    if body is None:
+        return None
+    status, headers = started[0]
+    if isinstance(body, LoggedAfter):
+        return status, headers, body.content, body.close
+    return status, headers, b"".join(body), getattr(body, "close", None)
+
+
+_DECLINED = threading.local()
+
+
+class graphite_declined:
+    """Within it, this thread's requests go to graphite's application without a front (a
+    request the fronts declined in the worker's light path, served again: not asked twice)."""
+
+    def __enter__(self) -> None:
+        _DECLINED.active = True
+
+    def __exit__(self, *exc: object) -> None:
+        _DECLINED.active = False
+
+
 def _serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
+    body = None if getattr(_DECLINED, "active", False) else _front(environ, start_response)
+    return graphite_application(environ, start_response) if body is None else body
+
+
+def _front(environ: dict, start_response: Callable) -> Iterable[bytes] | None:
+    """The find front's or the tags front's answer, else None."""
     if eligible(environ):
         started = time.perf_counter()
-        log_lines: list[str] = []
         try:
-            response = _front_find(environ, log_lines)
+            answered = _front_find(environ)
         except Exception:  # noqa: BLE001 - graphite's view then fails (or not) and logs as it does
-            response = None
-        if response is not None:
-            from graphite_plugin.self_metrics import RequestTimingMiddleware
+            answered = None
+        if answered is not None:
+            headers, found = answered
+            start_response("200 OK", headers)
+            return LoggedAfter(found.body, found.log_lines, partial(_find_sent, (time.perf_counter() - started) * 1000))
+    return tags_front.serve(environ, start_response)
 
-            start_response(f"{response.status_code} {response.reason_phrase}", list(response.items()))
-            RequestTimingMiddleware.record("find", (time.perf_counter() - started) * 1000)
-            return LoggedAfter(response.content, log_lines)
-    return tags_front.serve(environ, start_response) or graphite_application(environ, start_response)
+
+def _find_sent(milliseconds: float, log_lines: list[str]) -> None:
+    """What follows a front find's answer: graphite's log lines, the find counted in the
+    self-metrics (its time the answer's, without the send)."""
+    from graphite_plugin.find_view import log_info
+    from graphite_plugin.self_metrics import RequestTimingMiddleware
+
+    log_info(log_lines)
+    RequestTimingMiddleware.record("find", milliseconds)
 
 
 class LoggedAfter:
     """A front's body, its graphite log lines written (by `write`: find_view.log_info
     unless given) once it has been sent (after its last byte, or when the server closes
-    it, whichever comes first): the client does not wait for log records (a file write each)."""
+    it, whichever comes first; once): the client does not wait for log records (a file
+    write each)."""
 
     def __init__(self, content: bytes, log_lines: list[str], write: Callable[[list[str]], None] | None = None):
         self.content, self._lines, self._write = content, log_lines, write
@@ -272,7 +315,9 @@ class LoggedAfter:
         self.close()
 
     def close(self) -> None:
-        lines, self._lines = self._lines, []
+        lines, self._lines = self._lines, None
+        if lines is None:  # written already
+            return
         if self._write is not None:
             self._write(lines)
         else:

@@ -174,3 +174,78 @@ def test_a_worker_beating_once_a_second_is_not_taken_for_stuck(tmp_path):
         server.terminate()
         output = server.communicate(timeout=60)[0]
     assert "WORKER TIMEOUT" not in output, output
+
+
+FRONT_PATHS = frozenset({"/metrics/find", "/tags/findSeries", "/tags/autoComplete/tags", "/tags/autoComplete/values"})
+LIGHT_REQUESTS = [
+    b"GET /metrics/find?query=a.*&format=treejson HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: curl/8.5\r\n"
+    b"Accept: */*\r\n\r\n",
+    b"GET /tags/autoComplete/tags?expr=t%3Dv&limit=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    b"Accept-Encoding: identity\r\n\r\n",
+    b"GET /metrics/find?query=a.%7Bb,c%7D HTTP/1.1\r\nhost:   x  \r\nCONNECTION: Keep-Alive\r\nPragma: no-cache\r\n\r\n",
+    b"GET /metrics/find HTTP/1.1\r\nHost: x\r\nConnection: upgrade, close\r\nAccept-Language: fr\r\n\r\n",
+    b"GET /tags/findSeries?expr=a=b&expr=c!=d HTTP/1.1\r\n\r\n",
+]
+NOT_LIGHT_REQUESTS = {
+    "HTTP/1.0": b"GET /metrics/find?query=a HTTP/1.0\r\nHost: x\r\n\r\n",
+    "POST": b"POST /metrics/find?query=a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    "another path": b"GET /render?target=a HTTP/1.1\r\nHost: x\r\n\r\n",
+    "an encoded path": b"GET /metrics/%66ind?query=a HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a body": b"GET /metrics/find?query=a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab",
+    "a pipelined request": b"GET /metrics/find?query=a HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+    "a forwarding field": b"GET /metrics/find?query=a HTTP/1.1\r\nHost: x\r\nX-Forwarded-Proto: https\r\n\r\n",
+    "a cookie": b"GET /metrics/find?query=a HTTP/1.1\r\nHost: x\r\nCookie: sessionid=1\r\n\r\n",
+    "a repeated field": b"GET /metrics/find?query=a HTTP/1.1\r\nHost: x\r\nAccept: a\r\nAccept: b\r\n\r\n",
+    "an obsolete folding": b"GET /metrics/find?query=a HTTP/1.1\r\nHost: x\r\nAccept: a\r\n b\r\n\r\n",
+    "a fragment": b"GET /metrics/find?query=a#b HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a byte past ASCII": b"GET /metrics/find?query=\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a field past limit_request_field_size": b"GET /metrics/find?query=a HTTP/1.1\r\nHost: x\r\nUser-Agent: "
+                                             + b"u" * 200 + b"\r\n\r\n",
+    "a line past limit_request_line": b"GET /metrics/find?query=" + b"a" * 300 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+    "more fields than limit_request_fields": b"GET /metrics/find HTTP/1.1\r\nHost: x\r\nAccept: a\r\nPragma: b\r\n"
+                                              b"Accept-Language: c\r\nUser-Agent: d\r\n\r\n",
+}
+
+
+def light_config():
+    from gunicorn.config import Config
+
+    cfg = Config()
+    for name, value in (("limit_request_line", 256), ("limit_request_field_size", 150), ("limit_request_fields", 4)):
+        cfg.set(name, value)
+    return cfg
+
+
+@pytest.mark.parametrize("data", LIGHT_REQUESTS)
+def test_a_light_request_is_read_as_gunicorn_reads_it(data):
+    """LightRequest (the worker's light path for the fronts' requests) gives the request, its
+    keep-alive and its WSGI environ as gunicorn's parser and wsgi.create give them."""
+    from gunicorn.http import wsgi
+    from gunicorn.http.parser import RequestParser
+
+    from graphite_plugin.gunicorn_worker import LightRequest
+
+    cfg = light_config()
+    client, server = ("127.0.0.7", 41000), ("127.0.0.1", 8080)
+    request = next(RequestParser(cfg, iter([data]), client))
+    _, environ = wsgi.create(request, None, client, server, cfg)
+    environ["wsgi.multithread"] = True  # gthread's handle_request
+    light = LightRequest.parse(data, FRONT_PATHS, cfg)
+    assert light is not None
+    light_environ = light.environ(cfg, SimpleNamespace(client=client, server=server, sock=None))
+    objects = {"wsgi.input", "wsgi.errors", "wsgi.early_hints", "gunicorn.socket"}  # made per request
+    assert {k: v for k, v in light_environ.items() if k not in objects} == \
+        {k: v for k, v in environ.items() if k not in objects}
+    assert light_environ.keys() == environ.keys() and light_environ["wsgi.input"].read() == b""
+    for name in ("method", "uri", "path", "query", "version", "headers", "scheme", "fragment"):
+        assert getattr(light, name) == getattr(request, name), name
+    assert light.should_close() == request.should_close()
+
+
+@pytest.mark.parametrize("data", NOT_LIGHT_REQUESTS.values(), ids=NOT_LIGHT_REQUESTS.keys())
+def test_anything_else_goes_gunicorns_way(data):
+    """Every other request (other methods, versions, paths, fields, a body, bytes past the
+    head, gunicorn's limits) is left to gunicorn's parser."""
+    from graphite_plugin.gunicorn_worker import LightRequest
+
+    assert LightRequest.parse(data, FRONT_PATHS, light_config()) is None

@@ -330,6 +330,50 @@ def test_a_foreign_host_gets_no_cached_find(stack):
     normal(stack)
 
 
+LIGHT_TARGETS = ["/metrics/find?query=srv.h4.*", "/metrics/find?query=srv.h1*&format=completer",
+                 "/metrics/find?query=srv.*.m7&format=treejson", "/tags/autoComplete/tags?expr=name%3Dsrv.h1.m1",
+                 "/tags/autoComplete/values?tag=name&valuePrefix=srv.h2", "/metrics/find?query=srv.h4.*&pretty=1",
+                 "/tags/autoComplete/tags?expr=a=~(((", "/metrics/find?query=", "/metrics/find?query=seriesByTag('a=b')"]
+
+
+def exchange(stack: BglRun, request: bytes) -> bytes:
+    """The bytes answered to `request` on a connection of its own, until the server closes it
+    (its Date field masked)."""
+    with socket.create_connection(("127.0.0.1", stack.ports["--web-port"]), timeout=60) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(1 << 16):
+            chunks.append(chunk)
+    return re.sub(rb"\r\nDate: [^\r]*", b"\r\nDate: -", b"".join(chunks))
+
+
+@pytest.mark.parametrize("target", LIGHT_TARGETS)
+def test_the_workers_light_path_answers_as_gunicorns_path(stack, target):
+    """A plain GET of a front's path (the worker's light path: graphite_plugin.gunicorn_worker.
+    LightRequest) gets the bytes gunicorn's own path gives the same request with one more
+    field (which the light path leaves to it): answers of the fronts, and those they decline."""
+    plain = f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n".encode()
+    light, full = exchange(stack, plain + b"\r\n"), exchange(stack, plain + b"X-Request-Id: 1\r\n\r\n")
+    assert light.startswith(b"HTTP/1.1 ") and b"\r\nConnection: close\r\n" in light
+    assert light == full
+
+
+def test_a_light_answer_keeps_its_connection_alive(stack):
+    """Requests on a kept-alive connection, each answered by the light path, on that connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", stack.ports["--web-port"], timeout=60)
+    try:
+        for host in range(4):
+            connection.request("GET", f"/metrics/find?query=srv.h{host}.*")
+            response = connection.getresponse()
+            assert (response.status, response.getheader("Connection")) == (200, "keep-alive")
+            assert f"srv.h{host}.m1".encode() in response.read()
+            if not host:
+                sock = connection.sock
+            assert connection.sock is sock and sock is not None
+    finally:
+        connection.close()
+
+
 # -- row 9: every error is a short reason ---------------------------------------------------------------
 
 @pytest.mark.parametrize("path, status", [

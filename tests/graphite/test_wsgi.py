@@ -144,13 +144,21 @@ def test_a_store_error_in_the_front_leaves_the_request_to_django(stack, monkeypa
     env = environ(params={"query": "srv.*"})
     expected = call(django, env)
 
-    def broken(request, log_lines=None, params=None):
-        raise RuntimeError("store unreachable")
+    from graphite_plugin.find_view import find_text
 
-    monkeypatch.setattr("graphite_plugin.find_view.find_answer", broken)
+    fronts = []  # the two front calls below fail; Django's view (through the middleware) then reads the store
+
+    def broken(request, params):
+        if len(fronts) < 2:
+            fronts.append(request)
+            raise RuntimeError("store unreachable")
+        return find_text(request, params)
+
+    monkeypatch.setattr("graphite_plugin.find_view.find_text", broken)
     with pytest.raises(RuntimeError):
         front._front_find(dict(env))
     assert call(front.application, env) == expected  # Django's view (not broken here) answered
+    assert len(fronts) == 2, "the front asked the store (and failed) before Django answered"
 
 
 @pytest.mark.parametrize("host", ["testserver", "www.testserver"])
