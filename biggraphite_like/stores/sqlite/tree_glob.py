@@ -42,6 +42,7 @@ _PAGE_MIN = 1000
 _SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
 
 RELEASE_NAMES = 50_000  # a glob answering this many names gives back the file pages its walk mapped
+RELEASE_ROWS = _PAGE  # a walk statement reading this many rows (a page of a scan) gives back its pages
 _CARRIED = ", t.metadata, t.updated_on"  # a metric row's columns a find's json intervals need, last
 
 Nodes = dict[int, str]  # directory key -> path
@@ -116,6 +117,14 @@ class GlobMixin:
         caller builds the answer's text, so the two do not add up in the process's peak.
         Smaller walks keep theirs mapped, once per process (shared_reads), for the next."""
         if len(metrics) + len(directories) >= RELEASE_NAMES:
+            self.release_mapped_pages()
+
+    def _after_rows(self, found: list[tuple]) -> None:
+        """The same after one statement of a walk that read RELEASE_ROWS rows or more (a
+        full page of the inverted index's rows of a trailing literal, or of a full scan):
+        their pages, and those earlier finds left mapped, leave before their names are
+        built, so a walk of 100,000 rows never holds the whole table's pages with them."""
+        if len(found) >= RELEASE_ROWS:
             self.release_mapped_pages()
 
     @through_shared_reader
@@ -413,9 +422,9 @@ class GlobMixin:
 
     def _inverted_rows(self, target: str, ids: dict[str, int], shown: str, carried: str) -> Iterator[list[tuple]]:
         """(key, parent key, string, ...) rows of target holding one of the string ids, from
-        the inverted index a page of _PAGE rows at a time (an id's rows in key order): a
-        literal of 100,000 rows is not held as rows all at once, each page's names are
-        built before the next is read."""
+        the inverted index a page of _PAGE rows at a time (an id's rows in key order): each
+        page's mapped file pages leave before the next is read (_after_rows), so a literal
+        of 100,000 rows does not hold the whole table's pages at once."""
         column = _column(target)
         for id_ in ids.values():
             after = 0
@@ -424,6 +433,7 @@ class GlobMixin:
                     f"SELECT t.key, t.parent, s.value{carried} FROM {target} AS t JOIN name_strings AS s"
                     f" ON s.id = t.{column} WHERE t.{column} = ? AND t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}",
                     (id_, after)).fetchall()
+                self._after_rows(found)
                 if found:
                     yield found
                 if len(found) < _PAGE:
@@ -441,6 +451,7 @@ class GlobMixin:
                 f" ON s.id = t.{_column(table)} WHERE t.key > ?{shown} ORDER BY t.key LIMIT {_PAGE}", (after,)).fetchall()
             if not found:
                 return
+            self._after_rows(found)
             yield from self._named(found, rows)
             after = found[-1][0]
 

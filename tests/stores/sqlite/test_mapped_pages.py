@@ -99,14 +99,41 @@ def test_a_glob_of_many_names_gives_back_its_walks_pages(store, spans, monkeypat
     assert len(below[0]) == 900 and mapped_kib(store.path) > 0
 
 
-def test_a_literal_of_many_rows_is_read_a_page_at_a_time(store, monkeypatch):
-    """The inverted index's rows of a trailing literal are read _PAGE at a time; the
-    answer is whole."""
+def test_a_walk_statement_of_many_rows_gives_back_its_pages_before_its_names(store, monkeypatch):
+    """A statement of a walk that read RELEASE_ROWS rows or more (here the inverted
+    index's rows of a trailing literal) gives its pages back before the names are built,
+    even when the answer is small: nothing is left mapped once the paths are cached."""
+    monkeypatch.setattr(tree_glob, "RELEASE_ROWS", 300)  # the leaf m01 has 400 rows
+    assert len(store.glob_metrics(GlobPattern("big.**.m00"), 100_000)) == 400  # caches every directory's path
+    answer = store.glob_metrics(GlobPattern("big.h00[0-4].**.m01"), 100_000)
+    assert answer == [f"big.h00{h}.m01" for h in range(5)]
+    assert mapped_kib(store.path) == 0
+    monkeypatch.setattr(tree_glob, "RELEASE_ROWS", 500)
+    assert store.glob_metrics(GlobPattern("big.h00[0-4].**.m02"), 100_000) == [f"big.h00{h}.m02" for h in range(5)]
+    assert mapped_kib(store.path) > 0, "fewer rows: kept mapped for the next finds"
+
+
+def test_a_literal_of_many_rows_is_read_a_page_at_a_time_each_given_back(store, monkeypatch):
+    """The inverted index's rows of a trailing literal are read _PAGE at a time and each
+    page's file pages leave before the next page is read (SQLite's own statement trace on
+    the shared reader): the walk never holds all of them. The answer is whole."""
     monkeypatch.setattr(tree_glob, "_PAGE", 100)
-    expected = sorted(n for n in NAMES if n.endswith(".m07"))  # 400 rows of the leaf m07
-    assert store.glob_metrics(GlobPattern("big.**.m07"), 100_000) == expected
+    monkeypatch.setattr(tree_glob, "RELEASE_ROWS", 100)
+    statements: list[str] = []
+    with store.shared_reads():
+        reader = store._conn
+    reader.set_trace_callback(statements.append)
+    try:
+        answer = store.glob_metrics(GlobPattern("big.**.m07"), 100_000)  # 400 rows of the leaf m07
+    finally:
+        reader.set_trace_callback(None)
+    assert answer == sorted(n for n in NAMES if n.endswith(".m07"))
+    steps = ["read" if "LIMIT 100" in s and "metrics AS t" in s else "release" if s == "PRAGMA mmap_size = 0" else None
+             for s in statements]
+    steps = [step for step in steps if step]
+    assert steps[:8] == ["read", "release"] * 4, statements
     metrics, directories, spans = store.glob_node_spans(GlobPattern("big.**.m07"), 100_000)
-    assert (metrics, directories, sorted(spans)) == (expected, [], expected)
+    assert (metrics, directories, sorted(spans)) == (answer, [], answer)
 
 
 def test_the_globs_of_many_threads_map_the_file_through_the_shared_readers(store, monkeypatch):
