@@ -1,6 +1,7 @@
 """The SQLite store's connections and transactions: one connection per thread (and per
-forked process), IMMEDIATE write batches, read snapshots, a bounded WAL, the change marks
-other processes see (deletions, points)."""
+forked process), plus the shared readers a process's globs take turns on when it reads
+through mmap (its pages mapped once, not once per thread), IMMEDIATE write batches, read
+snapshots, a bounded WAL, the change marks other processes see (deletions, points)."""
 from __future__ import annotations
 
 import contextlib
@@ -47,7 +48,8 @@ def through_shared_reader(method: Callable[..., T]) -> Callable[..., T]:
 
 
 class ConnectionMixin:
-    """Per-thread connections, transactions and the marks that tell processes what changed."""
+    """Per-thread connections, shared readers, transactions and the marks that tell
+    processes what changed."""
 
     def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, url: str | None = None, mmap_size: int = 0):
         self.path = os.path.abspath(path)
