@@ -79,31 +79,38 @@ def test_a_finds_leaves_are_not_kept_in_the_metadata_cache(store_url, form):
 
 
 def test_a_request_that_grew_the_worker_gives_back_its_threads_mapped_pages(tmp_path):
-    """After a request that grew the process by RELEASE_GROWTH, the post_request hook's
-    FreedMemory makes this thread's store connection map the file afresh: the pages the
-    find read through mmap leave the RSS (SQLite maps the file once per connection, so a
-    worker's threads would each hold the pages they touched). Below it, nothing is done."""
+    """A find reads the file through the process's shared reader (one mapping, kept for
+    the next find); after a request that grew the process by RELEASE_GROWTH, the
+    post_request hook's FreedMemory makes this thread's own store connection (a render's
+    points) map the file afresh: the pages it read through mmap leave the RSS (SQLite maps
+    the file once per connection, so a worker's threads would each hold the pages they
+    touched). Below it, nothing is done."""
     from django.test import Client
 
     import graphite_plugin.settings as plugin_settings
     from graphite_plugin.finder import shared_backend
     from graphite_plugin.gunicorn_worker import FreedMemory
-    from tests.stores.sqlite.test_mapped_pages import mapped_kib
+    from tests.stores.sqlite.test_mapped_pages import mappings_kib
 
-    store_url = names_store(tmp_path, NAMES)  # mapped by this test's connection alone
+    store_url = names_store(tmp_path, NAMES)  # mapped by this test's connections alone
     with use_finders(["graphite_plugin.Finder"], BG_STORE=store_url, BG_FIND_CACHE_TTL=0,
                      MIDDLEWARE=plugin_settings.MIDDLEWARE, BG_SELF_METRICS_INTERVAL=0):
         store = shared_backend().accessor.store
         assert store.mmap_size, "graphite-web reads the SQLite store through mmap"
         response = Client().get("/metrics/find", {"query": "big.h00*.*", "format": "json"})  # 50 names
         assert response.status_code == 200 and len(json.loads(response.content)) == 50
-        held = mapped_kib(store.path)
-        assert held > 0, "the find's pages are mapped in this thread's connection"
+        shared = [kib for kib in mappings_kib(store.path) if kib]
+        assert len(shared) == 1, "the find's pages are mapped once, in the shared reader"
+        assert store._conn.execute("SELECT count(*) FROM (SELECT * FROM metrics)").fetchone()[0] == len(NAMES)
+        held = sorted(kib for kib in mappings_kib(store.path) if kib)
+        assert len(held) == 2, "and this thread's own connection's read in its own mapping"
         freed = FreedMemory()
         freed.seen_at = rss = 1 << 30
         freed.give_back(rss + freed.RELEASE_GROWTH - 4096)
-        assert freed.releases == 0 and mapped_kib(store.path) == held, "a request that did not grow keeps them"
+        assert freed.releases == 0 and sorted(kib for kib in mappings_kib(store.path) if kib) == held, \
+            "a request that did not grow keeps them"
         freed.give_back(freed.seen_at + freed.RELEASE_GROWTH)
-        assert freed.releases == 1 and mapped_kib(store.path) == 0
+        assert freed.releases == 1 and [kib for kib in mappings_kib(store.path) if kib] == shared, \
+            "this thread's pages given back, the shared reader's kept"
         response = Client().get("/metrics/find", {"query": "big.h00*.*", "format": "json"})
         assert response.status_code == 200 and len(json.loads(response.content)) == 50, "read again through mmap"

@@ -1,15 +1,18 @@
 """The SQLite store's connections and transactions: one connection per thread (and per
-forked process), IMMEDIATE write batches, read snapshots, a bounded WAL, the change marks
-other processes see (deletions, points)."""
+forked process), plus the shared readers a process's globs take turns on when it reads
+through mmap (its pages mapped once, not once per thread), IMMEDIATE write batches, read
+snapshots, a bounded WAL, the change marks other processes see (deletions, points)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import queue
 import shutil
 import sqlite3
 import struct
 import threading
-from typing import Iterator, Self
+from typing import Callable, Iterator, Self, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from biggraphite_like.errors import (
@@ -30,10 +33,23 @@ _WAL_INDEX_HEADER = struct.Struct("=IIIBBHII")  # version, unused, change, initi
 _AUTOCHECKPOINT_PAGES = 1000  # SQLite's default wal_autocheckpoint, restored after a deferring batch
 TIGHT_FREE_FACTOR = 4  # below this many wal_limits free on its disk, the WAL is bounded at TIGHT_WAL_BYTES
 TIGHT_WAL_BYTES = 1 << 20
+T = TypeVar("T")
+SHARED_READERS = 1  # connections of a process reading through mmap that its threads' globs share (shared_reads)
+_READERS_LOCK = threading.Lock()
+
+
+def through_shared_reader(method: Callable[..., T]) -> Callable[..., T]:
+    """A store method whose reads go through a shared reader (ConnectionMixin.shared_reads)."""
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        with self.shared_reads():
+            return method(self, *args, **kwargs)
+    return wrapped
 
 
 class ConnectionMixin:
-    """Per-thread connections, transactions and the marks that tell processes what changed."""
+    """Per-thread connections, shared readers, transactions and the marks that tell
+    processes what changed."""
 
     def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, url: str | None = None, mmap_size: int = 0):
         self.path = os.path.abspath(path)
@@ -55,6 +71,7 @@ class ConnectionMixin:
         self._directory_changes_seen: int | None = None
         self.wal_limit = WAL_LIMIT_BYTES  # set before the first connection to change it
         self._bulk_checkpoint = BackgroundCheckpoint(self.path)  # deferring (bulk tag) batches' checkpoint
+        self._readers: tuple[int, queue.LifoQueue] | None = None  # (pid, shared readers): shared_reads
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -83,47 +100,109 @@ class ConnectionMixin:
     # -- connections -----------------------------------------------------------------
     @property
     def _conn(self) -> sqlite3.Connection:
-        """This thread's connection, opened on first use (and again after a fork)."""
+        """The connection this thread reads and writes through: a shared reader checked out
+        by shared_reads, else its own, opened on first use (and again after a fork)."""
         local = self._local
+        reader = getattr(local, "reader", None)
+        if reader is not None:
+            return reader
         conn = getattr(local, "conn", None)
         if conn is None or local.pid != os.getpid():
-            directory = os.path.dirname(self.path)
-            if not os.path.isdir(directory):
-                raise StoreUnavailable(f"cannot open {self.path}: directory {directory} does not exist")
-            if not self._may_create and not os.path.exists(self.path):
-                raise SchemaMissing(f"the store file {self.path} does not exist: run `bgl --store {self.url} syncdb`")
-            try:
-                conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-                conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                conn.execute("PRAGMA temp_store = MEMORY")
-                # 16 MiB of page cache per connection (it was 64): the receiver's flusher held
-                # about 50 MiB more at 100,000 metrics with no CPU-time gain; reads beyond it come
-                # from the OS page cache
-                conn.execute("PRAGMA cache_size = -16384")
-                conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
-                if self.mmap_size:
-                    # pages read from the OS's page cache in place, no read() copy each (graphite-web's
-                    # finder sets it; a writer's touched pages would count in its RSS)
-                    conn.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+            conn = self._connect()
             local.conn, local.pid, local.depth, local.points_marked = conn, os.getpid(), 0, False
             local.absent = set()  # metric names with no row, as found inside the current write batch
             local.deferred_wal = 0
             local.incremental = None  # whether the file gives back free pages (free_pages), read at a commit
         return conn
 
+    def _connect(self) -> sqlite3.Connection:
+        directory = os.path.dirname(self.path)
+        if not os.path.isdir(directory):
+            raise StoreUnavailable(f"cannot open {self.path}: directory {directory} does not exist")
+        if not self._may_create and not os.path.exists(self.path):
+            raise SchemaMissing(f"the store file {self.path} does not exist: run `bgl --store {self.url} syncdb`")
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA temp_store = MEMORY")
+            # 16 MiB of page cache per connection (it was 64): the receiver's flusher held
+            # about 50 MiB more at 100,000 metrics with no CPU-time gain; reads beyond it come
+            # from the OS page cache
+            conn.execute("PRAGMA cache_size = -16384")
+            conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
+            if self.mmap_size:
+                # pages read from the OS's page cache in place, no read() copy each (graphite-web's
+                # finder sets it; a writer's touched pages would count in its RSS)
+                conn.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+        return conn
+
+    @contextlib.contextmanager
+    def shared_reads(self) -> Iterator[None]:
+        """The block's reads go through one of the process's SHARED_READERS connections,
+        checked out for the block (waiting for one when all are out), when the store reads
+        through mmap and this thread is in no transaction of its own (else through its own
+        connection: its snapshot, its writes). SQLite maps the file once per connection and
+        the RSS counts a page once per mapping that touched it: a graphite-web worker's
+        request threads walking the name tree through their own connections held its pages
+        once per thread; through shared readers, at most SHARED_READERS times, and they stay
+        mapped for the next walk."""
+        local = self._local
+        own = getattr(local, "conn", None)
+        if not self.mmap_size or getattr(local, "reader", None) is not None or (
+                own is not None and local.pid == os.getpid() and (local.depth or own.in_transaction)):
+            yield
+            return
+        readers = self._shared_readers()
+        conn = readers.get()
+        try:
+            if conn is None:
+                conn = self._connect()
+            local.reader = conn
+            yield
+        finally:
+            local.reader = None
+            if conn is not None and conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    conn.close()
+                    conn = None  # its slot opens a fresh one
+            if self._readers is not None and self._readers[1] is readers:
+                readers.put(conn)
+            elif conn is not None:
+                conn.close()  # the store was closed meanwhile
+
+    def _shared_readers(self) -> queue.LifoQueue:
+        """This process's queue of shared readers (None: not opened yet), made afresh after a fork."""
+        pid = os.getpid()
+        made = self._readers
+        if made is None or made[0] != pid:
+            with _READERS_LOCK:
+                made = self._readers
+                if made is None or made[0] != pid:
+                    readers: queue.LifoQueue = queue.LifoQueue()
+                    for _ in range(SHARED_READERS):
+                        readers.put(None)
+                    made = self._readers = (pid, readers)
+        return made[1]
+
     def release_mapped_pages(self) -> bool:
-        """This thread's connection maps the file afresh (when it reads through mmap and is
-        in no transaction): the pages its reads touched leave the process's resident memory.
+        """The connection this thread reads through (the shared reader it has checked out,
+        else its own) maps the file afresh (when it reads through mmap and is in no
+        transaction): the pages its reads touched leave the process's resident memory.
         They stay in the OS page cache, where the next reads map them again (minor faults, no
         disk). SQLite's unix VFS maps the file once per connection, and a page counts in RSS
-        once per mapping that touched it: a graphite-web worker whose threads each walked
-        the whole name tree once held the file's pages once per thread."""
+        once per mapping that touched it."""
         local = self._local
-        conn = getattr(local, "conn", None)
-        if not self.mmap_size or conn is None or local.pid != os.getpid() or conn.in_transaction:
+        conn = getattr(local, "reader", None)
+        if conn is None:
+            conn = getattr(local, "conn", None)
+            if conn is not None and local.pid != os.getpid():
+                return False
+        if not self.mmap_size or conn is None or conn.in_transaction:
             return False
         conn.execute("PRAGMA mmap_size = 0")  # unmaps the file
         conn.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")  # maps it again, nothing resident
@@ -135,6 +214,11 @@ class ConnectionMixin:
         if conn is not None:
             conn.close()
             self._local.conn = None
+        made, self._readers = self._readers, None  # one checked out is closed when its block ends
+        while made is not None and made[0] == os.getpid() and not made[1].empty():
+            reader = made[1].get_nowait()
+            if reader is not None:
+                reader.close()
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:

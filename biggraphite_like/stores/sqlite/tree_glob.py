@@ -25,6 +25,7 @@ from typing import Iterator, Sequence
 from biggraphite_like.errors import BglError
 from biggraphite_like.glob import ComponentPattern, GlobPattern
 from biggraphite_like.metric import MetricMetadata
+from biggraphite_like.stores.sqlite.connection import through_shared_reader
 from biggraphite_like.stores.sqlite.name_tree import ROOT, join
 
 _PROBE_LIMIT = 1000  # rows of the inverted index read to decide whether a trailing literal starts the walk
@@ -40,7 +41,8 @@ _PER_STRING = 4
 _PAGE_MIN = 1000
 _SPAN_GROUP = 100  # metric_spans looks names up per last component when they have this many a component
 
-RELEASE_NAMES = 10_000  # a glob answering this many names gives back the file pages its walk mapped
+RELEASE_NAMES = 50_000  # a glob answering this many names gives back the file pages its walk mapped
+RELEASE_ROWS = _PAGE  # a walk statement reading this many rows (a page of a scan) gives back its pages
 _CARRIED = ", t.metadata, t.updated_on"  # a metric row's columns a find's json intervals need, last
 
 Nodes = dict[int, str]  # directory key -> path
@@ -96,6 +98,7 @@ class GlobMixin:
 
     _duration_map: dict[int, int | None] = {}  # metadata id -> duration (_read_durations), replaced whole
 
+    @through_shared_reader
     def glob_nodes(self, pattern: GlobPattern, max_results: int) -> tuple[list[str], list[str]]:
         """Store.glob_nodes: the directories walked (and the subtree listed) for the metrics
         are those of the directories' glob: done once for both."""
@@ -109,19 +112,22 @@ class GlobMixin:
         return answer
 
     def _after_walk(self, metrics: Sequence[str], directories: Sequence[str]) -> None:
-        """A large answer's walk read much of the name tree through mmap: its pages leave
-        the RSS (release_mapped_pages) before the caller builds its answer's text, so the
-        two do not add up in the process's peak."""
+        """A walk of RELEASE_NAMES names or more read much of the name tree through the
+        shared reader's mmap: its pages leave the RSS (release_mapped_pages) before the
+        caller builds the answer's text, so the two do not add up in the process's peak.
+        Smaller walks keep theirs mapped, once per process (shared_reads), for the next."""
         if len(metrics) + len(directories) >= RELEASE_NAMES:
             self.release_mapped_pages()
 
     def _after_rows(self, found: list[tuple]) -> None:
-        """The same after one statement of a walk that read RELEASE_NAMES rows or more (the
-        inverted index's rows of a trailing literal, a page of a full scan): their pages
-        leave before their names are built."""
-        if len(found) >= RELEASE_NAMES:
+        """The same after one statement of a walk that read RELEASE_ROWS rows or more (a
+        full page of the inverted index's rows of a trailing literal, or of a full scan):
+        their pages, and those earlier finds left mapped, leave before their names are
+        built, so a walk of 100,000 rows never holds the whole table's pages with them."""
+        if len(found) >= RELEASE_ROWS:
             self.release_mapped_pages()
 
+    @through_shared_reader
     def glob_node_spans(self, pattern: GlobPattern, max_results: int
                         ) -> tuple[list[str], list[str], dict[str, tuple[int, int]] | None]:
         """Store.glob_node_spans: the metrics' rows walked carry their metadata id and last
@@ -161,12 +167,14 @@ class GlobMixin:
         self._duration_map = durations
         return durations
 
+    @through_shared_reader
     def _glob(self, table: str, pattern: GlobPattern, max_results: int) -> list[str]:
         self._check_schema()
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
             return _matches(pattern, self._candidates(table, pattern), max_results)
 
+    @through_shared_reader
     def metric_spans(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Store.metric_spans from the rows alone (no Metric, no key kept: a find's leaves are
         read once); a row whose retention cannot be read goes through get_metrics, which
