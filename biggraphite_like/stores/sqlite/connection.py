@@ -35,6 +35,7 @@ TIGHT_FREE_FACTOR = 4  # below this many wal_limits free on its disk, the WAL is
 TIGHT_WAL_BYTES = 1 << 20
 T = TypeVar("T")
 SHARED_READERS = 1  # connections of a process reading through mmap that its threads' globs share (shared_reads)
+SHARED_READER_WAIT = 0.05  # seconds a glob waits for a shared reader before reading through its thread's own connection
 _READERS_LOCK = threading.Lock()
 
 
@@ -144,8 +145,11 @@ class ConnectionMixin:
         """The block's reads go through one of the process's SHARED_READERS connections,
         checked out for the block (waiting for one when all are out), when the store reads
         through mmap and this thread is in no transaction of its own (else through its own
-        connection: its snapshot, its writes). SQLite maps the file once per connection and
-        the RSS counts a page once per mapping that touched it: a graphite-web worker's
+        connection: its snapshot, its writes; and when every reader stays out longer than
+        SHARED_READER_WAIT, so that a long glob never holds up the others: their pages then
+        count in the thread's own mapping, which post-request releases bound). SQLite maps
+        the file once per connection and the RSS counts a page once per mapping that
+        touched it: a graphite-web worker's
         request threads walking the name tree through their own connections held its pages
         once per thread; through shared readers, at most SHARED_READERS times, and they stay
         mapped for the next walk."""
@@ -156,7 +160,11 @@ class ConnectionMixin:
             yield
             return
         readers = self._shared_readers()
-        conn = readers.get()
+        try:
+            conn = readers.get(timeout=SHARED_READER_WAIT)
+        except queue.Empty:  # a long glob holds every reader: this one is not queued behind it
+            yield
+            return
         try:
             if conn is None:
                 conn = self._connect()

@@ -139,8 +139,10 @@ def test_a_literal_of_many_rows_is_read_a_page_at_a_time_each_given_back(store, 
 def test_the_globs_of_many_threads_map_the_file_through_the_shared_readers(store, monkeypatch):
     """Four threads each glob every name and stay alive (their own connections open): the
     file's pages are resident in at most SHARED_READERS mappings, not one per thread, and
-    stay mapped for the next glob (through the thread's own connections: four)."""
+    stay mapped for the next glob (through the thread's own connections: four). The
+    threads wait for their turn however long it takes (SHARED_READER_WAIT)."""
     monkeypatch.setattr(tree_glob, "RELEASE_NAMES", 1 << 30)
+    monkeypatch.setattr(connection, "SHARED_READER_WAIT", 600.0)
     walked, done = threading.Barrier(5), threading.Event()
     answers = []
 
@@ -193,10 +195,37 @@ def test_close_closes_the_shared_readers_and_a_later_glob_opens_them_again(store
     assert len(store.glob_metrics(GlobPattern("big.h001.*"), 100_000)) == 30
 
 
-def test_threads_globbing_at_once_through_the_shared_readers_get_the_glob_engines_answers(tmp_path):
+def test_a_glob_is_not_held_up_by_a_long_one_holding_the_shared_reader(store):
+    """While another thread holds the only shared reader (a long glob), a glob reads
+    through its thread's own connection after SHARED_READER_WAIT: it answers before the
+    reader is given back."""
+    held, give_back = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.shared_reads():
+            held.set()
+            give_back.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(60)
+        answers: list = []
+        asker = threading.Thread(target=lambda: answers.append(store.glob_metrics(GlobPattern("big.h001.*"), 100_000)))
+        asker.start()
+        asker.join(30)
+        assert not give_back.is_set() and holder.is_alive(), "the reader was held all along"
+        assert len(answers) == 1 and len(answers[0]) == 30, "the glob answered while the reader was held"
+    finally:
+        give_back.set()
+        holder.join()
+
+
+def test_threads_globbing_at_once_through_the_shared_readers_get_the_glob_engines_answers(tmp_path, monkeypatch):
     """The conformance suite's patterns on a random tree, asked by four threads at once of
-    a store read through mmap (so through the shared readers, checked out in turn): every
-    answer is the glob engine's."""
+    a store read through mmap (so through the shared readers, checked out in turn: they
+    wait for their turn however long it takes): every answer is the glob engine's."""
+    monkeypatch.setattr(connection, "SHARED_READER_WAIT", 600.0)
     from tests.stores.glob_cases import PATTERNS, expected_directories, random_tree
 
     url = f"sqlite://{tmp_path}/bgl.db"
