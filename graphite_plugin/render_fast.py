@@ -8,7 +8,7 @@ expression (`a.*.b`) or `sumSeries()` of one is read here as the finder reads it
 glob, render budget and FETCH_TIMEOUT: graphite_plugin.finder.fetch_plan) and kept as the
 store's grids: the raw series go to the JSON encoder as arrays
 (graphite_plugin.render_json.GridSeries), the sum is computed with numpy in graphite's
-order (series by name, each column summed from the first series on, missing points
+order (series by name, each column summed from the first series on, row after row, missing points
 skipped: the float additions of Python 3.11's `sum` in graphite's safeSum, so the same
 bits), its name, tags, xFilesFactor and step as graphite's `aggregate` gives them.
 
@@ -140,10 +140,16 @@ def _summed(context: dict, pattern: str, names: list[str], start: int, end: int,
     present = ~np.isnan(grid)
     counts = np.count_nonzero(present, axis=0)
     kept = (counts > 0) & (counts / len(names) >= (xff if xff is not None else settings.DEFAULT_XFILES_FACTOR))
-    # a running sum row by row (cumsum is sequential, as Python's sum), in place; + 0.0:
-    # Python's sum starts from 0, which turns a lone -0.0 into 0.0
+    # a running sum row by row, as Python's sum: numpy adds along the first axis of a
+    # C-ordered grid of 2 columns or more row after row (its pairwise summation is for the
+    # contiguous axis, which a single column becomes: cumsum then), faster than cumsum
+    # (7 ms against 10 for 20,000 x 60); + 0.0: Python's sum starts from 0, which turns a
+    # lone -0.0 into 0.0
     filled = np.where(present, grid, 0.0)
-    sums = np.cumsum(filled, axis=0, out=filled)[-1] + 0.0
+    if filled.shape[1] >= 2 and filled.flags.c_contiguous:
+        sums = np.add.reduce(filled, axis=0) + 0.0
+    else:
+        sums = np.cumsum(filled, axis=0, out=filled)[-1] + 0.0
     values = [value if keep else None for value, keep in zip(sums.tolist(), kept.tolist())]
     name = f"{SUM}({pattern})"
     tags = {"name": names[0]} if len(names) == 1 else {"name": name}
