@@ -243,16 +243,17 @@ class RequestFirstWorker(ThreadWorker):
         """The front's answer to `request` written as gthread's handle_request writes an
         answer (gunicorn's Response: its head, Connection and keep-alive rules; pre_request,
         post_request, the access log), head and body in one write; whether the connection
-        is kept alive; None when no front answers (nothing sent)."""
+        is kept alive; None when no front answers (nothing sent, no hook called: the request
+        then goes gunicorn's way, whose handle_request calls pre_request)."""
         cfg, sock = self.cfg, conn.sock
         environ = request.environ(cfg, conn)
         if environ is None:
             return None
-        cfg.pre_request(self, request)
         request_start = datetime.now()
         answer = self._front(environ)
         if answer is None:
-            return None
+            return None  # gunicorn's way then calls pre_request, once
+        cfg.pre_request(self, request)  # once a front answers (its answer built, nothing sent yet)
         status, headers, body, sent = answer
         resp = Response(request, sock, cfg)
         try:

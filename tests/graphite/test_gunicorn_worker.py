@@ -249,3 +249,32 @@ def test_anything_else_goes_gunicorns_way(data):
     from graphite_plugin.gunicorn_worker import LightRequest
 
     assert LightRequest.parse(data, FRONT_PATHS, light_config()) is None
+
+
+def test_the_light_path_calls_pre_request_once_a_front_answers_and_never_for_a_declined_request():
+    """gunicorn's pre_request hook runs once a request: a request the fronts decline goes
+    gunicorn's way, which calls it, so the light path must not have called it already."""
+    import socket
+
+    from gunicorn.glogging import Logger
+
+    from graphite_plugin.gunicorn_worker import LightRequest, RequestFirstWorker
+
+    cfg, called = light_config(), []
+    cfg.set("pre_request", lambda worker, request: called.append(request.path))
+    request = LightRequest.parse(b"GET /metrics/find?query=a HTTP/1.1\r\nHost: x\r\n\r\n", FRONT_PATHS, cfg)
+    ours, theirs = socket.socketpair()
+    worker = SimpleNamespace(cfg=cfg, log=Logger(cfg), nr=0, max_requests=1000, alive=True, keepalived_conns=[],
+                             max_keepalived=100, _front=lambda environ: None)
+    conn = SimpleNamespace(sock=ours, client=("127.0.0.7", 41000), server=("127.0.0.1", 8080))
+    try:
+        assert RequestFirstWorker._answer_light(worker, conn, request) is None and called == []
+        worker._front = lambda environ: ("200 OK", [("Content-Type", "application/json"), ("Content-Length", "2")],
+                                         b"[]", None)
+        assert RequestFirstWorker._answer_light(worker, conn, request) is True
+        assert called == ["/metrics/find"]
+        answer = theirs.recv(1 << 16)
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\n[]")
+    finally:
+        ours.close()
+        theirs.close()
