@@ -33,9 +33,8 @@ import sys
 import threading
 import time
 from collections import deque
-from functools import partial
-
 from datetime import datetime
+from functools import partial
 
 from gunicorn import util
 from gunicorn.glogging import Logger
@@ -97,6 +96,7 @@ class RequestFirstWorker(ThreadWorker):
 
     _front = None  # graphite_plugin.wsgi.front_answer when it is the application served
     _front_paths: frozenset[str] = frozenset()
+    _declined = None  # graphite_plugin.wsgi.graphite_declined, with _front
 
     def load_wsgi(self):
         """gthread's, then what loading the application made (Django, graphite-web, their
@@ -109,7 +109,8 @@ class RequestFirstWorker(ThreadWorker):
         if fronts is not None and self.wsgi is fronts.application and not os.environ.get("SCRIPT_NAME") \
                 and LIGHT_FIELDS.isdisjoint(name.upper() for name in (*self.cfg.secure_scheme_headers,
                                                                        *self.cfg.forwarder_headers)):
-            self._front, self._front_paths = fronts.front_answer, fronts.FRONT_PATHS
+            self._front, self._front_paths, self._declined = \
+                fronts.front_answer, fronts.FRONT_PATHS, fronts.graphite_declined
         gc.freeze()
 
     def accept(self, listener):
@@ -234,9 +235,7 @@ class RequestFirstWorker(ThreadWorker):
             if kept is not None:
                 return kept
         conn.parser.unreader.unread(data)  # gunicorn's way, graphite's application without the fronts
-        from graphite_plugin.wsgi import graphite_declined
-
-        with graphite_declined():
+        with self._declined():
             return super().handle(conn)
 
     def _answer_light(self, conn, request: "LightRequest") -> bool | None:
