@@ -25,30 +25,92 @@ def test_lines_in_bulk_keep_order_and_exact_values():
     assert points.timestamps.tolist() == [1_700_000_000 + i for i in range(1000)]
 
 
-def test_fields_per_line_found_as_line_by_line_splitting_finds_them():
-    """The check of three fields a line (its fast path for carbon's usual spelling, its
-    general one otherwise) against splitting each line, on reads made of good lines with
-    random damage: a field missing or added, doubled or edge spaces, tabs, CR, blank lines,
-    a last line without newline."""
+def _reference(data: bytes) -> tuple[list[str], list[float], list[float], list[str]]:
+    """What the decoder must give, line by line in plain Python: the read split on b"\\n",
+    each line by bytes.split(), the name decoded as UTF-8, value and timestamp by float()."""
+    names, timestamps, values, reasons = [], [], [], []
+    for line in data.split(b"\n"):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 3:
+            reasons.append(f"expected 'name value timestamp', got {len(fields)} fields")
+            continue
+        try:
+            name = fields[0].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            reasons.append(f"byte {exc.start} of the name is not UTF-8")
+            continue
+        try:
+            value, timestamp = float(fields[1]), float(fields[2])
+        except ValueError:
+            reasons.append("value or timestamp is not a number")
+            continue
+        names.append(name)
+        values.append(value)
+        timestamps.append(timestamp)
+    return names, timestamps, values, reasons
+
+
+_NUMBERS = [b"0", b"-0", b"+0", b"007", b"1.5", b"-2.25", b".5", b"5.", b"-.5", b"+.5", b".", b"-", b"+", b"",
+            b"123456789012345", b"1234567890123456", b"12345678901234567890", b"0.1", b"0.30000000000000004",
+            b"3.141592653589793", b"1.7976931348623157e308", b"1e309", b"-1e309", b"4.9e-324", b"1e-400",
+            b"1e5", b"1E5", b"1e+5", b"1e-5", b"1e", b"1e+", b"e5", b"1_000", b"1__0", b"_1", b"1_", b"1_0.5_5",
+            b"inf", b"-inf", b"Infinity", b"+iNF", b"nan", b"-NaN", b"nana", b"0x10", b"1.2.3", b"1..2", b"--1",
+            b"\xd9\xa1", b"1\x002", b"\x00", b"1700000000", b"1700000000.5", b"1.00000000000000000001",
+            b"99999999999999999", b"0.000000000000001", b"0.0000000000000001", b"12,5"]
+_NAMES = [b"a.b.c", b"x", b"caf\xc3\xa9.d", b"bad.\xff\xfe", b"half\xc3", b"\xed\xa0\x80surrogate", b"n\x00ul",
+          b"nb\xc2\xa0sp", b"nel\xc2\x85x", b"\x1cfs", b"tab"]
+_SPACES = [b" ", b"  ", b"\t", b"\x0b", b"\x0c", b" \r"]
+
+
+def test_decoder_equals_splitting_and_float_line_by_line():
+    """The compiled decoder against the plain Python rules on random reads: every kind of
+    number float() takes or refuses, names valid and not UTF-8 (and with bytes that are
+    whitespace only for str), all of bytes.split()'s whitespace, blank lines, fields
+    missing or added, with and without a last newline. Values are compared bit for bit."""
     import random
 
-    from biggraphite_like.receiver.lines import lines_without_three_fields
-
-    rng = random.Random(21)
-    fast = 0
-    for _ in range(4000):
-        lines = [b"m.%d %d %d" % (rng.randint(0, 9), rng.randint(0, 99), 1_700_000_000) for _ in range(rng.randint(1, 6))]
-        for _ in range(rng.choice([0, 0, 1, 2])):
-            k = rng.randrange(len(lines))
-            lines[k] = rng.choice([
-                lambda line: line.rsplit(b" ", 1)[0], lambda line: line + b" 7", lambda line: line.replace(b" ", b"  ", 1),
-                lambda line: b" " + line, lambda line: line + b" ", lambda line: line.replace(b" ", b"\t", 1),
-                lambda line: line + b"\r", lambda line: b"", lambda line: line.replace(b" ", b"", 1)])(lines[k])
+    rng = random.Random(32)
+    for _ in range(3000):
+        lines = []
+        for _ in range(rng.randint(0, 8)):
+            fields = [rng.choice(_NAMES), rng.choice(_NUMBERS), rng.choice(_NUMBERS)]
+            if rng.random() < 0.1:
+                del fields[rng.randrange(3)]
+            if rng.random() < 0.1:
+                fields.append(rng.choice(_NUMBERS) or b"7")
+            gaps = [rng.choice(_SPACES) if rng.random() < 0.3 else b" " for _ in fields]
+            line = b"".join(gap + field for gap, field in zip(gaps, fields))[1:]
+            lines.append(rng.choice([line, line, line, b" " + line + b"\r", b""]))
         data = b"\n".join(lines) + rng.choice([b"\n", b""])
-        expected = {i for i, line in enumerate(data.split(b"\n")) if line.split() and len(line.split()) != 3}
-        assert (lines_without_three_fields(data) or set()) == expected, data
-        fast += not expected and b"  " not in data and b"\t" not in data
-    assert fast > 1000  # the usual spelling was tried, not only damage
+        names, timestamps, values, reasons = _reference(data)
+        refusals = Refusals()
+        points = decode_lines(data, refusals)
+        assert points.names == names, data
+        assert points.timestamps.tobytes() == np.array(timestamps, dtype=np.float64).tobytes(), data
+        assert points.values.tobytes() == np.array(values, dtype=np.float64).tobytes(), data
+        assert refusals.count == len(reasons), data
+        assert [reason for reason, _ in refusals.samples] == reasons[:5], data
+
+
+def test_usual_numbers_parse_as_float_does():
+    """The decoder's exact path for digits with an optional point (up to 15 digits) against
+    float(), bit for bit, on random numbers of every length and position of the point."""
+    import random
+
+    rng = random.Random(15)
+    fields = []
+    for _ in range(20000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 17)))
+        point = rng.randint(0, len(digits))
+        text = rng.choice(["", "-", "+"]) + (digits[:point] + "." + digits[point:] if rng.random() < 0.8 else digits)
+        fields.append(text.encode())
+    data = b"".join(b"m %s %s\n" % (field, field) for field in fields)
+    points = decode_lines(data, Refusals())
+    expected = np.array([float(field) for field in fields], dtype=np.float64)
+    assert points.values.tobytes() == expected.tobytes()
+    assert points.timestamps.tobytes() == expected.tobytes()
 
 
 @pytest.mark.parametrize("bad, reason", [
