@@ -10,7 +10,7 @@ PROBE_STAGE = "self-metrics and counters file (the probe)"
 STAGES_BY_BUILTIN = (("'commit' of 'sqlite3", "commit"), ("'recv' of '_socket", "socket reads"),
                      ("poll", "event loop"), ("select", "event loop"))
 STAGES_BY_MODULE = (
-    ("receiver/lines.py", "decode"), ("ingest/pickles.py", "decode"), ("ingest/unpickler.py", "decode"),
+    ("ingest/lines.py", "decode"), ("ingest/pickles.py", "decode"), ("ingest/unpickler.py", "decode"),
     ("receiver/framing.py", "decode"), ("ingest/points.py", "checks (finite, time range)"),
     ("biggraphite_like/point_check.py", "checks (finite, time range)"),
     ("ingest/buffer.py:take", "grouping (buffer.take)"), ("ingest/buffer.py", "name lookup (buffer.add)"),

@@ -113,7 +113,8 @@ class WriteBuffer:
         return batch, names
 
     def wake(self) -> None:
-        """Make `wait_for_batch` return now (work other than points is waiting)."""
+        """Make `wait_for_batch` return now (work other than points is waiting, or the
+        points waiting are all that will come for a while)."""
         with self._cond:
             self._kicked = True
             self._cond.notify_all()

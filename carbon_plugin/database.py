@@ -124,6 +124,12 @@ class BigGraphiteLikeDatabase(TimeSeriesDatabase):
         self.flusher.ensure_started()
         self.buffer.add_many(metrics, datapoints)
 
+    def pass_ended(self) -> None:
+        """carbon's writer emptied its cache (writer_loop.py): flush what it handed over now.
+        carbon's writer sleeps a second before its next pass, so waiting BG_FLUSH_INTERVAL
+        for more points would only delay these."""
+        self.buffer.wake()
+
     def tag(self, *metrics: str) -> None:
         """carbon's tag queue (ENABLE_TAGS), in its tagger thread. A tagged series is indexed
         when the flusher creates its metric, in the same store transaction, so nothing

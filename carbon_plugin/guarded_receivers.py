@@ -8,14 +8,18 @@ hands a read's points over together; `GuardedLineReceiver` decodes a read's line
 """
 from __future__ import annotations
 
-import math
+import re
 import time
 
+import numpy as np
 from carbon.protocols import MetricLineReceiver, MetricPickleReceiver
 
+from biggraphite_like.ingest.lines import decode_lines
 from biggraphite_like.ingest.pickles import decode_pickle
 from biggraphite_like.ingest.points import Refusals
 from carbon_plugin import pipeline, receivers
+
+_STR_ONLY_WHITESPACE = re.compile(rb"[\x1c-\x1f]")  # whitespace to str.split(), not to bytes.split()
 
 
 class GuardedReceiver:
@@ -35,35 +39,46 @@ class GuardedReceiver:
             return
         super().metricReceived(metric, datapoint)  # type: ignore[misc]
 
-    def metricsReceived(self, points: list[tuple[str, tuple[float, float]]]) -> None:
+    def pointsReceived(self, names: list[str], timestamps: np.ndarray, values: np.ndarray) -> None:
         """metricReceived for each point, in order; with carbon's default pipeline and no
-        black or white list, the same checks here and the points cached together
-        (pipeline.cache_many)."""
+        black or white list, the same checks on the read's arrays here and the points
+        cached together (pipeline.cache_many)."""
         from carbon.conf import settings
         from carbon.regexlist import BlackList, WhiteList
 
         feeder = pipeline.bulk_feeder()
         if feeder is None or BlackList or WhiteList:
-            for metric, datapoint in points:
-                self.metricReceived(metric, datapoint)
+            for metric, timestamp, value in zip(names, timestamps.tolist(), values.tolist()):
+                self.metricReceived(metric, (timestamp, value))
             return
+        finite = np.isfinite(timestamps)
+        if not finite.all():
+            for index in np.flatnonzero(~finite).tolist():
+                datapoint = (float(timestamps[index]), float(values[index]))
+                receivers.refuse(self.peerName, receivers.finite_timestamp(datapoint), (names[index], datapoint))  # type: ignore[attr-defined]
+        keep = finite & (values == values)  # carbon drops NaN values
+        if not keep.all():
+            kept = np.flatnonzero(keep)
+            names, timestamps, values = [names[i] for i in kept.tolist()], timestamps[kept], values[kept]
+        if not names:
+            return
+        now = (timestamps > -2.0) & (timestamps <= -1.0)  # carbon: int(timestamp) == -1 means now
+        if now.any():
+            timestamps = np.where(now, time.time(), timestamps)
+        stamps = timestamps.tolist()
         resolution = settings.MIN_TIMESTAMP_RESOLUTION
-        accepted = []
-        for metric, datapoint in points:
-            timestamp, value = datapoint
-            if not math.isfinite(timestamp):
-                receivers.refuse(self.peerName, receivers.finite_timestamp(datapoint), (metric, datapoint))  # type: ignore[attr-defined]
-                continue
-            if value != value:  # carbon drops NaN values
-                continue
-            if -2.0 < timestamp <= -1.0:  # carbon: int(timestamp) == -1 means now
-                timestamp = time.time()
-            if resolution:
-                timestamp = int(timestamp) // resolution * resolution
-            accepted.append((metric, (timestamp, value)))
-        if accepted:
-            pipeline.cache_many(feeder, accepted)
-            self.resetTimeout()  # type: ignore[attr-defined]
+        if resolution:
+            stamps = [int(timestamp) // resolution * resolution for timestamp in stamps]
+        pipeline.cache_many(feeder, list(zip(names, zip(stamps, values.tolist()))))
+        self.resetTimeout()  # type: ignore[attr-defined]
+
+    def refused(self, found: Refusals) -> None:
+        """Log and count what a decoder refused (its samples logged, the rest counted)."""
+        for reason, excerpt in found.samples:
+            receivers.refuse(self.peerName, reason, excerpt)  # type: ignore[attr-defined]
+        if found.count > len(found.samples):
+            receivers.stats.increment("refusedLines", found.count - len(found.samples))
+
 
 class GuardedLineReceiver(GuardedReceiver, MetricLineReceiver):
     plugin_name = "line"  # replaces carbon's MetricLineReceiver
@@ -88,25 +103,37 @@ class GuardedLineReceiver(GuardedReceiver, MetricLineReceiver):
         self.linesReceived([line])
 
     def linesReceived(self, lines: list[bytes]) -> None:
+        """carbon's lineReceived for each line: the line decoded as UTF-8, `str.split()`
+        into three fields, float() of two. For ASCII without the four bytes that are
+        whitespace to `str.split()` only (0x1c-0x1f), those are the ingest core's decoder's
+        rules (ingest/lines.py, compiled): the read goes through it; otherwise line by line here."""
         if not lines:
             return
-        try:
-            texts = b"\n".join(lines).decode("utf-8").split("\n")  # one decode for the read
-        except UnicodeDecodeError:
-            texts = []
-            for line in lines:
-                try:
-                    texts.append(line.decode("utf-8"))
-                except UnicodeDecodeError as exc:
-                    receivers.refuse(self.peerName, f"byte {exc.start} is not UTF-8", line)
-        points = []
-        for text in texts:
+        data = b"\n".join(lines)
+        if data.isascii() and _STR_ONLY_WHITESPACE.search(data) is None:
+            found = Refusals()
+            points = decode_lines(data, found)
+            self.refused(found)
+            self.pointsReceived(points.names, points.timestamps, points.values)
+            return
+        names, timestamps, values = [], [], []
+        for line in lines:
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                receivers.refuse(self.peerName, f"byte {exc.start} is not UTF-8", line)
+                continue
             try:
                 metric, value, timestamp = text.split()
-                points.append((metric, (float(timestamp), float(value))))
+                timestamps.append(float(timestamp))
+                values.append(float(value))
             except ValueError:
+                del timestamps[len(names):]
                 receivers.refuse(self.peerName, "expected 'name value timestamp'", text)
-        self.metricsReceived(points)
+                continue
+            names.append(metric)
+        self.pointsReceived(names, np.array(timestamps, dtype=np.float64), np.array(values, dtype=np.float64))
+
 
 class GuardedPickleReceiver(GuardedReceiver, MetricPickleReceiver):
     plugin_name = "pickle"  # replaces carbon's MetricPickleReceiver
@@ -116,10 +143,7 @@ class GuardedPickleReceiver(GuardedReceiver, MetricPickleReceiver):
         pickle's unpickler: ingest/pickles.py says why); refused points are logged and counted."""
         found = Refusals()
         points = decode_pickle(data, found)
-        for reason, excerpt in found.samples:
-            receivers.refuse(self.peerName, reason, excerpt)
-        if found.count > len(found.samples):
-            receivers.stats.increment("refusedLines", found.count - len(found.samples))
-        self.metricsReceived(list(zip(points.names, zip(points.timestamps.tolist(), points.values.tolist()))))
+        self.refused(found)
+        self.pointsReceived(points.names, points.timestamps, points.values)
 
 

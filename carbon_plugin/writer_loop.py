@@ -23,6 +23,10 @@ would change what carbon does: rate limits on creates or updates (`MAX_CREATES_P
 `MAX_UPDATES_PER_SECOND` below infinity) and `timesorted` with `MIN_TIMESTAMP_LAG`, which
 leaves recent metrics in the cache on purpose.
 
+When the cache is empty the database is told (`pass_ended`: our plugin flushes what it
+was handed at once; carbon's writer sleeps a second before its next pass, so nothing more
+would come to batch with).
+
 `install()` puts it in place of carbon's function in `carbon.writer`, where carbon's writer
 thread and the plugin's shutdown drain look it up.
 """
@@ -58,18 +62,23 @@ def batched(settings, writer) -> bool:
 
 def write_cached_datapoints() -> None:
     """Write datapoints until carbon's MetricCache is empty (carbon's writeCachedDataPoints)."""
-    from carbon import writer
+    from carbon import state, writer
     from carbon.cache import MetricCache
     from carbon.conf import settings
 
     if not batched(settings, writer):
         return _carbons_function()
     cache = MetricCache()
+    taken = False
     while cache:
         metrics = take(cache, BATCH_POINTS)
         if not metrics:
             break
+        taken = True
         _write_batch(metrics, settings, writer)
+    pass_ended = getattr(state.database, "pass_ended", None)
+    if taken and pass_ended is not None:
+        pass_ended()
 
 
 def take(cache, max_points: int) -> list[tuple[str, dict]]:

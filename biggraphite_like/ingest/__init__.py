@@ -4,6 +4,7 @@ either, nor carbon or Twisted.
 
 One module a concept:
     points.py        received points as flat arrays; Refusals, what was refused and why
+    lines.py         carbon's plaintext lines decoded a read at a time (compiled: _plaintext.c)
     pickles.py       carbon's pickle frames decoded (unpickler.py: the bounded, restricted unpickler)
     buffer.py        names interned once, points as flat arrays until the flush; batches and their halves
     policy.py        FlushPolicy: flush interval and size, buffer bound, retries, and their defaults

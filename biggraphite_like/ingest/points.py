@@ -1,6 +1,6 @@
 """Received points as flat arrays, and what was refused while decoding them.
 
-Each protocol decoder (the receiver's lines.py, pickles.py here) turns bytes into one
+Each protocol decoder (lines.py, pickles.py) turns bytes into one
 `ReceivedPoints`: names as a list of str (as received, not normalised), timestamps and
 values as float64 arrays. `Refusals` collects what was refused and why (counted always, a
 few samples kept for the rate-limited log, refusal_log.py).

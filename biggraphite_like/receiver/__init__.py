@@ -2,11 +2,10 @@
 plaintext (TCP, UDP) and pickle protocols in, CarbonLink for graphite-web, written through
 the accessor in one batch per flush. No carbon, no Twisted.
 
-The parts it shares with carbon's plugin (received points, pickle decoding, the buffer,
+The parts it shares with carbon's plugin (received points, plaintext and pickle decoding, the buffer,
 the flush policy, batch writing and retries, the refusal log, CarbonLink's metadata
 update) are in biggraphite_like.ingest. One module a concept here:
     options.py     ReceiverOptions: what `bgl receive` takes, with its defaults
-    lines.py       plaintext decoded in bulk (numpy, bytes.split)
     framing.py     a TCP stream cut into lines / frames, with their size limits
     flusher.py     the flusher thread: one accessor batch per interval; where metrics are created
     listeners.py   the selectors I/O thread, back-pressure, the client limits, the SIGTERM drain

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 
-from biggraphite_like.receiver.lines import decode_lines
+from biggraphite_like.ingest.lines import decode_lines
 from biggraphite_like.ingest.pickles import decode_pickle
 from biggraphite_like.ingest.points import ReceivedPoints, Refusals, concatenate
 

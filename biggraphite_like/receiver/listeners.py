@@ -2,7 +2,7 @@
 (TCP) listeners, read with `selectors` in one thread.
 
 Why one thread with selectors, not asyncio: the work per read is one bulk decode of up to
-READ_SIZE bytes (framing.py, lines.py) and one append to the buffer; an event loop adds a
+READ_SIZE bytes (framing.py, ingest/lines.py) and one append to the buffer; an event loop adds a
 callback, a Future and a Protocol call per read and gives nothing back here, and threads
 per connection would fight for the GIL on every small read. The store is written by the
 flusher thread (its SQLite and Cassandra calls release the GIL), CarbonLink is served by
@@ -47,7 +47,7 @@ from biggraphite_like.errors import ReceiverConfigError
 from biggraphite_like.ingest.buffer import PointBuffer
 from biggraphite_like.receiver.framing import MAX_FRAME, FrameTooLong, LineFraming, PickleFraming
 from biggraphite_like.receiver.limits import ACCEPT_BACKOFF, ConnectionLimits, connections_allowed
-from biggraphite_like.receiver.lines import decode_lines
+from biggraphite_like.ingest.lines import decode_lines
 from biggraphite_like.ingest.points import ReceivedPoints, Refusals
 from biggraphite_like.ingest.refusal_log import RateLimitedLog
 from biggraphite_like.receiver.stats import ReceiverStats

@@ -13,6 +13,7 @@ import pytest
 import whisper
 
 from biggraphite_like.accessor import Accessor
+from biggraphite_like.errors import MetricNotFound
 from biggraphite_like.metric import MetricMetadata
 from carbon_plugin import writer_loop
 from carbon_plugin.database import BigGraphiteLikeDatabase
@@ -142,6 +143,30 @@ def test_batched_loop_stores_and_counts_what_carbons_loop_does(tmp_path, carbon_
     assert (str(metadata["app.fast.h3.max"].retention), metadata["app.fast.h3.max"].aggregator.value,
             metadata["app.fast.h3.max"].xfilesfactor) == ("360*10s", "max", 0.2)
     assert str(metadata["other.h1"].retention) == "240*30s"
+
+
+def test_a_pass_that_empties_the_cache_is_flushed_without_waiting_the_interval(tmp_path, carbon_writer):
+    """carbon's writer sleeps a second after a pass that emptied its cache, so nothing more
+    comes to batch with: the plugin flushes the pass's points at once, not BG_FLUSH_INTERVAL
+    (here 60 s) after they arrived."""
+    now = int(time.time())
+    (tmp_path / "ours").mkdir()
+    url, database = plugin(tmp_path, "ours")
+    try:
+        _, _, expected = drain(writer_loop.write_cached_datapoints, database, now, carbon_writer)
+        reader = Accessor.from_url(url)
+        names = sorted(expected)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if stored_values(reader, names, now - 600, now + 60) == expected:
+                    break
+            except MetricNotFound:  # not created yet
+                pass
+            assert time.monotonic() < deadline, "the pass's points were not flushed within 20 s"
+            time.sleep(0.1)
+    finally:
+        database.close()
 
 
 def test_a_take_of_many_new_metrics_is_looked_up_in_batches(tmp_path, carbon_writer):

@@ -19,6 +19,8 @@ LINES = [
     b"cpu;host=h2;dc=x 5 1000", b"metric{tag=\"v\"} 6 1000", b"~weird.name 7 1000",  # carbon's tag parse
     b"  spaced.name   8   1000  ", b"crlf.name 9 1000\r", b"", b"two fields", b"app.nan nan 1000",
     b"app.float 10 1000.7", b"app.e 1e3 2e3", "unicode.é 11 1000".encode(),
+    # whitespace to str.split() only (carbon: four fields), other whitespace, PEP 515 digits
+    b"file\x1csep 12 1000", b"tab.name\t13\t1000", b"vt.name\x0b14 1000", b"under.score 1_000 1_000",
 ]
 
 
@@ -100,7 +102,7 @@ def test_plaintext_reads_cache_what_carbons_receiver_caches(carbon, monkeypatch,
         theirs = receive(carbon["carbon"]["line"], reads)
         assert receive(carbon["ours"]["line"], reads) == theirs
     cached, count, dropped = theirs
-    assert count == 3 * 12 and not dropped  # every line but the blank, the malformed, the NaN one
+    assert count == 3 * 15 and not dropped  # every line but the blank, the malformed, the NaN, the 0x1c one
     assert cached["app.a"] == ({960: 1.5, 1020: 4.0} if resolution else {1000.0: 1.5, 1060.0: 4.0})
     assert "cpu;dc=x;host=h2" in cached  # tags put in order by carbon's parse
 

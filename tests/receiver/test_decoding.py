@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from biggraphite_like.receiver.framing import FrameTooLong, LineFraming, PickleFraming
-from biggraphite_like.receiver.lines import decode_lines
+from biggraphite_like.ingest.lines import decode_lines
 from biggraphite_like.ingest.pickles import decode_pickle, safe_loads
 from biggraphite_like.ingest.points import ReceivedPoints, Refusals
 

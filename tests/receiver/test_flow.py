@@ -67,7 +67,7 @@ def test_udp_past_the_bound_is_dropped_and_counted():
 
 def test_the_flusher_takes_bounded_batches_in_arrival_order():
     from biggraphite_like.ingest.points import Refusals
-    from biggraphite_like.receiver.lines import decode_lines
+    from biggraphite_like.ingest.lines import decode_lines
 
     buffer = PointBuffer()
     for start in range(0, 10_000, 1000):  # ten reads of 1,000 points, names repeating

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from biggraphite_like.ingest.points import ReceivedPoints, Refusals
-from biggraphite_like.receiver import _plaintext
+from biggraphite_like.ingest import _plaintext
 
 
 def decode_lines(data: bytes, refusals: Refusals) -> ReceivedPoints:
