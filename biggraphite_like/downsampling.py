@@ -98,6 +98,16 @@ def _in_order(who: np.ndarray, timestamps: np.ndarray) -> bool:
     return bool(((step > 0) | ((step == 0) & (np.diff(timestamps) > 0))).all())
 
 
+def _unique_sorted(keys: np.ndarray) -> np.ndarray:
+    """np.unique(keys), without its sort when keys are in order already (propagation's
+    (metric, interval) keys of points sorted by metric and time)."""
+    if (keys[1:] < keys[:-1]).any():
+        return np.unique(keys)
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    return keys[first]
+
+
 def route(metric: Metric, timestamps: np.ndarray, now: int) -> np.ndarray:
     """Stage index of each point (whisper's routing by age); -1 for points too old to keep."""
     return _route(metric.retention, timestamps, now)
@@ -250,7 +260,7 @@ class Downsampler:
         while higher + 1 < len(retention.stages) and len(who):
             lower = higher + 1
             fine, coarse = retention.stages[higher].precision, retention.stages[lower].precision
-            packed = np.unique((who.astype(np.int64) << _INTERVAL_BITS) | (aligned - aligned % coarse))
+            packed = _unique_sorted((who.astype(np.int64) << _INTERVAL_BITS) | (aligned - aligned % coarse))
             req_who = packed >> _INTERVAL_BITS
             starts = packed & ((1 << _INTERVAL_BITS) - 1)
             table = StageTable(retention.stages[higher], higher > 0)

@@ -47,10 +47,15 @@ class _Table:
         self.columns = np.empty(0, np.uint16)  # column of each point in its interval's grid row
         self._maps: dict[str, mmap.mmap] = {}  # the memory of values and columns
         self.size = 0  # points used in the pool (live or dead)
-        self.live = 0  # points of slots that hold an interval
 
     def entries(self) -> int:
         return int(np.count_nonzero(self.start[:len(self.slots)] != _NONE))
+
+    @property
+    def live(self) -> int:
+        """Points of the slots that hold an interval (a slot holding none counts 0): summed
+        when the pool must grow, not kept up to date by every store."""
+        return int(self.count[:len(self.slots)].sum())
 
     def find(self, names: list[str]) -> np.ndarray:
         """Slot of each name, -1 for names never remembered."""
@@ -80,11 +85,9 @@ class _Table:
             setattr(self, field, grown)
 
     def forget(self, slots: np.ndarray) -> None:
-        slots = np.unique(slots)
-        held = slots[self.start[slots] != _NONE]
-        self.live -= int(self.count[held].sum())
-        self.start[held] = _NONE
-        self.count[held] = 0
+        """The slots hold nothing now (a slot may be given twice)."""
+        self.start[slots] = _NONE
+        self.count[slots] = 0
 
     def gather(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(points per slot, pool index of each of their points, slot after slot)."""
@@ -94,28 +97,28 @@ class _Table:
         return counts, np.repeat(self.offset[slots] - first, counts) + np.arange(total)
 
     def store(self, slots: np.ndarray, starts: np.ndarray, grid: np.ndarray, write: np.ndarray, now: int) -> None:
-        """slots[i] now holds interval starts[i], whose finer points are the i-th grid row
-        of those selected by `write` (NaN: no point)."""
+        """slots[i] (distinct) now holds interval starts[i], whose finer points are the
+        i-th grid row of those selected by `write` (NaN: no point)."""
         self.forget(slots)
-        known = ~np.isnan(grid)
-        known[~write] = False
-        rows, columns = np.nonzero(known)
-        counts = np.bincount(rows, minlength=len(grid))[write].astype(np.int32)
-        self._reserve(len(rows))
-        end = self.size + len(rows)
-        self.values[self.size:end] = grid[rows, columns]
-        self.columns[self.size:end] = columns
+        chosen = grid if write.all() else grid[write]
+        known = ~np.isnan(chosen)
+        counts = np.count_nonzero(known, axis=1).astype(np.int32)
+        flat = np.flatnonzero(known)  # one pass over the flat grid: row-major, each row's columns in order
+        self._reserve(len(flat))
+        end = self.size + len(flat)
+        self.values[self.size:end] = chosen.reshape(-1)[flat]
+        self.columns[self.size:end] = flat % chosen.shape[1]
         self.offset[slots] = self.size + np.cumsum(counts) - counts
         self.count[slots] = counts
         self.start[slots] = starts
         self.used[slots] = now
         self.size = end
-        self.live += len(rows)
 
     def _reserve(self, points: int) -> None:
         if self.size + points <= len(self.values):
             return
-        if 4 * (self.size - self.live) > self.live:  # a fifth dead or more: compact before growing
+        live = self.live
+        if 4 * (self.size - live) > live:  # a fifth dead or more: compact before growing
             self._compact()
         needed = self.size + points
         if needed > len(self.values):
@@ -162,7 +165,7 @@ class _Table:
             self.values[to:to + len(index)] = self.values[index]
             self.columns[to:to + len(index)] = self.columns[index]
         self.offset[held] = ends - counts
-        self.size = self.live = total
+        self.size = total
 
     def keep_latest(self, keep: int) -> None:
         """Forget all but the `keep` slots remembered last (and every empty slot)."""
