@@ -114,6 +114,42 @@ class _Table:
         self.used[slots] = now
         self.size = end
 
+    def extend(self, slots: np.ndarray, starts: np.ndarray, width: int, rows: np.ndarray, columns: np.ndarray,
+               values: np.ndarray, now: int) -> np.ndarray | None:
+        """Append point k (columns[k], values[k]) to the interval of slots[rows[k]] (slots
+        distinct, rows in order, each row's columns increasing); returns each slot's points
+        after. None, and nothing changed, unless every slot holds interval starts[i] and
+        each row's points all come after the points its slot holds (then the interval's
+        points are the held ones followed by these: what store() would keep of the grid)."""
+        if width > MAX_WIDTH or (slots < 0).any() or (self.start[slots] != starts).any():
+            return None
+        added = np.bincount(rows, minlength=len(slots))
+        step = np.diff(rows)
+        if (step < 0).any() or (np.diff(columns)[step == 0] <= 0).any():
+            return None
+        held = self.count[slots].astype(np.int64)
+        firsts = np.cumsum(added) - added  # each row's first new point
+        both = (added > 0) & (held > 0)
+        last_held = self.columns[self.offset[slots[both]] + held[both] - 1].astype(np.int64)
+        if (columns[firsts[both]] <= last_held).any():
+            return None
+        _, index = self.gather(slots)
+        kept_values, kept_columns = self.values[index], self.columns[index]  # copies: the pool may be compacted
+        totals = held + added
+        self.forget(slots)
+        self._reserve(int(totals.sum()))
+        offsets = self.size + np.cumsum(totals) - totals
+        kept_at = np.repeat(offsets, held) + np.arange(len(index)) - np.repeat(np.cumsum(held) - held, held)
+        new_at = np.repeat(offsets + held, added) + np.arange(len(rows)) - np.repeat(firsts, added)
+        self.values[kept_at], self.columns[kept_at] = kept_values, kept_columns
+        self.values[new_at], self.columns[new_at] = values, columns
+        self.offset[slots] = offsets
+        self.count[slots] = totals
+        self.start[slots] = starts
+        self.used[slots] = now
+        self.size += int(totals.sum())
+        return totals
+
     def _reserve(self, points: int) -> None:
         if self.size + points <= len(self.values):
             return
@@ -237,6 +273,22 @@ class OpenIntervals:
         counts, index = memory.gather(slots)
         grid[np.repeat(rows, counts), memory.columns[index]] = memory.values[index]
         return hit
+
+    def extend(self, table: str, slots: np.ndarray, starts: np.ndarray, width: int, rows: np.ndarray,
+               columns: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+        """remember() of intervals (one a metric) that memory holds, for points that come
+        after those it holds, without a grid: point k (columns[k] in a grid row of `width`,
+        values[k]) goes to the interval of slots[rows[k]] (what slots() said; rows in
+        order). Returns the points each interval holds after, or None when that does not
+        apply (an interval not held, a point at or before one held): nothing changed, the
+        caller builds the grid."""
+        memory = self._tables.get(table)
+        if memory is None:
+            return None
+        totals = memory.extend(slots, starts, width, rows, columns, values, self._writes + 1)
+        if totals is not None:
+            self._writes += 1
+        return totals
 
     def remember(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray,
                  slots: np.ndarray | None = None) -> None:
