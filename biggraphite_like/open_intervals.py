@@ -118,11 +118,12 @@ class _Table:
                values: np.ndarray, now: int) -> np.ndarray | None:
         """Append point k (columns[k], values[k]) to the interval of slots[rows[k]] (slots
         distinct, rows in order, each row's columns increasing); returns each slot's points
-        after. None, and nothing changed, unless every slot holds interval starts[i] and
-        each row's points all come after the points its slot holds (then the interval's
-        points are the held ones followed by these: what store() would keep of the grid)."""
-        if width > MAX_WIDTH or (slots < 0).any() or (self.start[slots] != starts).any():
-            return None
+        after. None, and nothing changed, unless every slot holds interval starts[i], no
+        value is NaN and each row's points all come after the points its slot holds (then
+        the interval's points are the held ones followed by these: what store() would keep
+        of the grid)."""
+        if width > MAX_WIDTH or (slots < 0).any() or (self.start[slots] != starts).any() or np.isnan(values).any():
+            return None  # (a NaN, an aggregate of infinities, is no point in a grid: the grid path decides)
         added = np.bincount(rows, minlength=len(slots))
         step = np.diff(rows)
         if (step < 0).any() or (np.diff(columns)[step == 0] <= 0).any():
