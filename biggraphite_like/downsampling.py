@@ -210,17 +210,21 @@ class Downsampler:
             shared = [metadatas[i] for i in firsts.tolist()]
             aggregators = np.array([codes[md.aggregator] for md in shared], dtype=np.int64)[of_metric.reshape(-1)]
             xfilesfactors = np.array([md.xfilesfactor for md in shared], dtype=np.float64)[of_metric.reshape(-1)]
-        arrival = np.arange(len(timestamps))
         # whisper writes the newest points (finest stage) first, each followed by its propagation
         for index, stage in enumerate(retention.stages):
             sel = stage_of == index
             if not sel.any():
                 continue
-            who, ts, vs, order = owner[sel], timestamps[sel], values[sel], arrival[sel]
+            who, ts, vs = owner[sel], timestamps[sel], values[sel]
             aligned = ts - ts % stage.precision
             # per (metric, interval): the greatest timestamp wins, then the last given
             if not _in_order(who, ts):  # (a receiver's batches come grouped by metric, in time order)
-                sort = np.lexsort((order, ts, aligned, who))
+                # by (metric, interval, timestamp, arrival): the interval follows the timestamp, and a
+                # stable sort of one packed key keeps arrival order (timestamps are below 2**_INTERVAL_BITS)
+                if len(ts) and 0 <= ts.min() and ts.max() < 1 << _INTERVAL_BITS:
+                    sort = np.argsort((who.astype(np.int64) << _INTERVAL_BITS) | ts, kind="stable")
+                else:
+                    sort = np.lexsort((np.arange(len(ts)), ts, who))
                 who, aligned, vs = who[sort], aligned[sort], vs[sort]
             last = np.ones(len(who), dtype=bool)
             last[:-1] = (who[1:] != who[:-1]) | (aligned[1:] != aligned[:-1])
