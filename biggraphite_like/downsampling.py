@@ -98,6 +98,16 @@ def _in_order(who: np.ndarray, timestamps: np.ndarray) -> bool:
     return bool(((step > 0) | ((step == 0) & (np.diff(timestamps) > 0))).all())
 
 
+def _unique_sorted(keys: np.ndarray) -> np.ndarray:
+    """np.unique(keys), without its sort when keys are in order already (propagation's
+    (metric, interval) keys of points sorted by metric and time)."""
+    if (keys[1:] < keys[:-1]).any():
+        return np.unique(keys)
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    return keys[first]
+
+
 def route(metric: Metric, timestamps: np.ndarray, now: int) -> np.ndarray:
     """Stage index of each point (whisper's routing by age); -1 for points too old to keep."""
     return _route(metric.retention, timestamps, now)
@@ -200,17 +210,21 @@ class Downsampler:
             shared = [metadatas[i] for i in firsts.tolist()]
             aggregators = np.array([codes[md.aggregator] for md in shared], dtype=np.int64)[of_metric.reshape(-1)]
             xfilesfactors = np.array([md.xfilesfactor for md in shared], dtype=np.float64)[of_metric.reshape(-1)]
-        arrival = np.arange(len(timestamps))
         # whisper writes the newest points (finest stage) first, each followed by its propagation
         for index, stage in enumerate(retention.stages):
             sel = stage_of == index
             if not sel.any():
                 continue
-            who, ts, vs, order = owner[sel], timestamps[sel], values[sel], arrival[sel]
+            who, ts, vs = owner[sel], timestamps[sel], values[sel]
             aligned = ts - ts % stage.precision
             # per (metric, interval): the greatest timestamp wins, then the last given
             if not _in_order(who, ts):  # (a receiver's batches come grouped by metric, in time order)
-                sort = np.lexsort((order, ts, aligned, who))
+                # by (metric, interval, timestamp, arrival): the interval follows the timestamp, and a
+                # stable sort of one packed key keeps arrival order (timestamps are below 2**_INTERVAL_BITS)
+                if len(ts) and 0 <= ts.min() and ts.max() < 1 << _INTERVAL_BITS:
+                    sort = np.argsort((who.astype(np.int64) << _INTERVAL_BITS) | ts, kind="stable")
+                else:
+                    sort = np.lexsort((np.arange(len(ts)), ts, who))
                 who, aligned, vs = who[sort], aligned[sort], vs[sort]
             last = np.ones(len(who), dtype=bool)
             last[:-1] = (who[1:] != who[:-1]) | (aligned[1:] != aligned[:-1])
@@ -231,6 +245,53 @@ class Downsampler:
         span = np.maximum.reduceat(new_ts, bounds) - np.minimum.reduceat(new_ts, bounds)
         return span[np.searchsorted(new_who[bounds], req_who)]
 
+    def _grid(self, retention: Retention, higher: int, table: StageTable, names: np.ndarray, req_who: np.ndarray,
+              starts: np.ndarray, req_names: list[str], slots: np.ndarray | None, new_who: np.ndarray,
+              new_ts: np.ndarray, new_values: np.ndarray, request: np.ndarray, empty: np.ndarray | None) -> np.ndarray:
+        """The finer points of each requested interval (metric req_who[i], from starts[i]) as
+        a grid row: from memory where it holds them (then the points just written, at
+        `request`, go over them), else read back from the store; memory then keeps them."""
+        caching = self._caching
+        fine = retention.stages[higher].precision
+        coarse = retention.stages[higher + 1].precision
+        grid = np.full((len(starts), coarse // fine), np.nan)
+        held = np.zeros(len(starts), dtype=bool)
+        ring = retention.stages[higher].duration
+        same = req_who[1:] == req_who[:-1]  # req_who is sorted
+        if caching or empty is not None:
+            # an interval's slots of the finer stage hold its own points only when no point this
+            # batch wrote there lies a ring or more from one the interval held (same slot):
+            # points of one interval, or of intervals close enough
+            alone = np.ones(len(req_who), dtype=bool)
+            alone[1:] &= ~same
+            alone[:-1] &= ~same
+            sure = fresh = alone
+            if not alone.all():
+                span = self._spans(req_who, new_who, new_ts)
+                sure = alone | (span + coarse <= ring)
+                fresh = alone | (span < ring)  # no point held before: less than a ring apart will do
+        if caching:
+            held = self._open.lookup(table.name, req_names, starts, grid, sure, slots)
+        if empty is not None:
+            held |= empty[req_who] & fresh
+        if held.any():
+            # what we just wrote goes over what the store held before
+            mine = held[request]
+            grid[request[mine], (new_ts[mine] - starts[request[mine]]) // fine] = new_values[mine]
+        unheld = np.flatnonzero(~held)
+        for first in range(0, len(unheld), self.read_back_size):
+            missing = unheld[first:first + self.read_back_size]
+            reads = self._store.read_points(
+                table, names[req_who[missing]].tolist(), starts[missing], starts[missing] + coarse
+            )
+            rows = missing[reads.request]
+            grid[rows, (reads.timestamps - starts[rows]) // fine] = reads.values
+        if caching:
+            latest = np.ones(len(req_who), dtype=bool)  # each metric's last interval
+            latest[:-1] = ~same
+            self._open.remember(table.name, req_names, starts, grid, sure & latest, slots)
+        return grid
+
     def _propagate(self, retention: Retention, index: int, names: np.ndarray, aggregators: np.ndarray,
                    xfilesfactors: np.ndarray, who: np.ndarray, aligned: np.ndarray, written: np.ndarray,
                    empty: np.ndarray | None = None) -> None:
@@ -250,59 +311,42 @@ class Downsampler:
         while higher + 1 < len(retention.stages) and len(who):
             lower = higher + 1
             fine, coarse = retention.stages[higher].precision, retention.stages[lower].precision
-            packed = np.unique((who.astype(np.int64) << _INTERVAL_BITS) | (aligned - aligned % coarse))
+            packed = _unique_sorted((who.astype(np.int64) << _INTERVAL_BITS) | (aligned - aligned % coarse))
             req_who = packed >> _INTERVAL_BITS
             starts = packed & ((1 << _INTERVAL_BITS) - 1)
             table = StageTable(retention.stages[higher], higher > 0)
             req_names = names[req_who].tolist() if caching else []
-            grid = np.full((len(starts), coarse // fine), np.nan)
-            held = np.zeros(len(starts), dtype=bool)
-            ring = retention.stages[higher].duration
-            if caching or empty is not None:
-                # an interval's slots of the finer stage hold its own points only when no point this
-                # batch wrote there lies a ring or more from one the interval held (same slot):
-                # points of one interval, or of intervals close enough
-                alone = np.ones(len(req_who), dtype=bool)  # req_who is sorted
-                same = req_who[1:] == req_who[:-1]
-                alone[1:] &= ~same
-                alone[:-1] &= ~same
-                sure = fresh = alone
-                if not alone.all():
-                    span = self._spans(req_who, new_who, new_ts)
-                    sure = alone | (span + coarse <= ring)
-                    fresh = alone | (span < ring)  # no point held before: less than a ring apart will do
-            if caching:
-                slots = self._open.slots(table.name, req_names)
-                held = self._open.lookup(table.name, req_names, starts, grid, sure, slots)
-            if empty is not None:
-                held |= empty[req_who] & fresh
-            if held.any():
-                # what we just wrote goes over what the store held before
-                key = (new_who.astype(np.int64) << _INTERVAL_BITS) | (new_ts - new_ts % coarse)
-                request = np.searchsorted(packed, key)
-                mine = held[request]
-                grid[request[mine], (new_ts[mine] - starts[request[mine]]) // fine] = new_values[mine]
-            unheld = np.flatnonzero(~held)
-            for first in range(0, len(unheld), self.read_back_size):
-                missing = unheld[first:first + self.read_back_size]
-                reads = self._store.read_points(
-                    table, names[req_who[missing]].tolist(), starts[missing], starts[missing] + coarse
-                )
-                rows = missing[reads.request]
-                grid[rows, (reads.timestamps - starts[rows]) // fine] = reads.values
-            if caching:
-                latest = np.ones(len(req_who), dtype=bool)  # each metric's last interval
-                latest[:-1] = ~same
-                self._open.remember(table.name, req_names, starts, grid, sure & latest, slots)
+            width = coarse // fine
+            key = (new_who.astype(np.int64) << _INTERVAL_BITS) | (new_ts - new_ts % coarse)
+            request = np.searchsorted(packed, key)  # the interval of each point just written
+            slots = self._open.slots(table.name, req_names) if caching else None
+            totals = None
+            if caching and not (req_who[1:] == req_who[:-1]).any():
+                # one interval a metric (the steady state): if memory holds each and the new
+                # points come after its points, they are appended there, no grid of every interval
+                totals = self._open.extend(table.name, slots, starts, width, request,
+                                           (new_ts - starts[request]) // fine, new_values)
+            if totals is not None:
+                ok = _enough(totals, width, xfilesfactors[req_who])
+                chosen = np.flatnonzero(ok)
+                grid = np.full((len(chosen), width), np.nan)  # only the intervals that propagate
+                self._open.lookup(table.name, [req_names[i] for i in chosen.tolist()], starts[chosen], grid,
+                                  np.ones(len(chosen), dtype=bool), slots[chosen])
+            else:
+                grid = self._grid(retention, higher, table, names, req_who, starts, req_names, slots, new_who,
+                                  new_ts, new_values, request, empty)
+                ok = _propagates(grid, xfilesfactors[req_who])
+                chosen = np.flatnonzero(ok)
+                grid = grid[chosen]
             values = np.empty(len(starts))
             counts = np.empty(len(starts), dtype=np.int64)
             # only the intervals with enough points to propagate are aggregated (most of an hour's
             # first half at 60 s: xFilesFactor 0.5 wants 30 of its 60 minutes)
-            ok = _propagates(grid, xfilesfactors[req_who])
-            codes = np.where(ok, aggregators[req_who], -1)
-            for code in np.unique(codes[ok]).tolist():
-                rows = codes == code
-                values[rows], counts[rows], ok[rows] = aggregate(_AGGREGATORS[code], grid[rows], xfilesfactors[req_who[rows]])
+            codes = aggregators[req_who[chosen]]
+            for code in np.unique(codes).tolist():
+                mine = codes == code
+                rows = chosen[mine]
+                values[rows], counts[rows], ok[rows] = aggregate(_AGGREGATORS[code], grid[mine], xfilesfactors[req_who[rows]])
             if ok.any():
                 self._store.write_points(
                     StageTable(retention.stages[lower], True), names[req_who[ok]].tolist(), starts[ok], values[ok], counts[ok]

@@ -47,10 +47,15 @@ class _Table:
         self.columns = np.empty(0, np.uint16)  # column of each point in its interval's grid row
         self._maps: dict[str, mmap.mmap] = {}  # the memory of values and columns
         self.size = 0  # points used in the pool (live or dead)
-        self.live = 0  # points of slots that hold an interval
 
     def entries(self) -> int:
         return int(np.count_nonzero(self.start[:len(self.slots)] != _NONE))
+
+    @property
+    def live(self) -> int:
+        """Points of the slots that hold an interval (a slot holding none counts 0): summed
+        when the pool must grow, not kept up to date by every store."""
+        return int(self.count[:len(self.slots)].sum())
 
     def find(self, names: list[str]) -> np.ndarray:
         """Slot of each name, -1 for names never remembered."""
@@ -80,11 +85,9 @@ class _Table:
             setattr(self, field, grown)
 
     def forget(self, slots: np.ndarray) -> None:
-        slots = np.unique(slots)
-        held = slots[self.start[slots] != _NONE]
-        self.live -= int(self.count[held].sum())
-        self.start[held] = _NONE
-        self.count[held] = 0
+        """The slots hold nothing now (a slot may be given twice)."""
+        self.start[slots] = _NONE
+        self.count[slots] = 0
 
     def gather(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(points per slot, pool index of each of their points, slot after slot)."""
@@ -94,28 +97,65 @@ class _Table:
         return counts, np.repeat(self.offset[slots] - first, counts) + np.arange(total)
 
     def store(self, slots: np.ndarray, starts: np.ndarray, grid: np.ndarray, write: np.ndarray, now: int) -> None:
-        """slots[i] now holds interval starts[i], whose finer points are the i-th grid row
-        of those selected by `write` (NaN: no point)."""
+        """slots[i] (distinct) now holds interval starts[i], whose finer points are the
+        i-th grid row of those selected by `write` (NaN: no point)."""
         self.forget(slots)
-        known = ~np.isnan(grid)
-        known[~write] = False
-        rows, columns = np.nonzero(known)
-        counts = np.bincount(rows, minlength=len(grid))[write].astype(np.int32)
-        self._reserve(len(rows))
-        end = self.size + len(rows)
-        self.values[self.size:end] = grid[rows, columns]
-        self.columns[self.size:end] = columns
+        chosen = grid if write.all() else grid[write]
+        known = ~np.isnan(chosen)
+        counts = np.count_nonzero(known, axis=1).astype(np.int32)
+        flat = np.flatnonzero(known)  # one pass over the flat grid: row-major, each row's columns in order
+        self._reserve(len(flat))
+        end = self.size + len(flat)
+        self.values[self.size:end] = chosen.reshape(-1)[flat]
+        self.columns[self.size:end] = flat % chosen.shape[1]
         self.offset[slots] = self.size + np.cumsum(counts) - counts
         self.count[slots] = counts
         self.start[slots] = starts
         self.used[slots] = now
         self.size = end
-        self.live += len(rows)
+
+    def extend(self, slots: np.ndarray, starts: np.ndarray, width: int, rows: np.ndarray, columns: np.ndarray,
+               values: np.ndarray, now: int) -> np.ndarray | None:
+        """Append point k (columns[k], values[k]) to the interval of slots[rows[k]] (slots
+        distinct, rows in order, each row's columns increasing); returns each slot's points
+        after. None, and nothing changed, unless every slot holds interval starts[i], no
+        value is NaN and each row's points all come after the points its slot holds (then
+        the interval's points are the held ones followed by these: what store() would keep
+        of the grid)."""
+        if width > MAX_WIDTH or (slots < 0).any() or (self.start[slots] != starts).any() or np.isnan(values).any():
+            return None  # (a NaN, an aggregate of infinities, is no point in a grid: the grid path decides)
+        added = np.bincount(rows, minlength=len(slots))
+        step = np.diff(rows)
+        if (step < 0).any() or (np.diff(columns)[step == 0] <= 0).any():
+            return None
+        held = self.count[slots].astype(np.int64)
+        firsts = np.cumsum(added) - added  # each row's first new point
+        both = (added > 0) & (held > 0)
+        last_held = self.columns[self.offset[slots[both]] + held[both] - 1].astype(np.int64)
+        if (columns[firsts[both]] <= last_held).any():
+            return None
+        _, index = self.gather(slots)
+        kept_values, kept_columns = self.values[index], self.columns[index]  # copies: the pool may be compacted
+        totals = held + added
+        self.forget(slots)
+        self._reserve(int(totals.sum()))
+        offsets = self.size + np.cumsum(totals) - totals
+        kept_at = np.repeat(offsets, held) + np.arange(len(index)) - np.repeat(np.cumsum(held) - held, held)
+        new_at = np.repeat(offsets + held, added) + np.arange(len(rows)) - np.repeat(firsts, added)
+        self.values[kept_at], self.columns[kept_at] = kept_values, kept_columns
+        self.values[new_at], self.columns[new_at] = values, columns
+        self.offset[slots] = offsets
+        self.count[slots] = totals
+        self.start[slots] = starts
+        self.used[slots] = now
+        self.size += int(totals.sum())
+        return totals
 
     def _reserve(self, points: int) -> None:
         if self.size + points <= len(self.values):
             return
-        if 4 * (self.size - self.live) > self.live:  # a fifth dead or more: compact before growing
+        live = self.live
+        if 4 * (self.size - live) > live:  # a fifth dead or more: compact before growing
             self._compact()
         needed = self.size + points
         if needed > len(self.values):
@@ -162,7 +202,7 @@ class _Table:
             self.values[to:to + len(index)] = self.values[index]
             self.columns[to:to + len(index)] = self.columns[index]
         self.offset[held] = ends - counts
-        self.size = self.live = total
+        self.size = total
 
     def keep_latest(self, keep: int) -> None:
         """Forget all but the `keep` slots remembered last (and every empty slot)."""
@@ -234,6 +274,22 @@ class OpenIntervals:
         counts, index = memory.gather(slots)
         grid[np.repeat(rows, counts), memory.columns[index]] = memory.values[index]
         return hit
+
+    def extend(self, table: str, slots: np.ndarray, starts: np.ndarray, width: int, rows: np.ndarray,
+               columns: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+        """remember() of intervals (one a metric) that memory holds, for points that come
+        after those it holds, without a grid: point k (columns[k] in a grid row of `width`,
+        values[k]) goes to the interval of slots[rows[k]] (what slots() said; rows in
+        order). Returns the points each interval holds after, or None when that does not
+        apply (an interval not held, a point at or before one held): nothing changed, the
+        caller builds the grid."""
+        memory = self._tables.get(table)
+        if memory is None:
+            return None
+        totals = memory.extend(slots, starts, width, rows, columns, values, self._writes + 1)
+        if totals is not None:
+            self._writes += 1
+        return totals
 
     def remember(self, table: str, names: list[str], starts: np.ndarray, grid: np.ndarray, alone: np.ndarray,
                  slots: np.ndarray | None = None) -> None:

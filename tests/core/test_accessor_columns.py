@@ -125,3 +125,32 @@ def test_writes_keep_no_mark_a_metric_and_record_updated_on_once_a_touch_interva
     accessor._cache.clear()
     assert {accessor.get_metric(n).updated_on for n in names} == {now, later}
     assert {accessor.get_metric(n).updated_on for n in names[:10]} == {later}
+
+
+def test_interleaved_points_keep_the_greatest_timestamp_of_a_slot_then_the_last_given(tmp_path):
+    """The receiver's batches come metric after metric for each minute, not grouped: the
+    downsampler sorts them (issue 32: one stable sort of a packed (metric, timestamp) key)
+    so that in a 60-s slot the greatest timestamp wins and, of equal timestamps, the last
+    given; the 1 h stage gets the average of what stays (xFilesFactor 0)."""
+    _, accessor = make_store(tmp_path)
+    now = int(time.time())
+    hour = now - now % 3600 - 3600  # a whole past hour: every point in stage 0, its hour propagated
+    names = ["ties.a", "ties.b"]
+    given = [  # (metric, timestamp, value), in arrival order
+        (0, hour + 70, 1.0), (1, hour + 70, 10.0),
+        (0, hour + 65, 2.0), (1, hour + 119, 20.0),  # a's 65 loses to its 70 (same slot); b's 119 wins
+        (0, hour + 70, 3.0), (1, hour + 61, 30.0),  # a's second 70 is the last given of the greatest
+        (0, hour + 5, 4.0), (1, hour + 125, 40.0),
+    ]
+    owner = np.array([m for m, _, _ in given])
+    timestamps = np.array([t for _, t, _ in given], dtype=np.float64)
+    values = np.array([v for _, _, v in given])
+    result = accessor.insert_columns(names, owner, timestamps, values, now=now,
+                                     create=MetricMetadata.create("60s:1d,1h:7d", "average", 0.0))
+    assert (result.stored, result.rejected) == (8, 0)
+    stored = stored_values(accessor, names, hour - 60, hour + 3600)
+    assert stored["ties.a"] == {hour: 4.0, hour + 60: 3.0}
+    assert stored["ties.b"] == {hour + 60: 20.0, hour + 120: 40.0}
+    hourly = accessor.fetch(names, hour - 3600, hour + 3600, now=now + 2 * 86400)  # past stage 0: the 1 h stage
+    assert [v for v in hourly["ties.a"].values_list() if v is not None] == [3.5]
+    assert [v for v in hourly["ties.b"].values_list() if v is not None] == [30.0]

@@ -130,3 +130,60 @@ def test_the_pool_stays_near_its_live_points_as_every_metric_is_written_again():
     grid = np.full((len(asked), width), np.nan)
     assert memory.lookup("t", asked, np.full(len(asked), 3600, np.int64), grid, np.ones(len(asked), dtype=bool)).all()
     assert (grid[:, :10] == np.arange(10.0)).all() and np.isnan(grid[:, 10:]).all()
+
+
+def test_points_appended_after_the_held_ones_are_what_remember_of_the_grid_would_keep():
+    """extend() (the downsampler's steady state: one interval a metric, new points after
+    the held ones, no grid) against the model's remember() of the grid those points make;
+    where it does not apply (an interval not held, a point at or before a held one) it
+    changes nothing and says so."""
+    rng = random.Random(32)
+    ours, model = OpenIntervals(max_entries=10_000), Model()
+    names = [f"m.{i}" for i in range(30)]
+    appended = refused = 0
+    for step in range(600):
+        table, width = rng.choice([("t60", 60), ("t10", 6)])
+        if rng.random() < 0.3:  # a grid written the usual way
+            picked, starts, grid, alone = _batch(rng, names, width)
+            ours.remember(table, picked, starts, grid, alone)
+            model.remember(table, picked, starts, grid, alone)
+            continue
+        kept = [name for name in names if (table, name) in model.entries]
+        pool = kept if len(kept) >= 4 and rng.random() < 0.9 else names  # mostly metrics memory holds
+        picked = sorted(rng.sample(pool, rng.randint(1, 4)))
+        entries = [model.entries.get((table, name)) for name in picked]  # mostly the held interval, after its points
+        starts = np.array([e[0] if e and rng.random() < 0.95 else rng.choice([0, width, 2 * width]) for e in entries],
+                          dtype=np.int64)
+        rows, columns, values = [], [], []
+        for row, entry in enumerate(entries):
+            count = rng.randint(0, 3)
+            held_columns = np.flatnonzero(~np.isnan(entry[1])) if entry else []
+            after = int(held_columns[-1]) + 1 if len(held_columns) else 0
+            first = min(width - 1, after) if rng.random() < 0.97 else rng.randint(0, width - 1)
+            for column in sorted(rng.sample(range(first, width), min(count, width - first))):
+                rows.append(row)
+                columns.append(column)
+                values.append(rng.choice([0.0, -0.0, 1e300, rng.uniform(-1e9, 1e9), 5e-324]) if rng.random() > 0.01
+                              else float("nan"))  # an aggregate of infinities: no point, the grid path's
+        rows, columns, values = np.array(rows, np.int64), np.array(columns, np.int64), np.array(values)
+        before = np.full((len(picked), width), np.nan)
+        held = model.lookup(table, picked, starts, before, np.ones(len(picked), dtype=bool))
+        last = [max([c for c in range(width) if not np.isnan(before[r, c])], default=-1) for r in range(len(picked))]
+        applies = held.all() and all(columns[k] > last[rows[k]] for k in range(len(rows))) \
+            and not np.isnan(values).any()
+        totals = ours.extend(table, ours.slots(table, picked), starts, width, rows, columns, values)
+        assert (totals is not None) == applies, step
+        if applies:
+            grid = before.copy()
+            grid[rows, columns] = values
+            model.remember(table, picked, starts, grid, np.ones(len(picked), dtype=bool))
+            assert totals.tolist() == (~np.isnan(grid)).sum(axis=1).tolist(), step
+            appended += 1
+        else:
+            refused += 1
+        mine, theirs = np.full((len(picked), width), np.nan), np.full((len(picked), width), np.nan)
+        every = np.ones(len(picked), dtype=bool)
+        assert (ours.lookup(table, picked, starts, mine, every) == model.lookup(table, picked, starts, theirs, every)).all()
+        assert (mine.view(np.int64) == theirs.view(np.int64)).all(), step
+        assert len(ours) == len(model.entries), step
+    assert appended > 80 and refused > 80, (appended, refused)

@@ -919,6 +919,29 @@ def test_a_window_seals_when_its_last_slot_is_written_and_stays_sealed(tmp_path)
     assert got == expected
 
 
+def test_tails_written_together_are_merged_at_the_merge_length_by_any_connection(tmp_path):
+    """The long tails of an append (issue 32: found by the connection's temp triggers, not by
+    a row returned for each tail): 40 metrics written a point at a time in one statement a
+    write (a group of tails) each get their tail merged into an open chunk when it reaches
+    1 KiB (86 records of 12 bytes), whichever connection appends; the triggers are the
+    connection's, the file holds none; every point reads back."""
+    path = tmp_path / "bgl.db"
+    names = [f"long.m{i:02d}" for i in range(40)]
+    first = _ring_store(path, names)
+    second = SQLiteStore(str(path))  # another connection to the same file, writing the same tails
+    start = BASE - BASE % 400
+    for ts in range(start, start + 130):  # window 0, 150 slots: one merge at 86 records, 44 left in the tail
+        (first if ts % 2 else second).write_points(RING, names, np.full(40, ts), np.arange(40.0) + ts)
+    assert _row_kinds(path, RING.name) == {0: {"open", "tail"}}
+    with sqlite3.connect(path) as conn:
+        tails = conn.execute(f"SELECT length(points) FROM {RING.name} WHERE id & 1").fetchall()
+        assert tails == [(44 * 12,)] * 40
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone() == (0,)
+    reads = first.read_points(RING, names, np.full(40, start), np.full(40, start + 130))
+    got = sorted(zip(reads.request.tolist(), reads.timestamps.tolist(), reads.values.tolist()))
+    assert got == [(m, t, float(m + t)) for m in range(40) for t in range(start, start + 130)]
+
+
 @pytest.mark.parametrize("merge_points", [None, 1000])
 def test_windows_sealing_together_each_hold_the_chunk_of_their_points(tmp_path, monkeypatch, merge_points):
     """The write of the last slot of every metric's window (00:00 and 12:00 UTC for the
