@@ -81,13 +81,16 @@ def rows(metrics: int, root: str, per: int = 1_000) -> dict:
                  " updated_on INTEGER NOT NULL DEFAULT 0, read_on INTEGER NOT NULL DEFAULT 0)")
     conn.execute("CREATE UNIQUE INDEX metrics_child ON metrics (parent, leaf)")
     conn.execute("CREATE INDEX metrics_leaf ON metrics (leaf)")
-    values = ", ".join(f"(?1 + {i}, ?{6 + 2 * i}, ?{7 + 2 * i}, ?2, ?3, ?4, ?5)" for i in range(per))
-    sql = f"INSERT INTO metrics VALUES {values} ON CONFLICT (parent, leaf) DO NOTHING"
+    def statement(rows: int) -> str:
+        values = ", ".join(f"(?1 + {i}, ?{6 + 2 * i}, ?{7 + 2 * i}, ?2, ?3, ?4, ?5)" for i in range(rows))
+        return f"INSERT INTO metrics VALUES {values} ON CONFLICT (parent, leaf) DO NOTHING"
+
     pairs = list(itertools.chain.from_iterable((100 + i // 10, 1 + i % 10) for i in range(metrics)))
-    statements = [[first + 1, 1, 1, 1, 0, *pairs[first * 2:(first + per) * 2]] for first in range(0, metrics, per)]
+    statements = [(statement(min(per, metrics - first)), [first + 1, 1, 1, 1, 0, *pairs[first * 2:(first + per) * 2]])
+                  for first in range(0, metrics, per)]
     conn.execute("BEGIN IMMEDIATE")
     wall, cpu = time.perf_counter(), time.process_time()
-    for parameters in statements:
+    for sql, parameters in statements:
         conn.execute(sql, parameters)
     conn.execute("COMMIT")
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
