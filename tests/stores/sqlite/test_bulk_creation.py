@@ -72,3 +72,28 @@ def test_a_name_given_twice_in_one_creation_is_one_row_with_the_last_metadata(tm
     assert new == {"x.y", "x.z"}
     assert _rows(path, "SELECT name, retention, aggregator FROM named_metrics ORDER BY name") == [
         ("x.y", "2880*60s", "sum"), ("x.z", "1440*60s", "average")]
+
+
+def test_a_bulk_of_names_with_different_metadata_and_times_keeps_each_ones_own(tmp_path):
+    """The bulk insert binds a group's metadata and times once a statement: names of
+    several groups, interleaved and past a statement's rows, each keep their own."""
+    path = tmp_path / "bgl.db"
+    accessor = Accessor.from_url(f"sqlite://{path}")
+    accessor.syncdb()
+    metadatas = [_meta(), _meta("60s:2d", "max"), _meta("10s:1h,60s:1d", "sum")]
+    metrics = [Metric(f"mix.d{i % 7}.m{i:05d}", metadatas[i % 3], NOW - i % 2, NOW - i % 5, i % 4)
+               for i in range(2_500)]
+    assert accessor.store.create_metrics(metrics) == {m.name for m in metrics}
+    rows = {r[0]: r[1:] for r in _rows(path, "SELECT name, key, retention, aggregator, created_on, updated_on,"
+                                             " read_on FROM named_metrics")}
+    assert {name: row[1:] for name, row in rows.items()} == {
+        m.name: (str(m.metadata.retention), m.metadata.aggregator.value, m.created_on, m.updated_on, m.read_on)
+        for m in metrics}
+    assert sorted(row[0] for row in rows.values()) == list(range(1, len(metrics) + 1))
+    ts = NOW - 30
+    names = [m.name for m in metrics]
+    reader = Accessor.from_url(f"sqlite://{path}")
+    accessor.insert_columns(names, np.arange(len(names)), np.full(len(names), ts, np.float64),
+                            np.arange(len(names), dtype=np.float64), now=NOW, checked=True)
+    series = reader.fetch(names, ts - 60, ts + 60, now=NOW)
+    assert [float(np.nansum(series[n].values)) for n in names] == [float(i) for i in range(len(names))]
