@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -72,6 +73,7 @@ class PointBuffer:
         self._pending = 0
         self._in_flight: Batch | None = None
         self._lock = threading.Lock()
+        self.last_added = 0.0  # time.monotonic() of the last add that buffered points
 
     @property
     def buffered(self) -> int:
@@ -105,6 +107,7 @@ class PointBuffer:
             with self._lock:
                 self._chunks.append((array, timestamps, values))
                 self._pending += len(array)
+                self.last_added = time.monotonic()
         return len(array)
 
     def _intern(self, name: str) -> int:

@@ -1,4 +1,5 @@
-"""The flusher thread: every flush interval, everything buffered goes to the store, as one
+"""The flusher thread: every flush interval, and when a sender's burst is over (no point for
+`flush_quiet` seconds, a quarter interval after the last flush at the soonest), everything buffered goes to the store, as one
 accessor batch (`Accessor.insert_columns`: one transaction on SQLite, each metric's points
 together) per `flush_size` points at most (ingest.policy.FlushPolicy), so a backlog is written in bounded
 batches, one after the other (insert_columns itself writes a batch's metrics 10,000 at a
@@ -64,10 +65,20 @@ class Flusher:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        next_start = time.monotonic() + self.policy.flush_interval
+        interval, quiet = self.policy.flush_interval, self.policy.flush_quiet
+        started = time.monotonic()
+        next_start = started + interval
         while True:
-            stopping = self._stop.wait(max(0.0, next_start - time.monotonic()))
-            next_start = time.monotonic() + self.policy.flush_interval
+            now = time.monotonic()
+            wake = next_start
+            if quiet:  # look for the end of a burst meanwhile
+                wake = min(next_start, max(started + interval / 4, now + quiet))
+            stopping = self._stop.wait(max(0.0, wake - now))
+            now = time.monotonic()
+            if not stopping and now < next_start and not self._burst_over(now, started):
+                continue
+            started = now
+            next_start = now + interval
             while True:
                 batch = self.buffer.take(self.policy.flush_size)
                 if batch is not None:
@@ -77,6 +88,13 @@ class Flusher:
                     break  # the rest (less than a batch) waits for the next interval
             if stopping:
                 return
+
+    def _burst_over(self, now: float, started: float) -> bool:
+        """Points wait, none came for `flush_quiet` seconds and the last flush started a
+        quarter interval ago or more: the sender's burst is over, flush it now."""
+        quiet = self.policy.flush_quiet
+        return bool(quiet and self.buffer.pending and now - self.buffer.last_added >= quiet
+                    and now - started >= self.policy.flush_interval / 4)
 
     def write(self, batch: Batch) -> None:
         """Write one batch (in halves if the store refuses it whole, see the module doc);

@@ -28,6 +28,7 @@ class ReceiverOptions:
     carbonlink_port: int | None = settings.CARBONLINK_PORT
     udp_port: int | None = None  # off unless asked, as carbon's ENABLE_UDP_LISTENER
     flush_interval: float = FLUSH.flush_interval
+    flush_quiet: float = FLUSH.flush_quiet  # a burst's end: a flush once no point came for this long (0: off)
     flush_size: int = FLUSH.flush_size  # points per store batch at most (a metric's points in one batch cost about one's)
     max_buffered_points: int = FLUSH.max_buffered_points
     storage_schemas: str | None = None
@@ -46,7 +47,7 @@ class ReceiverOptions:
 
     @property
     def flush_policy(self) -> FlushPolicy:
-        return FlushPolicy(flush_interval=self.flush_interval, flush_size=self.flush_size,
+        return FlushPolicy(flush_interval=self.flush_interval, flush_quiet=self.flush_quiet, flush_size=self.flush_size,
                            max_buffered_points=self.max_buffered_points, retries=self.retries)
 
     @property
@@ -56,6 +57,8 @@ class ReceiverOptions:
     def validate(self) -> None:
         if self.flush_interval <= 0:
             raise ReceiverConfigError(f"--flush-interval {self.flush_interval}: give a positive number of seconds")
+        if self.flush_quiet < 0:
+            raise ReceiverConfigError(f"--flush-quiet {self.flush_quiet}: give a number of seconds >= 0 (0: off)")
         if self.flush_size < 1:
             raise ReceiverConfigError(f"--flush-size {self.flush_size}: give at least 1 point")
         if self.max_buffered_points < MIN_BUFFERED_POINTS:
@@ -91,6 +94,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flush-interval", type=float, default=d.flush_interval, metavar="SECONDS",
                    help=f"seconds between two store batches (default {d.flush_interval:g}): SIGKILL loses at most"
                         " this much")
+    p.add_argument("--flush-quiet", type=float, default=d.flush_quiet, metavar="SECONDS",
+                   help=f"a flush also starts once no point has come for this long (default {d.flush_quiet:g}; 0: off):"
+                        " a sender's burst is written when it ends, not up to --flush-interval later; never sooner"
+                        " than a quarter of --flush-interval after the last flush started")
     p.add_argument("--flush-size", type=int, default=d.flush_size, metavar="N",
                    help=f"points per store batch at most (default {d.flush_size:,}): a backlog is written in several"
                         " batches, bounding the store's memory")
@@ -143,7 +150,7 @@ def from_args(args: argparse.Namespace) -> ReceiverOptions:
     return ReceiverOptions(
         bind=args.bind, line_port=args.line_port or None, pickle_port=args.pickle_port or None,
         carbonlink_port=args.carbonlink_port or None, udp_port=args.udp_port,
-        flush_interval=args.flush_interval, flush_size=args.flush_size, max_buffered_points=args.max_buffered_points,
+        flush_interval=args.flush_interval, flush_quiet=args.flush_quiet, flush_size=args.flush_size, max_buffered_points=args.max_buffered_points,
         storage_schemas=args.storage_schemas, storage_aggregation=args.storage_aggregation,
         drain_timeout=args.drain_timeout, drain_idle=args.drain_idle, stats_interval=args.stats_interval,
         metrics_file=args.metrics_file, retries=args.retries, max_connections=args.max_connections,

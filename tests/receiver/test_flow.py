@@ -80,3 +80,43 @@ def test_the_flusher_takes_bounded_batches_in_arrival_order():
         buffer.done(batch)
     assert sizes == [2000] * 5  # whole reads, at most 2,500 points
     assert values == [float(i) for i in range(7, 10_000, 300)]  # one metric's points stay in order
+
+
+def test_a_burst_is_flushed_once_it_is_over_not_a_flush_interval_later(tmp_path):
+    """--flush-quiet: points that stopped coming for flush_quiet seconds are flushed then,
+    a quarter of the flush interval after the last flush at the soonest; with 0, they wait
+    for the interval."""
+    import threading
+
+    from biggraphite_like.ingest.lines import decode_lines
+    from biggraphite_like.ingest.points import Refusals
+    from biggraphite_like.ingest.policy import FlushPolicy
+    from biggraphite_like.receiver.flusher import Flusher
+    from biggraphite_like.receiver.rules import StorageRules
+    from tests.store_env import make_store
+
+    interval = 8.0
+    sides = {}
+    for quiet in (0.1, 0.0):
+        (tmp_path / str(quiet)).mkdir()
+        _, accessor = make_store(tmp_path / str(quiet))
+        buffer = PointBuffer()
+        flusher = Flusher(accessor, buffer, StorageRules(), ReceiverStats(),
+                          FlushPolicy(flush_interval=interval, flush_quiet=quiet))
+        flushed = threading.Event()
+        flusher.on_flush = flushed.set
+        sides[quiet] = (flusher, buffer, flushed)
+    started = time.monotonic()
+    for flusher, buffer, _ in sides.values():
+        flusher.start()
+        buffer.add(decode_lines(lines(500, "q"), Refusals()).checked(Refusals()), Refusals())
+    try:
+        assert sides[0.1][2].wait(interval * 0.75), "the burst was not flushed once it was over"
+        at = time.monotonic() - started
+        assert interval / 4 - 0.1 <= at < interval * 0.75  # not before a quarter interval after the start
+        assert sides[0.1][1].buffered == 0
+        assert not sides[0.0][2].is_set() and sides[0.0][1].buffered == 500  # off: waits for the interval
+    finally:
+        for flusher, _, _ in sides.values():
+            flusher.stop()
+    assert sides[0.0][1].buffered == 0  # stop() flushed it
