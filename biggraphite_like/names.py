@@ -74,6 +74,20 @@ def normalize(name: str) -> str:
     return canonical
 
 
+def all_canonical(names: list[str]) -> bool:
+    """True when normalize() returns every one of the names unchanged: ASCII names of 1 to
+    2 x MAX_COMPONENTS characters (so at most MAX_COMPONENTS components, none too long)
+    without a bad character, an empty component, a tag marker or the end marker, checked
+    on the names joined by dots with a few C calls for the lot (a receiver's new names,
+    ~1 us a name less than normalize() each). False says only: ask normalize()."""
+    if not names:
+        return True
+    joined = SEPARATOR.join(names)
+    return (joined.isascii() and 1 <= min(map(len, names)) and max(map(len, names)) <= 2 * MAX_COMPONENTS
+            and _ASCII_BAD_RE.search(joined) is None and ".." not in joined and joined[0] != SEPARATOR
+            and joined[-1] != SEPARATOR and ";" not in joined and '"}' not in joined and END_MARKER not in joined)
+
+
 def components(name: str) -> list[str]:
     """The components of an already normalised name."""
     return name.split(SEPARATOR)

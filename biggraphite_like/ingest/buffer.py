@@ -92,7 +92,7 @@ class PointBuffer:
             return 0
         ids = list(map(self._ids.get, points.names))
         if None in ids:
-            ids = [self._intern(name) if i is None else i for name, i in zip(points.names, ids)]
+            ids = self._intern_all(points.names, ids)
         array = np.fromiter(ids, dtype=np.int64, count=len(ids))
         timestamps, values = points.timestamps, points.values
         if (array == INVALID).any():
@@ -109,6 +109,17 @@ class PointBuffer:
                 self._pending += len(array)
                 self.last_added = time.monotonic()
         return len(array)
+
+    def _intern_all(self, names: list[str], ids: list[int | None]) -> list[int]:
+        """ids with the names not interned yet (None) interned: together when all of them
+        are canonical already (names.all_canonical), else one by one."""
+        fresh = list(dict.fromkeys(name for name, index in zip(names, ids) if index is None))
+        if names_mod.all_canonical(fresh):
+            first = len(self._canonical)
+            self._canonical.extend(fresh)
+            self._ids.update(zip(fresh, range(first, first + len(fresh))))
+            return list(map(self._ids.__getitem__, names))
+        return [self._intern(name) if i is None else i for name, i in zip(names, ids)]
 
     def _intern(self, name: str) -> int:
         known = self._ids.get(name)

@@ -39,6 +39,26 @@ def test_normalize_rejects(raw, message):
         names.normalize(raw)
 
 
+def test_all_canonical_only_when_normalize_keeps_every_name():
+    """The buffer's bulk check against normalize(), on random batches of names made of the
+    characters that matter (dots, tag markers, whitespace and control bytes, non-ASCII,
+    the end marker, long names): when it says True, normalize() returns each name as it
+    is; and it says True for plain names."""
+    rng = random.Random(36)
+    pieces = ["a", "b", "cpu", ".", ".", "..", ";", "{", '"}', "=", " ", "\t", "\x00", "\x7f", "é", "__END__",
+              "_", "-", "x" * 60]
+    said_true = 0
+    for _ in range(5000):
+        batch = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 4))]
+        if names.all_canonical(batch):
+            said_true += 1
+            for name in batch:
+                assert names.normalize(name) == name, batch
+    assert said_true > 100
+    assert names.all_canonical([f"tree.dc{i % 4}.host{i:04d}.cpu{i % 10}" for i in range(1000)])
+    assert names.all_canonical([".".join(["a"] * 64)]) and not names.all_canonical([".".join(["a"] * 65)])
+
+
 def test_normalize_accepts_limits():
     assert len(names.normalize(".".join(["c"] * 64)).split(".")) == 64
     assert names.normalize("x" * 255) == "x" * 255

@@ -63,6 +63,32 @@ def test_cached_points_normalise_only_names_never_received(monkeypatch):
     assert calls == [".c.m", "c.none", "bad\tname"]  # "c.alias" was interned when "c..alias" came
 
 
+def test_new_names_are_interned_together_as_one_by_one(monkeypatch):
+    """A read of new names that are all canonical is interned in one go (no normalize()
+    call), with the ids one by one gives (first seen, first id); a read holding another
+    spelling goes one by one; the batches taken name the same metrics either way."""
+    plain = [f"n.m{i % 7}" for i in range(20)]
+    mixed = ["n.m1", "n..m9", "n.m8", "n.m9", "bad name"]
+    batches = []
+    for bulk in (True, False):
+        if not bulk:
+            monkeypatch.setattr(names_mod, "all_canonical", lambda names: False)
+        buffer = PointBuffer()
+        for received in (plain, mixed):
+            buffer.add(ReceivedPoints(received, np.full(len(received), float(NOW)), np.arange(len(received), dtype=float)),
+                       Refusals())
+        batch = buffer.take()
+        batches.append((batch.ids.tolist(), [(batch.names[o], v) for o, v in zip(batch.owner.tolist(), batch.values.tolist())]))
+    monkeypatch.undo()
+    assert batches[0] == batches[1]
+    assert [name for name, _ in batches[0][1][:8]] == ["n.m0", "n.m1", "n.m2", "n.m3", "n.m4", "n.m5", "n.m6", "n.m0"]
+    assert ("n.m9", 1.0) in batches[0][1] and ("n.m9", 3.0) in batches[0][1]  # "n..m9" is n.m9
+    calls = counting_normalize(monkeypatch)
+    buffer = PointBuffer()
+    buffer.add(ReceivedPoints(plain, np.full(len(plain), float(NOW)), np.zeros(len(plain))), Refusals())
+    assert calls == [] and len(buffer.take().names) == 7
+
+
 def test_get_metric_and_update_metadata_normalise_a_name_once(tmp_path, monkeypatch):
     accessor = Accessor.from_url(f"sqlite://{tmp_path / 'bgl.db'}")
     accessor.syncdb()
