@@ -241,10 +241,13 @@ class ComponentPattern:
             self.prefix: str = ""
         else:
             self.prefix = os.path.commonprefix([_literal_head(a) for a in singles])
-        if wildcards:
+        if len(wildcards) == 1 and wildcards[0].endswith("*") and not _has_wildcard(wildcards[0][:-1]):
+            # `host00*`: a prefix test, no regex compiled (patterns asked once each mostly differ here)
+            self._regex_match: Callable[[str], object] | None = _prefix_match(wildcards[0][:-1])
+        elif wildcards:
             # One regex for all wildcard alternatives; each translation ends in \Z.
             regex = re.compile("|".join(fnmatch.translate(w) for w in wildcards))
-            self._regex_match: Callable[[str], object] | None = regex.match
+            self._regex_match = regex.match
         else:
             self._regex_match = None
         #: the fastest callable equivalent to `matches`.
@@ -262,6 +265,13 @@ class ComponentPattern:
 
     def __repr__(self) -> str:
         return f"ComponentPattern({'|'.join(self.alternatives)!r})"
+
+
+def _prefix_match(prefix: str) -> Callable[[str], object]:
+    """What fnmatch's regex of `prefix*` answers (a match or None) for one component."""
+    def match(component: str) -> object:
+        return True if component.startswith(prefix) else None
+    return match
 
 
 @functools.lru_cache(maxsize=4096)
