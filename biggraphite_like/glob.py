@@ -64,6 +64,7 @@ _WILDCARD_RE = re.compile(r"[*?\[]")
 # brace products mostly collide (e.g. `{,a}{,aa}{,aaaa}...`) can exhaust it.
 _WORK_PER_ALTERNATIVE = 16
 FILTER_CHUNK = 1000  # names a regex filters at once (matches past max_results: at most this many more held)
+REGEX_MIN_NAMES = 64  # names a filter of a plain `**` between literals compiles its regex for (fewer: by components)
 
 
 def is_glob(pattern: str) -> bool:
@@ -241,10 +242,13 @@ class ComponentPattern:
             self.prefix: str = ""
         else:
             self.prefix = os.path.commonprefix([_literal_head(a) for a in singles])
-        if wildcards:
+        if len(wildcards) == 1 and wildcards[0].endswith("*") and not _has_wildcard(wildcards[0][:-1]):
+            # `host00*`: a prefix test, no regex compiled (patterns asked once each mostly differ here)
+            self._regex_match: Callable[[str], object] | None = _prefix_match(wildcards[0][:-1])
+        elif wildcards:
             # One regex for all wildcard alternatives; each translation ends in \Z.
             regex = re.compile("|".join(fnmatch.translate(w) for w in wildcards))
-            self._regex_match: Callable[[str], object] | None = regex.match
+            self._regex_match = regex.match
         else:
             self._regex_match = None
         #: the fastest callable equivalent to `matches`.
@@ -262,6 +266,13 @@ class ComponentPattern:
 
     def __repr__(self) -> str:
         return f"ComponentPattern({'|'.join(self.alternatives)!r})"
+
+
+def _prefix_match(prefix: str) -> Callable[[str], object]:
+    """What fnmatch's regex of `prefix*` answers (a match or None) for one component."""
+    def match(component: str) -> object:
+        return True if component.startswith(prefix) else None
+    return match
 
 
 @functools.lru_cache(maxsize=4096)
@@ -328,7 +339,7 @@ class GlobPattern:
         self.min_depth: int = sum(not zero for zero in self._zero_width)
         self._matchers = tuple(c.matcher for c in components)
         self._around_globstar = self._compute_around_globstar()
-        self._around_regex = self._compute_around_regex()
+        self._regex: Callable[[str], object] | None = None  # _around_regex, once compiled
         self._literal_prefix = self._compute_literal_prefix()
         self._head = SEPARATOR.join(self._literal_prefix)
 
@@ -343,15 +354,25 @@ class GlobPattern:
         index = variable[0]
         return self._matchers[:index], self._matchers[index + 1:], self.min_depth
 
-    def _compute_around_regex(self) -> Callable[[str], object] | None:
+    def _regex_applies(self) -> bool:
+        """Whether the pattern is a plain `**` between components that are all literals."""
+        return self._around_globstar is not None and all(
+            c.literals is not None for c in self.components if not c.is_globstar)
+
+    @property
+    def _around_regex(self) -> Callable[[str], object] | None:
         """For a plain `**` between components that are all literals (`a.**.b`,
         `{a,b}.x.**`): one regex over the whole name saying what _match_around_globstar
-        says (names are valid: no empty component), without splitting it. Else None."""
-        if self._around_globstar is None:
-            return None
+        says (names are valid: no empty component), without splitting it. Else None.
+        Compiled when first asked for (filter: only for REGEX_MIN_NAMES names or more: a
+        pattern asked once mostly differs from the last, and its compile would cost more
+        than matching a few names component by component)."""
+        if self._regex is None and self._regex_applies():
+            self._regex = self._compute_around_regex()
+        return self._regex
+
+    def _compute_around_regex(self) -> Callable[[str], object]:
         index = next(i for i, c in enumerate(self.components) if c.is_globstar)
-        if any(c.literals is None for i, c in enumerate(self.components) if i != index):
-            return None
 
         def joined(components: Sequence[ComponentPattern]) -> str:
             return r"\.".join("(?:" + "|".join(map(re.escape, sorted(c.literals))) + ")" for c in components)
@@ -377,8 +398,8 @@ class GlobPattern:
 
     def matches(self, name: str) -> bool:
         """True when the dotted name (already valid and normalised) matches."""
-        if self._around_regex is not None and not self.matches_nothing:
-            return self._around_regex(name) is not None
+        if self._regex is not None and not self.matches_nothing:
+            return self._regex(name) is not None
         return self.matches_components(name.split(SEPARATOR))
 
     def matches_components(self, components: Sequence[str]) -> bool:
@@ -440,9 +461,14 @@ class GlobPattern:
         """The sorted unique names that match; raises TooManyResults as soon as more
         than max_results distinct names match (a regex filter: within FILTER_CHUNK names)."""
         found: set[str] = set()
-        if self._around_regex is not None and not self.matches_nothing:
-            # one regex a name, run by C loops FILTER_CHUNK names at a time
+        by_regex = False
+        if self._regex_applies() and not self.matches_nothing:
             names = iter(names)
+            first = list(itertools.islice(names, REGEX_MIN_NAMES))
+            by_regex = len(first) == REGEX_MIN_NAMES  # else a few names, matched without compiling the regex
+            names = itertools.chain(first, names) if by_regex else first
+        if by_regex:
+            # one regex a name, run by C loops FILTER_CHUNK names at a time
             while chunk := list(itertools.islice(names, FILTER_CHUNK)):
                 found.update(filter(self._around_regex, chunk))
                 if len(found) > max_results:

@@ -499,3 +499,16 @@ def test_a_plain_globstar_matches_as_the_alignment_search_does():
         checked += 1
     assert checked == 400 and 50 < regexes < 400, regexes
     assert GlobPattern("a.{**,b}.c")._around_globstar is None and GlobPattern("a.**.b.**")._around_globstar is None
+
+
+def test_a_globstar_regex_is_compiled_only_for_many_names():
+    """A plain `**` between literals filters a few names component by component (a pattern
+    asked once would pay its regex's compile for them), REGEX_MIN_NAMES or more by its
+    regex: the same answers either way."""
+    few = ["a.x.b", "a.b", "a.x.c", "b.a.b", "a.x.y.b"]
+    pattern = GlobPattern("a.**.b")
+    assert pattern.filter(few) == ["a.b", "a.x.b", "a.x.y.b"] and pattern._regex is None
+    assert pattern.matches("a.q.b") and not pattern.matches("a.q") and pattern._regex is None
+    many = [f"a.x{i}.{'b' if i % 2 else 'c'}" for i in range(glob_module.REGEX_MIN_NAMES)] + few
+    assert pattern.filter(many) == sorted(n for n in many if pattern._match_variable(n.split(".")))
+    assert pattern._regex is not None and pattern.matches("a.q.b") and not pattern.matches("a.q")

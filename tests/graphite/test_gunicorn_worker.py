@@ -278,3 +278,49 @@ def test_the_light_path_calls_pre_request_once_a_front_answers_and_never_for_a_d
     finally:
         ours.close()
         theirs.close()
+
+
+@pytest.mark.skipif(not hasattr(__import__("select"), "EPOLLEXCLUSIVE"), reason="epoll without EPOLLEXCLUSIVE")
+def test_a_new_connection_wakes_one_of_the_pollers_waiting_on_the_listener():
+    """ExclusiveAccept, as each worker's poller: of two pollers waiting on the same listening
+    socket (two workers of one arbiter), one connection wakes one, and it accepts it; the
+    other sleeps on (gunicorn's poller woke both). The other sockets are plain registrations."""
+    import selectors
+    import socket
+    import threading
+    import time
+
+    from graphite_plugin.gunicorn_worker import ExclusiveAccept
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    pollers = [ExclusiveAccept({listener.fileno()}) for _ in range(2)]
+    woken: list[int] = []
+    for poller in pollers:
+        poller.register(listener, selectors.EVENT_READ, "listener")
+
+    def wait(index: int) -> None:
+        if pollers[index].select(1.5):
+            woken.append(index)
+            listener.accept()[0].close()
+
+    threads = [threading.Thread(target=wait, args=(index,)) for index in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # both in epoll_wait
+    client = socket.create_connection(listener.getsockname())
+    for thread in threads:
+        thread.join()
+    assert len(woken) == 1, woken
+    # a plain registration (a connection's socket) and the selector's map, as gthread reads them
+    reader, writer = socket.socketpair()
+    poller = pollers[0]
+    key = poller.register(reader, selectors.EVENT_READ, "conn")
+    assert poller.get_key(reader) is key and poller.select(0) == []
+    writer.send(b"x")
+    assert poller.select(0) == [(key, selectors.EVENT_READ)]
+    assert poller.unregister(reader) is key and reader not in poller.get_map()
+    with pytest.raises(KeyError):
+        poller.register(listener, selectors.EVENT_READ)
+    for item in (client, reader, writer, listener, *pollers):
+        item.close()

@@ -12,8 +12,12 @@ intervals come with the metric rows walked (glob_node_spans).
 - A pattern with `**` or an optional component: the fixed components before the first of
   them are walked as above; then the fixed components after the last of them (the trail)
   may start from the inverted index (`metrics.leaf`, `directories.component`): the trailing
-  literal with the fewest rows, when they are few; else the subtree under the walked
-  directories is listed, when it is small; else the inverted index anyway; else every name.
+  literal with the fewest rows, when they are few (each counted up to the fewest so far;
+  a directory literal's count and walk kept for the other table); else the subtree under
+  the walked directories is listed, when it is small; else the inverted index anyway; else
+  every name. Under one plain `**` followed by at most one component (`a.b*.**`,
+  `a.**.c`), the subtree's children (matching that component) are the matches: sorted,
+  not filtered (on 1,000,000 names, `tree.dc3.host004*.**`'s glob_nodes: 500 -> 340 us).
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import json
 from typing import Iterator, Sequence
 
 from biggraphite_like.errors import BglError
-from biggraphite_like.glob import ComponentPattern, GlobPattern
+from biggraphite_like.glob import GLOBSTAR, ComponentPattern, GlobPattern
 from biggraphite_like.metric import MetricMetadata
 from biggraphite_like.stores.sqlite.connection import through_shared_reader
 from biggraphite_like.stores.sqlite.name_tree import ROOT, join
@@ -44,6 +48,7 @@ _SPAN_GROUP = 100  # metric_spans looks names up per last component when they ha
 RELEASE_NAMES = 50_000  # a glob answering this many names gives back the file pages its walk mapped
 RELEASE_ROWS = _PAGE  # a walk statement reading this many rows (a page of a scan) gives back its pages
 _CARRIED = ", t.metadata, t.updated_on"  # a metric row's columns a find's json intervals need, last
+_EXACT = "exact "  # + table: a key of `walked` saying the table's candidates are the matches
 
 Nodes = dict[int, str]  # directory key -> path
 
@@ -81,16 +86,31 @@ def _walked_exactly(pattern: GlobPattern) -> bool:
         and any(c.literals is None for c in pattern.components)
 
 
-def _matches(pattern: GlobPattern, candidates: Iterator[str], max_results: int) -> list[str]:
+def _matches(pattern: GlobPattern, candidates: Iterator[str], max_results: int, walked: dict | None = None,
+             table: str = "") -> list[str]:
     """The sorted matches among the candidates (the glob engine's filter, or only sorted
-    when the walk matched them already); TooManyResults past max_results."""
+    when the walk matched them already: a fixed-depth pattern, or `_candidates` said so in
+    `walked` for `table`); TooManyResults past max_results."""
     if not _walked_exactly(pattern):
-        return pattern.filter(candidates, max_results)
+        first = next(candidates, None)  # the walk runs up to its first candidate: it knows its way
+        if first is None:
+            return []
+        candidates = itertools.chain((first,), candidates)
+        if walked is None or not walked.get(_EXACT + table):
+            return pattern.filter(candidates, max_results)
     names = list(itertools.islice(candidates, max_results + 1))
     if len(names) > max_results:
         pattern.filter(names, max_results)  # raises TooManyResults as the engine words it
     names.sort()
     return names
+
+
+def _globstar_around_one(pattern: GlobPattern, trail: tuple[ComponentPattern, ...]) -> bool:
+    """Whether the pattern is fixed components, one plain `**`, then at most one component
+    (`a.b*.**`, `a.**.c*`): every child (matching that component) of the directories the
+    fixed components match, or of a directory under them, is a match, once."""
+    return len(trail) <= 1 and sum(map(_variable, pattern.components)) == 1 \
+        and pattern.components[len(pattern.components) - len(trail) - 1].alternatives == (GLOBSTAR,)
 
 
 class GlobMixin:
@@ -106,8 +126,9 @@ class GlobMixin:
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
             walked: dict = {}
-            answer = (_matches(pattern, self._candidates("metrics", pattern, walked), max_results),
-                      _matches(pattern, self._candidates("directories", pattern, walked), max_results))
+            answer = (_matches(pattern, self._candidates("metrics", pattern, walked), max_results, walked, "metrics"),
+                      _matches(pattern, self._candidates("directories", pattern, walked), max_results, walked,
+                               "directories"))
         self._after_walk(answer[0], answer[1])
         return answer
 
@@ -138,8 +159,9 @@ class GlobMixin:
             self._check_directories()
             walked: dict = {}
             rows: dict[str, tuple] = {}
-            metrics = _matches(pattern, self._candidates("metrics", pattern, walked, rows), max_results)
-            directories = _matches(pattern, self._candidates("directories", pattern, walked), max_results)
+            metrics = _matches(pattern, self._candidates("metrics", pattern, walked, rows), max_results, walked, "metrics")
+            directories = _matches(pattern, self._candidates("directories", pattern, walked), max_results, walked,
+                                   "directories")
             spans, unread = {}, []
             durations, reread = self._duration_map, False
             for name in metrics:
@@ -172,7 +194,8 @@ class GlobMixin:
         self._check_schema()
         with self._errors(f"glob {pattern.pattern!r}"):
             self._check_directories()
-            return _matches(pattern, self._candidates(table, pattern), max_results)
+            walked: dict = {}
+            return _matches(pattern, self._candidates(table, pattern, walked), max_results, walked, table)
 
     @through_shared_reader
     def metric_spans(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
@@ -248,17 +271,18 @@ class GlobMixin:
         if not nodes:
             return
         trail = components[variable[-1] + 1:]
-        start = self._inverted_start(table, trail)
+        start = self._inverted_start(table, trail, walked)
         if start is None or start[1] >= _PROBE_LIMIT:
             if "subtree" not in walked:
                 walked["subtree"] = self._subtree(nodes)
             subtree = walked["subtree"]
             if subtree is not None:
                 last = components[-1]
+                walked[_EXACT + table] = _globstar_around_one(pattern, trail)
                 yield from self._children(table, subtree, None if _variable(last) else last, rows)
                 return
         if start is not None:
-            yield from self._from_inverted(table, trail, start[0], start[2], rows)
+            yield from self._from_inverted(table, trail, start[0], start[2], walked, rows)
             return
         yield from self._every_name(table, rows)
 
@@ -384,40 +408,53 @@ class GlobMixin:
                 return True
         return False
 
-    def _inverted_start(self, table: str, trail: tuple[ComponentPattern, ...]
+    def _inverted_start(self, table: str, trail: tuple[ComponentPattern, ...], walked: dict
                         ) -> tuple[int, int, dict[str, int]] | None:
         """(position in trail, rows, string ids) of the trailing literal component with the
-        fewest rows in the inverted index (counted up to _PROBE_LIMIT); None without one."""
+        fewest rows in the inverted index (counted up to _PROBE_LIMIT, or up to the fewest
+        counted so far: a literal of 100,000 rows after one of 10 reads 10 index entries,
+        not a thousand); None without one. A directory component's count is kept in
+        `walked` for the other table's glob of the same pattern."""
         best = None
         for position, component in enumerate(trail):
             if component.literals is None:
                 continue
-            ids = self._literal_ids(component.literals)
             target = table if position == len(trail) - 1 else "directories"
-            rows = self._conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {target} WHERE {_column(target)} IN"
-                f" (SELECT value FROM json_each(?)) LIMIT {_PROBE_LIMIT})", (json.dumps(list(ids.values())),)).fetchone()[0]
+            limit = _PROBE_LIMIT if best is None else best[1]
+            kept = walked.get(("probe", target, position))
+            if kept is not None and (kept[0] < kept[1] or kept[1] >= limit):  # counted exactly, or past this limit
+                rows, ids = min(kept[0], limit), kept[2]
+            else:
+                ids = self._literal_ids(component.literals)
+                rows = self._conn.execute(
+                    f"SELECT count(*) FROM (SELECT 1 FROM {target} WHERE {_column(target)} IN"
+                    f" (SELECT value FROM json_each(?)) LIMIT {limit})", (json.dumps(list(ids.values())),)).fetchone()[0]
+                walked[("probe", target, position)] = (rows, limit, ids)
             if best is None or rows < best[1]:
                 best = (position, rows, ids)
         return best
 
     def _from_inverted(self, table: str, trail: tuple[ComponentPattern, ...], position: int,
-                       ids: dict[str, int], rows: dict[str, tuple] | None = None) -> Iterator[str]:
+                       ids: dict[str, int], walked: dict, rows: dict[str, tuple] | None = None) -> Iterator[str]:
         """Candidates from the rows of the inverted index holding trail[position]'s literals,
-        then the rest of the trail walked down from them (`rows`: as _child_rows)."""
+        then the rest of the trail walked down from them (`rows`: as _child_rows); the
+        directories reached before the last component are kept in `walked` for the other
+        table's glob."""
         last = position == len(trail) - 1
         target = table if last else "directories"
-        pages = self._inverted_rows(target, ids, " AND NOT t.hidden" if target == "directories" and last else "",
-                                    _CARRIED if rows is not None and last else "")
         if last:
-            for found in pages:
+            for found in self._inverted_rows(target, ids, " AND NOT t.hidden" if target == "directories" else "",
+                                             _CARRIED if rows is not None else ""):
                 yield from self._named(found, rows)
             return
-        found = [row for page in pages for row in page]
-        paths = self._tree.paths(self._conn, {row[1] for row in found})
-        nodes = {key: join(paths[parent], string) for key, parent, string in found if parent in paths}
-        for component in trail[position + 1:-1]:
-            nodes = dict(self._child_rows("directories", nodes, component, visible=False))
+        nodes = walked.get(("inverted", position))
+        if nodes is None:
+            found = [row for page in self._inverted_rows(target, ids, "", "") for row in page]
+            paths = self._tree.paths(self._conn, {row[1] for row in found})
+            nodes = {key: join(paths[parent], string) for key, parent, string in found if parent in paths}
+            for component in trail[position + 1:-1]:
+                nodes = dict(self._child_rows("directories", nodes, component, visible=False))
+            walked[("inverted", position)] = nodes
         yield from self._children(table, nodes, trail[-1], rows)
 
     def _inverted_rows(self, target: str, ids: dict[str, int], shown: str, carried: str) -> Iterator[list[tuple]]:

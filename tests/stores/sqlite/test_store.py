@@ -511,6 +511,79 @@ def test_a_big_subtree_is_counted_not_listed(big_store, monkeypatch):
     assert ("directories", None) not in listed, "the subtree was listed past its bound"
 
 
+GLOBSTAR_NAMES = [f"p.h{h}.c{c}" for h in range(12) for c in range(3)] + ["p.h1.c0.deep", "p.h10.x.c1", "p.h2",
+                                                                            "p.q.m1", "p.q.r.m2", "o.h1.c1"]
+# (pattern, whether its subtree listing is its answer; a trailing literal's only when the
+# inverted index does not start the walk)
+SUBTREE_PATTERNS = [("p.**", True), ("p.h1*.**", True), ("p.h1*.**.c1", "literal"), ("p.**.c1", "literal"),
+                    ("p.*.**", True), ("p.**.h1", "literal"), ("p.h?.**", True), ("p.**.x.c1", False),
+                    ("p.{**,h1}.c1", False), ("p.**.c*", True), ("p.**.**", False), ("p.q.**", True)]
+
+
+@pytest.mark.parametrize("way", ["subtree", "subtree for a trailing literal too", "subtree past its bound"])
+def test_a_subtree_listed_under_one_globstar_is_its_answer(tmp_path, monkeypatch, way):
+    """Fixed components, one plain `**`, then at most one component: the children (matching
+    it) of the directories listed under the walked ones are the matches, taken without the
+    glob engine's filter (hidden directories walked, not answered; a name both metric and
+    directory; a metric deep under); the same answers as the engine's over every name, past
+    the subtree's bound (then filtered) too; TooManyResults past max_results either way."""
+    from biggraphite_like.glob import TooManyResults
+    from biggraphite_like.stores.sqlite import tree_glob
+
+    if way == "subtree past its bound":
+        monkeypatch.setattr(tree_glob, "_MAX_SUBTREE", 1)
+    elif way == "subtree for a trailing literal too":
+        monkeypatch.setattr(tree_glob, "_PROBE_LIMIT", 1)  # every trailing literal counts as many rows
+    accessor = _new_store(tmp_path / "bgl.db", GLOBSTAR_NAMES)
+    store = accessor.store
+    store.delete_directories(["p.q"])  # hidden: p.q.m1 and p.q.r.m2 are still found under it
+    directories = sorted({n.rsplit(".", i)[0] for n in GLOBSTAR_NAMES for i in range(1, n.count(".") + 1)} - {"p.q"})
+    filtered = []
+    engine_filter = GlobPattern.filter
+    monkeypatch.setattr(GlobPattern, "filter", lambda self, names, max_results=10_000:
+                        filtered.append(self.pattern) or engine_filter(self, names, max_results))
+    for pattern, exact in SUBTREE_PATTERNS:
+        glob = GlobPattern(pattern)
+        expected = (engine_filter(glob, GLOBSTAR_NAMES), engine_filter(glob, directories))
+        filtered.clear()
+        assert store.glob_nodes(glob, 10_000) == expected, pattern
+        assert store.glob_node_spans(glob, 10_000)[:2] == expected, pattern
+        assert store.glob_metrics(glob, 10_000) == expected[0], pattern
+        assert store.glob_directories(glob, 10_000) == expected[1], pattern
+        listed = way != "subtree past its bound" and (exact is True or exact and way != "subtree")
+        assert bool(filtered) == (not listed), (pattern, filtered)
+    assert "p.q.m1" in store.glob_metrics(GlobPattern("p.**"), 10_000)
+    assert "p.h1.c0.deep" in store.glob_metrics(GlobPattern("p.h1*.**"), 10_000)
+    with pytest.raises(TooManyResults):
+        store.glob_metrics(GlobPattern("p.h1*.**"), 10)
+    accessor.close()
+
+
+def test_a_globstars_inverted_start_counts_no_more_than_it_needs(tmp_path):
+    """`a.**.few.many`: the trailing literals are counted in the inverted index up to the
+    fewest counted so far (a literal of many rows after one of few reads few index entries),
+    and the directories' glob of the same pattern counts and looks up the directory
+    component no second time; answers: the glob engine's."""
+    names = [f"a.h{h}.many" for h in range(200)] + [f"a.b{i}.few.many" for i in range(3)] + ["a.few.x"]
+    names += [f"a.z{i}.many.k" for i in range(10)]  # `many` directories: more than `few` ones
+    accessor = _new_store(tmp_path / "bgl.db", names)
+    store = accessor.store
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        found = store.glob_nodes(GlobPattern("a.**.few.many"), 10_000)
+    finally:
+        store._conn.set_trace_callback(None)
+    assert found == ([f"a.b{i}.few.many" for i in range(3)], [])
+    counts = [sql for sql in statements if sql.startswith("SELECT count(*) FROM (SELECT 1 FROM") and " IN " in sql]
+    assert [re.search(r"LIMIT (\d+)", sql).group(1) for sql in counts] == ["1000", "4", "4"], counts  # few; many (metrics, directories)
+    looked_up = re.findall(r"FROM directories AS t JOIN name_strings AS s ON s.id = t.component WHERE t.component = (\d+)",
+                           "\n".join(statements))
+    assert len(looked_up) == 1, statements  # `few`, for both tables
+    assert accessor.glob_directories("a.**.few") == ["a.b0.few", "a.b1.few", "a.b2.few", "a.few"]
+    accessor.close()
+
+
 def _unreadable_metadata(store, name: str, bad: int | None = None) -> int:
     """Give the metric `name` a metadata row whose retention cannot be read (created unless
     `bad` names one); returns its id."""
