@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import threading
 import time
 
 import numpy as np
@@ -128,6 +129,23 @@ def _stored_points(url: str, points) -> int:
         accessor.close()
 
 
+def _metric_rows(url: str) -> int:
+    """Metrics committed in a SQLite store (a reader of its own, read-only)."""
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{url[len('sqlite://'):]}?mode=ro", uri=True)) as conn:
+        return conn.execute("SELECT count(*) FROM metrics").fetchone()[0]
+
+
+def _send_until_killed(port: int, data: bytes) -> None:
+    """Send data; the receiver may be killed meanwhile (the client then sends again)."""
+    try:
+        send_to_carbon(port, data)
+    except OSError:
+        pass
+
+
 def _wait_stored(url: str, points, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while _stored_points(url, points) != len(points):
@@ -142,19 +160,38 @@ def test_sigkill_mid_write_keeps_every_committed_point_and_the_store_usable(rece
     acknowledged = stream("acked", 2000, 5)
     send_to_carbon(receiver.line_port, plaintext(acknowledged))
     _wait_stored(store_url, acknowledged)  # in the store: what a reader sees is acknowledged
+    sqlite = store_url.startswith("sqlite://")
     # the CQL test server writes ~5x slower than SQLite: a smaller burst is still mid-write at the kill
-    burst = stream("burst", 5000 if store_url.startswith("sqlite://") else 1500, 10)
-    with socket.create_connection(("127.0.0.1", receiver.line_port)) as sock:
-        sock.sendall(plaintext(burst))
-    time.sleep(0.5)  # a flush or two into the burst (0.2 s interval)
+    burst = stream("burst", 20_000 if sqlite else 1500, 10)
+    data = plaintext(burst)
+    if sqlite:  # half the burst, committed at least in part; the other half, then the kill: mid-write
+        known = _metric_rows(store_url)
+        half = data.index(b"\n", len(data) // 2) + 1
+        sock = socket.create_connection(("127.0.0.1", receiver.line_port))
+        sock.sendall(data[:half])
+        deadline = time.monotonic() + 30
+        while _metric_rows(store_url) == known:
+            assert time.monotonic() < deadline, "the burst was never written"
+            time.sleep(0.002)
+        sock.sendall(data[half:])
+    else:
+        sender = threading.Thread(target=_send_until_killed, args=(receiver.line_port, data), daemon=True)
+        sender.start()
+        time.sleep(0.5)  # a flush or two into the burst (0.2 s interval)
     receiver.process.send_signal(signal.SIGKILL)
     receiver.process.wait(30)
+    if sqlite:
+        sock.close()
+    else:
+        sender.join(30)
     assert _stored_points(store_url, acknowledged) == len(acknowledged)
     committed = _stored_points(store_url, burst)
     assert 0 <= committed <= len(burst)
     print(f"burst points committed before the kill: {committed} of {len(burst)}")
-    if store_url.startswith("sqlite://"):
+    if sqlite:
         import sqlite3
+
+        assert 0 < committed < len(burst), "not killed between the burst's first and last commit"
 
         with sqlite3.connect(store_url[len("sqlite://"):]) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
