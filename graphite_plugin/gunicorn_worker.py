@@ -15,8 +15,7 @@ the application, except for a request graphite_plugin.wsgi's fronts answer (a pl
 to a find or tag read, LightRequest): the thread reads its head and answers it from the
 front without gunicorn's parser and WSGI plumbing, head and body in one write, with
 gunicorn's response head, keep-alive rules, hooks and access log (anything the fronts
-decline goes gunicorn's way, from the same bytes). Where epoll has EPOLLEXCLUSIVE, the
-poller (ExclusiveAccept) wakes one worker for a new connection, not all of them.
+decline goes gunicorn's way, from the same bytes).
 
     worker_class = "graphite_plugin.gunicorn_worker.RequestFirstWorker"   # gunicorn.conf.py
 """
@@ -26,16 +25,13 @@ import ctypes
 import errno
 import gc
 import io
-import math
 import os
 import re
-import select
 import selectors
 import socket
 import sys
 import threading
 import time
-import types
 from collections import deque
 from datetime import datetime
 from functools import partial
@@ -83,14 +79,10 @@ class RequestFirstWorker(ThreadWorker):
 
     def run(self):
         """gthread's loop, over a SettledConfig (this worker's connections, parsers,
-        responses and access log read it), its poller an ExclusiveAccept where epoll
-        offers it."""
+        responses and access log read it)."""
         self.cfg = SettledConfig(self.cfg)
         if getattr(self.log, "cfg", None) is not None:
             self.log.cfg = SettledConfig(self.log.cfg)
-        if ExclusiveAccept.available() and not self.cfg.is_ssl:
-            self.poller.close()  # gthread's, nothing registered yet
-            self.poller = ExclusiveAccept({listener.fileno() for listener in self.sockets})
         super().run()
 
     def notify(self):
@@ -298,65 +290,6 @@ class RequestFirstWorker(ThreadWorker):
                 cfg.post_request(self, request, environ, resp)
             except Exception:  # noqa: BLE001 - gthread's handling of a failing hook
                 self.log.exception("Exception in post_request hook")
-
-
-class ExclusiveAccept(selectors.BaseSelector):
-    """An epoll selector (what selectors.EpollSelector does, with EPOLLEXCLUSIVE) whose
-    listening sockets are registered exclusive: a new connection wakes one of the workers
-    waiting on them, not every one. With gthread's poller each connection woke both of bgl
-    run's workers, and the one that lost the accept still turned its loop (a failed accept,
-    its timers, its heartbeat check): ~0.15 ms of CPU a find on the peer bench (measured)."""
-
-    def __init__(self, exclusive: set[int]):
-        self._epoll = select.epoll()
-        self._exclusive = frozenset(exclusive)
-        self._keys: dict[int, selectors.SelectorKey] = {}
-        self._by_object: dict[object, selectors.SelectorKey] = {}
-
-    @staticmethod
-    def available() -> bool:
-        return hasattr(select, "EPOLLEXCLUSIVE")
-
-    def register(self, fileobj, events, data=None):
-        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
-        if fd in self._keys:
-            raise KeyError(f"{fileobj!r} (fd {fd}) is already registered")
-        flags = (select.EPOLLIN if events & selectors.EVENT_READ else 0) \
-            | (select.EPOLLOUT if events & selectors.EVENT_WRITE else 0)
-        if fd in self._exclusive:
-            flags |= select.EPOLLEXCLUSIVE
-        self._epoll.register(fd, flags)
-        key = self._keys[fd] = selectors.SelectorKey(fileobj, fd, events, data)
-        self._by_object[fileobj] = key
-        return key
-
-    def unregister(self, fileobj):
-        key = self._by_object.pop(fileobj)
-        del self._keys[key.fd]
-        try:
-            self._epoll.unregister(key.fd)
-        except OSError:  # closed already (selectors' way)
-            pass
-        return key
-
-    def select(self, timeout=None):
-        timeout = -1 if timeout is None else math.ceil(max(timeout, 0) * 1e3) * 1e-3  # epoll's milliseconds, rounded up
-        ready = []
-        for fd, flags in self._epoll.poll(timeout, max(len(self._keys), 1)):
-            key = self._keys.get(fd)
-            if key is not None:
-                events = (selectors.EVENT_READ if flags & ~select.EPOLLOUT else 0) \
-                    | (selectors.EVENT_WRITE if flags & ~select.EPOLLIN else 0)
-                ready.append((key, events & key.events))
-        return ready
-
-    def get_map(self):
-        return types.MappingProxyType(self._by_object)
-
-    def close(self):
-        self._epoll.close()
-        self._keys.clear()
-        self._by_object.clear()
 
 
 class LightRequest:
