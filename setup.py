@@ -1,5 +1,5 @@
 """The build's one compiled part (the metadata is in setup.cfg): the plaintext decoder
-(biggraphite_like.ingest._plaintext.c), built by `pip install -e .` with the machine's C
+(biggraphite_like/ingest/_plaintext.c), built by `pip install -e .` with the machine's C
 compiler and Python's headers."""
 from setuptools import Extension, setup
 

@@ -125,13 +125,13 @@ class GuardedLineReceiver(GuardedReceiver, MetricLineReceiver):
                 continue
             try:
                 metric, value, timestamp = text.split()
-                timestamps.append(float(timestamp))
-                values.append(float(value))
+                point = float(timestamp), float(value)
             except ValueError:
-                del timestamps[len(names):]
                 receivers.refuse(self.peerName, "expected 'name value timestamp'", text)
                 continue
             names.append(metric)
+            timestamps.append(point[0])
+            values.append(point[1])
         self.pointsReceived(names, np.array(timestamps, dtype=np.float64), np.array(values, dtype=np.float64))
 
 
