@@ -41,6 +41,8 @@ from gunicorn.glogging import Logger
 from gunicorn.http.wsgi import Response, base_environ
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from graphite_plugin.thread_pool import LastIdlePool
+
 REQUEST_ARRIVAL_TIMEOUT = 10.0  # seconds a client has to send a whole request
 MAX_BUFFERED_BODY = 1 << 20  # bodies up to this size are read before a thread is given
 _HEAD_END = b"\r\n\r\n"
@@ -84,6 +86,11 @@ class RequestFirstWorker(ThreadWorker):
         if getattr(self.log, "cfg", None) is not None:
             self.log.cfg = SettledConfig(self.log.cfg)
         super().run()
+
+    def get_thread_pool(self):
+        """The request threads: the most recently idle one takes the next request
+        (graphite_plugin.thread_pool)."""
+        return LastIdlePool(self.cfg.threads)
 
     def notify(self):
         """The heartbeat (a utime on the worker's temporary file), at most once every
