@@ -125,3 +125,43 @@ def test_the_worker_serves_requests_from_this_pool():
     worker.cfg = type("Cfg", (), {"threads": 5})()
     pool = worker.get_thread_pool()
     assert isinstance(pool, LastIdlePool) and pool.max_workers == 5
+
+
+EXIT_WITHOUT_SHUTDOWN = """
+import sys, threading, time
+from graphite_plugin.thread_pool import LastIdlePool
+
+pool = LastIdlePool(4)
+assert pool.submit(lambda: 1).result(timeout=10) == 1
+release = threading.Event()
+held = pool.submit(release.wait, 5)  # a second thread, busy
+time.sleep(0.1)
+
+def slow_job():
+    time.sleep(0.5)
+    with open(sys.argv[1], "w") as done:
+        done.write("finished")
+
+pool.submit(slow_job)  # a third thread, busy as the interpreter exits
+release.set()
+print(pool.threads)
+"""
+
+
+def test_the_interpreter_exits_without_shutdown_once_busy_jobs_are_done(tmp_path):
+    """A worker that leaves without calling shutdown() (an exception out of its loop): the
+    idle threads end as the interpreter exits, as the executor's do, instead of holding the
+    process forever; a job still running finishes first."""
+    import subprocess
+    import sys
+
+    from tests.paths import REPO_ROOT
+
+    marker = tmp_path / "done"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", EXIT_WITHOUT_SHUTDOWN, str(marker)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 2, "an idle thread, and a busy one, as the interpreter exits"
+    assert marker.read_text() == "finished", "the busy job ran to its end"
+    assert time.monotonic() - started < 30
