@@ -15,7 +15,9 @@ the application, except for a request graphite_plugin.wsgi's fronts answer (a pl
 to a find or tag read, LightRequest): the thread reads its head and answers it from the
 front without gunicorn's parser and WSGI plumbing, head and body in one write, with
 gunicorn's response head, keep-alive rules, hooks and access log (anything the fronts
-decline goes gunicorn's way, from the same bytes).
+decline goes gunicorn's way, from the same bytes). Its request threads are
+graphite_plugin.thread_pool.LastIdlePool instead of gthread's executor: the thread that
+went idle last takes the next request.
 
     worker_class = "graphite_plugin.gunicorn_worker.RequestFirstWorker"   # gunicorn.conf.py
 """

@@ -2,6 +2,8 @@
 one taking the next request; what gthread uses of an executor (submit's Future, shutdown)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +12,7 @@ import pytest
 
 from graphite_plugin.gunicorn_worker import RequestFirstWorker
 from graphite_plugin.thread_pool import LastIdlePool
+from tests.paths import REPO_ROOT
 
 
 def _threads_of_one_at_a_time(pool, jobs: int = 40) -> list[str]:
@@ -152,11 +155,6 @@ def test_the_interpreter_exits_without_shutdown_once_busy_jobs_are_done(tmp_path
     """A worker that leaves without calling shutdown() (an exception out of its loop): the
     idle threads end as the interpreter exits, as the executor's do, instead of holding the
     process forever; a job still running finishes first."""
-    import subprocess
-    import sys
-
-    from tests.paths import REPO_ROOT
-
     marker = tmp_path / "done"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", EXIT_WITHOUT_SHUTDOWN, str(marker)], cwd=REPO_ROOT,
